@@ -1,0 +1,1 @@
+"""Operators' REST config API and web console (not built yet)."""

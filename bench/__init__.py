@@ -1,0 +1,1 @@
+"""Benchmarks driven by a real SIP caller over loopback."""

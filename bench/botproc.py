@@ -1,0 +1,97 @@
+"""A real ``switchboard run`` process on a loopback port, with its log lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.ports import free_udp_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class BotProcess:
+    """A running bot node and what it has logged so far."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def uri(self) -> str:
+        return f"sip:bot@127.0.0.1:{self.port}"
+
+    def records(self, event: str, since: int = 0) -> list[dict[str, Any]]:
+        """Structured log records with this ``event`` (from log line ``since`` on)."""
+        out = []
+        for line in self.lines[since:]:
+            if line.startswith("{") and f'"event": "{event}"' in line:
+                out.append(json.loads(line))
+        return out
+
+
+@contextmanager
+def run_bot(
+    *, env: dict[str, str] | None = None, profile: Path | None = None, timeout_s: float = 180
+) -> Iterator[BotProcess]:
+    """Start ``switchboard run`` on a free port; stop it (SIGTERM, then SIGKILL) after."""
+    port = free_udp_port()
+    data_dir = tempfile.TemporaryDirectory(prefix="switchboard-bench-")
+    full_env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "SWITCHBOARD_LOG_FORMAT": "json",
+        "SWITCHBOARD_LOG_TRANSCRIPTS": "true",
+        "SWITCHBOARD_SIP__RTP_PORT_START": str(20000 + (port % 20) * 1000),
+        # a call log of its own (SQLite) unless the caller names a database
+        "SWITCHBOARD_DATA_DIR": data_dir.name,
+        **(env or {}),
+    }
+    if profile is not None:
+        full_env["SWITCHBOARD_PROFILE"] = str(profile)
+    cmd = [sys.executable, "-m", "bot.cli", "run", "--host", "127.0.0.1", "--port", str(port)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stderr=subprocess.PIPE)
+    bot = BotProcess(proc=proc, port=port)
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.decode(errors="replace").rstrip("\n")
+            bot.lines.append(line)
+            if "ready: answering SIP" in line:
+                ready.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not ready.wait(0.2):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = "\n".join(bot.lines[-30:])
+                raise RuntimeError(f"bot did not become ready (rc={proc.poll()}):\n{tail}")
+        yield bot
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        reader.join(timeout=5)
+        if proc.stderr is not None:
+            proc.stderr.close()
+        data_dir.cleanup()

@@ -1,0 +1,166 @@
+"""A bot node: models loaded and warmed, then the SIP endpoint answering calls."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+import time
+from contextlib import aclosing
+
+from bot.call_port import CallPort
+from bot.calllog import CallLog
+from bot.calllog.config import open_call_log
+from bot.intent_cache import IntentCache
+from bot.intent_store import CacheStore, MemoryStore, RedisStore
+from bot.profile import BotProfile, load_profile
+from bot.prompts import PromptAudio
+from bot.session import CallSession
+from bot.settings import Settings
+from bot.turn import Turn
+from bot.turnlog import log_turn, log_turn_with_text
+from serve import ChatMessage, ModelSet, ModelSpec, load_models
+from telephony import EndpointConfig, SipNode
+
+log = logging.getLogger(__name__)
+
+
+def endpoint_config(settings: Settings) -> EndpointConfig:
+    """The telephony endpoint's config from the node's settings (same field names)."""
+    return EndpointConfig(**settings.sip.model_dump(), sample_rate=8000)
+
+
+def model_spec(settings: Settings) -> ModelSpec:
+    """The model tier's spec from the node's settings (same field names)."""
+    return ModelSpec(**settings.models.model_dump())
+
+
+class BotNode:
+    """Everything one ``switchboard run`` process holds."""
+
+    def __init__(self, settings: Settings, profile: BotProfile) -> None:
+        self.settings = settings
+        self.profile = profile
+        self.models: ModelSet | None = None
+        self.prompts = PromptAudio(sample_rate=8000)
+        self.endpoint: SipNode | None = None
+        self.call_log: CallLog | None = None
+        self.intent_cache: IntentCache | None = None
+        self._sessions: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Load and warm the models, synthesize fixed phrases, then start answering."""
+        started = time.monotonic()
+        # First: a database on the wrong schema stops the node before models load.
+        self.call_log = await open_call_log(self.settings)
+        spec = model_spec(self.settings)
+        if self.profile.intents and spec.embedder is None:
+            spec.embedder = "minilm"  # intents are matched on MiniLM sentence embeddings
+        self.models = await load_models(spec, progress=_progress)
+        for text in (self.profile.greeting, self.profile.apology, *self.profile.fillers):
+            await self.prompts.add(self.models.tts, text)
+        if self.profile.intents and self.models.embedder is not None:
+            self.intent_cache = await self._start_intent_cache(self.models)
+        await self._warm_system_prompt(self.models)
+        self.endpoint = SipNode(endpoint_config(self.settings), self._on_call)
+        await self.endpoint.start()
+        sip = self.settings.sip
+        log.info(
+            "ready: answering SIP on udp:%s:%d (started in %.1fs)",
+            sip.host,
+            sip.port,
+            time.monotonic() - started,
+        )
+
+    async def _start_intent_cache(self, models: ModelSet) -> IntentCache:
+        assert models.embedder is not None
+        cfg = self.settings.intent_cache
+        store: CacheStore = (
+            MemoryStore()
+            if self.settings.redis_url is None
+            else RedisStore(self.settings.redis_url, cfg.prefix, timeout_s=cfg.timeout_s)
+        )
+        m = self.settings.models
+        cache = IntentCache(
+            store,
+            models.embedder,
+            models.tts,
+            voice=f"{m.tts}:{m.tts_voice_path or self.profile.voice.name}",
+            stale_after_s=cfg.stale_after_s,
+            heartbeat_s=cfg.heartbeat_s,
+            retry_max_s=cfg.retry_max_s,
+        )
+        await cache.publish(self.profile.intents, self.profile.intent_matching)
+        cache.start()
+        return cache
+
+    async def _warm_system_prompt(self, models: ModelSet) -> None:
+        # llama.cpp keeps the KV cache of the last prompt's prefix: evaluating the system
+        # prompt now saves the first caller several hundred ms on their first answer.
+        warm = [
+            ChatMessage(role="system", content=self.profile.system_prompt),
+            ChatMessage(role="user", content="Hello"),
+        ]
+        async with aclosing(models.llm.stream(warm, max_tokens=1)) as pieces:
+            async for _ in pieces:
+                pass
+
+    async def _on_call(self, call: CallPort) -> None:
+        assert self.models is not None
+        log_line = log_turn_with_text if self.settings.log_transcripts else log_turn
+        call_log = self.call_log
+
+        def on_turn(turn: Turn) -> None:
+            log_line(turn)
+            if call_log is not None:
+                call_log.turn_finished(turn)
+
+        session = CallSession(
+            call,
+            self.models,
+            self.profile,
+            self.prompts,
+            on_turn=on_turn,
+            call_log=call_log,
+            intent_cache=self.intent_cache,
+        )
+        task = asyncio.current_task()
+        if task is not None:
+            self._sessions.add(task)
+        try:
+            await session.run()
+        finally:
+            if task is not None:
+                self._sessions.discard(task)
+
+    async def stop(self) -> None:
+        """Hang up and release the endpoint."""
+        if self.endpoint is not None:
+            await self.endpoint.stop()
+        if self.intent_cache is not None:
+            await self.intent_cache.stop()
+        if self.call_log is not None:
+            await self.call_log.close()
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+async def run_node(settings: Settings) -> None:
+    """Run a bot node until SIGINT or SIGTERM."""
+    profile = load_profile(settings.profile)
+    node = BotNode(settings, profile)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await node.start()
+    try:
+        await stop.wait()
+    finally:
+        log.info("stopping")
+        await node.stop()

@@ -1,0 +1,243 @@
+"""``CallLog``: what a call session reports, turned into records for the writer.
+
+Every method is synchronous and returns at once: the audio path never waits for the
+database. Times come in as ``time.monotonic()`` (the pipeline's clock) and are stored as
+UTC wall-clock times, converted with one offset per call taken when it is answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.calllog.migrate import SchemaError, schema_state, upgrade_async
+from bot.calllog.privacy import mask_uri
+from bot.calllog.records import Record, utc
+from bot.calllog.recovery import close_crashed_calls
+from bot.calllog.spool import Spool
+from bot.calllog.store import make_engine
+from bot.calllog.writer import RecordWriter
+from bot.settings import CallLogSettings
+from bot.turn import STAGES, Turn
+
+log = logging.getLogger(__name__)
+
+#: How long start-up waits for the database before going on with the spool.
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass
+class _LiveCall:
+    id: uuid.UUID
+    offset: float  # time.time() - time.monotonic() when answered
+    seqs: dict[int, int] = field(default_factory=dict)  # Turn.index -> seq in this call
+
+    def wall(self, mono: float) -> datetime:
+        return utc(mono + self.offset)
+
+
+class CallLog:
+    """The call log of one node. Open with ``CallLog.open``, close with ``close``."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        spool: Spool,
+        *,
+        node: str,
+        config_version: str,
+        options: CallLogSettings,
+    ) -> None:
+        self.engine = engine
+        self.node = node
+        self.config_version = config_version
+        self._spool = spool
+        self._started_at = datetime.now(UTC)
+        self._recovered = False
+        self._calls: dict[str, _LiveCall] = {}
+        self.writer = RecordWriter(
+            engine,
+            spool,
+            batch_size=options.batch_size,
+            batch_window_s=options.batch_window_ms / 1000.0,
+            max_pending=options.max_pending,
+            write_timeout_s=options.write_timeout_s,
+            retry_s=options.retry_s,
+            on_synced=self._recover_once,
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        spool_dir: Path,
+        node: str,
+        config_version: str,
+        options: CallLogSettings | None = None,
+        create_if_empty: bool = False,
+    ) -> CallLog:
+        """Check the schema, adopt records a dead process spooled, close crashed calls.
+
+        Raises ``SchemaError`` when the schema is not this code's (an empty database is
+        migrated when ``create_if_empty``). An unreachable database is not an error: the
+        log starts spooling and catches up when it answers.
+        """
+        engine = make_engine(url)
+        reachable = True
+        try:
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                state = await schema_state(engine)
+        except SchemaError:
+            raise
+        except Exception as exc:
+            log.warning("call-log database unreachable at start, spooling to disk: %s", exc)
+            reachable = False
+        else:
+            if state.status == "empty" and create_if_empty:
+                log.info("new call-log database: creating the schema")
+                await upgrade_async(url)
+            elif state.status != "current":
+                await engine.dispose()
+                raise SchemaError(state.message())
+        spool = Spool(spool_dir)
+        spool.open()
+        adopted = await asyncio.to_thread(spool.adopt_orphans)
+        self = cls(
+            engine,
+            spool,
+            node=node,
+            config_version=config_version,
+            options=options or CallLogSettings(),
+        )
+        self.writer.start(spooling=adopted > 0 or not reachable)
+        if reachable:
+            # Replays adopted records first (their calls may have ended after all), then
+            # closes what is still open. `on_synced` does it when the spool was needed.
+            await self.writer.flush()
+            if not self.writer.spooling:
+                await self._recover_once()
+        return self
+
+    async def close(self) -> None:
+        """Write what is pending (or spool it), stop the writer, release the spool."""
+        await self.writer.close()
+        await asyncio.to_thread(self._spool.close)
+        await self.engine.dispose()
+
+    # -- what a call session reports ------------------------------------------------
+
+    def call_answered(
+        self,
+        call_id: str,
+        *,
+        caller: str,
+        callee: str,
+        answered_at: float | None = None,
+        arrived_at: float | None = None,
+    ) -> None:
+        """A call was answered: its row is written now. Times are ``time.monotonic()``."""
+        now = time.monotonic()
+        live = _LiveCall(id=uuid.uuid4(), offset=time.time() - now)
+        self._calls[call_id] = live
+        answered = live.wall(answered_at if answered_at is not None else now)
+        row = {
+            "id": live.id,
+            "sip_call_id": call_id,
+            "caller": caller,
+            "callee": callee,
+            "node": self.node,
+            "config_version": self.config_version,
+            "arrived_at": live.wall(arrived_at) if arrived_at is not None else answered,
+            "answered_at": answered,
+            "ended_at": None,
+            "end_reason": None,
+        }
+        self.writer.submit(Record("call", row))
+        log.info("call %s answered from %s", call_id, mask_uri(caller))
+
+    def turn_finished(self, turn: Turn) -> None:
+        """A turn ended (answered, interrupted or cut by hang-up): append it."""
+        live = self._live(turn.call_id)
+        if live is None:
+            return
+        seq = live.seqs.setdefault(turn.index, len(live.seqs) + 1)
+        # Derived from the call and the turn: the same turn reported twice is one row.
+        turn_id = uuid.uuid5(live.id, f"turn/{turn.index}")
+        row: dict[str, object] = {
+            "id": turn_id,
+            "call_id": live.id,
+            "seq": seq,
+            "transcript": turn.transcript,
+            "answer": turn.answer,
+            "route": turn.route,
+            "intent": turn.intent,
+            "intent_score": turn.intent_score,
+            "barged_in": turn.barged_in,
+            "error": turn.error,
+            "finished_at": utc(time.time()),
+            "model_ms": {k: round(v, 1) for k, v in turn.model_ms.items()},
+            "purged_at": None,
+        }
+        for stage in STAGES:
+            mono = turn.stages.get(stage)
+            row[f"{stage}_at"] = live.wall(mono) if mono is not None else None
+        self.writer.submit(Record("turn", row))
+        if turn.error:
+            self._event(live, "error", turn.error, time.monotonic(), f"turn-error/{turn.index}")
+
+    def event(
+        self, call_id: str, kind: str, detail: str | None = None, at: float | None = None
+    ) -> None:
+        """Something happened on the call: ``dtmf``, ``barge_in``, ``error``..."""
+        live = self._live(call_id)
+        if live is not None:
+            self._event(live, kind, detail, time.monotonic() if at is None else at, None)
+
+    def call_ended(self, call_id: str, reason: str, at: float | None = None) -> None:
+        """The call is over: close its row."""
+        live = self._calls.pop(call_id, None)
+        if live is None:
+            log.warning("call %s ended but was never reported answered", call_id)
+            return
+        ended = live.wall(time.monotonic() if at is None else at)
+        self.writer.submit(Record("end", {"id": live.id, "ended_at": ended, "end_reason": reason}))
+
+    # -------------------------------------------------------------------------------
+
+    def _event(
+        self, live: _LiveCall, kind: str, detail: str | None, at: float, key: str | None
+    ) -> None:
+        event_id = uuid.uuid5(live.id, key) if key else uuid.uuid4()
+        row = {
+            "id": event_id,
+            "call_id": live.id,
+            "at": live.wall(at),
+            "kind": kind,
+            "detail": detail,
+            "purged_at": None,
+        }
+        self.writer.submit(Record("event", row))
+
+    def _live(self, call_id: str) -> _LiveCall | None:
+        live = self._calls.get(call_id)
+        if live is None:
+            log.warning("call-log record for unknown call %s dropped", call_id)
+        return live
+
+    async def _recover_once(self) -> None:
+        if self._recovered:
+            return
+        self._recovered = True
+        try:
+            await close_crashed_calls(self.engine, self.node, self._started_at)
+        except Exception as exc:
+            self._recovered = False  # try again the next time the database is back
+            log.warning("could not close crashed calls yet: %s", exc)

@@ -1,0 +1,86 @@
+"""The database side: one engine for PostgreSQL or SQLite, and batch writes that ignore repeats."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Table, bindparam, event, or_, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.sql.dml import Insert
+
+from bot.calllog.models import Call, CallEvent, TurnRow
+from bot.calllog.records import Record
+
+CONNECT_TIMEOUT_S = 3
+
+
+def make_engine(url: str) -> AsyncEngine:
+    """An async engine for ``postgresql+psycopg://...`` or ``sqlite+aiosqlite:///...``."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(url, connect_args={"timeout": 5})
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=2,
+        max_overflow=2,
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+    )
+
+
+def _sqlite_pragmas(dbapi_conn: sqlite3.Connection, _record: object) -> None:
+    cur = dbapi_conn.cursor()
+    # WAL: readers (an operator's query, `db purge`) never block the bot's writes.
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def _insert_ignore(dialect: str, table: Table) -> Insert:
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if dialect == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    raise ValueError(f"unsupported database: {dialect}")
+
+
+_CALLS: Table = Call.__table__  # type: ignore[assignment]
+_TURNS: Table = TurnRow.__table__  # type: ignore[assignment]
+_EVENTS: Table = CallEvent.__table__  # type: ignore[assignment]
+
+# A real end replaces a "crashed" one that recovery wrote before a late replay arrived.
+_END = (
+    update(_CALLS)
+    .where(_CALLS.c.id == bindparam("b_id"))
+    .where(or_(_CALLS.c.ended_at.is_(None), _CALLS.c.end_reason == "crashed"))
+    .values(ended_at=bindparam("b_ended_at"), end_reason=bindparam("b_end_reason"))
+)
+
+
+async def write_batch(engine: AsyncEngine, records: Sequence[Record]) -> None:
+    """Write records in one transaction: call rows, then turns and events, then ends."""
+    rows: dict[str, list[dict[str, Any]]] = {"call": [], "turn": [], "event": [], "end": []}
+    for rec in records:
+        rows[rec.kind].append(rec.row)
+    async with engine.begin() as conn:
+        await _write(conn, rows)
+
+
+async def _write(conn: AsyncConnection, rows: dict[str, list[dict[str, Any]]]) -> None:
+    dialect = conn.dialect.name
+    for kind, table in (("call", _CALLS), ("turn", _TURNS), ("event", _EVENTS)):
+        if rows[kind]:
+            await conn.execute(_insert_ignore(dialect, table), rows[kind])
+    if rows["end"]:
+        params = [{f"b_{k}": v for k, v in row.items()} for row in rows["end"]]
+        await conn.execute(_END, params)

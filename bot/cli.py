@@ -1,0 +1,104 @@
+"""The ``switchboard`` command: run a bot node, or call one as a test caller."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from bot.logsetup import setup_logging
+
+
+def _run(args: argparse.Namespace) -> int:
+    from bot.app import run_node  # noqa: PLC0415 - keeps `switchboard --help` fast
+    from bot.calllog import SchemaError  # noqa: PLC0415
+    from bot.profile import ProfileError  # noqa: PLC0415
+    from bot.settings import Settings  # noqa: PLC0415
+
+    overrides: dict[str, object] = {}
+    if args.profile:
+        overrides["profile"] = Path(args.profile)
+    settings = Settings(**overrides)  # type: ignore[arg-type]
+    sip = settings.sip.model_copy(
+        update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    )
+    settings = settings.model_copy(update={"sip": sip})
+    setup_logging(settings.log_level, settings.log_format)
+    try:
+        asyncio.run(run_node(settings))
+    except (ProfileError, SchemaError) as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _dial(args: argparse.Namespace) -> int:
+    from bot.caller import dial_and_record  # noqa: PLC0415
+
+    setup_logging("WARNING", "text")
+    return asyncio.run(
+        dial_and_record(
+            args.uri,
+            say=args.say,
+            record=Path(args.record) if args.record else None,
+            record_both=Path(args.record_both) if args.record_both else None,
+            duration_s=args.duration,
+            say_at_s=args.say_at,
+        )
+    )
+
+
+def _db(args: argparse.Namespace) -> int:
+    from bot.calllog.dbcli import run_db  # noqa: PLC0415
+
+    setup_logging("WARNING", "text")
+    return run_db(args.db_command, getattr(args, "revision", None), getattr(args, "days", None))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="answer calls on the configured SIP address")
+    run.add_argument("--profile", help="bot profile TOML (default: SWITCHBOARD_PROFILE)")
+    run.add_argument("--host", help="SIP listen address (default: SWITCHBOARD_SIP__HOST)")
+    run.add_argument("--port", type=int, help="SIP UDP port (default: SWITCHBOARD_SIP__PORT)")
+    run.set_defaults(func=_run)
+
+    dial = sub.add_parser("dial", help="call a SIP URI, say something, record the answer")
+    dial.add_argument("uri", help="e.g. sip:bot@127.0.0.1:5060")
+    dial.add_argument("--say", help="a WAV file to play, or text to speak")
+    dial.add_argument("--say-at", type=float, default=4.0, help="seconds after answer to speak")
+    dial.add_argument("--record", help="WAV file for what the far end sent")
+    dial.add_argument("--record-both", help="stereo WAV: left what we sent, right what we got")
+    dial.add_argument("--duration", type=float, default=15.0, help="seconds to stay on the call")
+    dial.set_defaults(func=_dial)
+
+    db = sub.add_parser("db", help="call-log database: migrations and retention")
+    dbsub = db.add_subparsers(dest="db_command", required=True)
+    up = dbsub.add_parser("upgrade", help="apply migrations (default: to the newest)")
+    up.add_argument("revision", nargs="?", default="head")
+    down = dbsub.add_parser("downgrade", help="undo migrations down to a revision ('base': all)")
+    down.add_argument("revision")
+    dbsub.add_parser("current", help="the database's revision and this code's")
+    purge = dbsub.add_parser("purge", help="blank transcripts older than the retention period")
+    purge.add_argument("--days", type=int, help="default: the retention setting")
+    db.set_defaults(func=_db)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``switchboard`` command."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,128 @@
+"""Every event in a call as one small typed frame.
+
+System frames (``SystemFrame``) are handled at once, ahead of queued work; data frames
+(``DataFrame``) are processed in order and dropped when the caller interrupts the bot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.turn import Turn
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Base of all frames."""
+
+
+@dataclass(frozen=True)
+class SystemFrame(Frame):
+    """Handled immediately, never dropped."""
+
+
+@dataclass(frozen=True)
+class DataFrame(Frame):
+    """Processed in order; discarded on interruption."""
+
+
+# -- from the caller ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AudioIn(DataFrame):
+    """20 ms of the caller's audio, 16-bit mono PCM."""
+
+    pcm: bytes
+    at: float
+
+
+@dataclass(frozen=True)
+class Dtmf(SystemFrame):
+    """A keypad digit the caller pressed (RFC 4733)."""
+
+    digit: str
+    at: float
+
+
+@dataclass(frozen=True)
+class UserStartedSpeaking(SystemFrame):
+    """The caller began a turn."""
+
+    at: float
+
+
+@dataclass(frozen=True)
+class UserStoppedSpeaking(SystemFrame):
+    """The caller's voiced audio ended (the turn may not be over yet)."""
+
+    at: float
+
+
+@dataclass(frozen=True)
+class EndOfTurn(DataFrame):
+    """The caller finished a turn; ``turn.audio`` holds what they said."""
+
+    turn: Turn
+
+
+@dataclass(frozen=True)
+class Transcript(DataFrame):
+    """What the caller said, as text."""
+
+    turn: Turn
+    text: str
+
+
+# -- the bot's answer --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Speak(DataFrame):
+    """One clause for the speaker to say."""
+
+    turn: Turn | None
+    text: str
+
+
+@dataclass(frozen=True)
+class PlayAudio(DataFrame):
+    """Ready telephone audio to play as it is (greeting, fillers, apologies)."""
+
+    turn: Turn | None
+    pcm: bytes
+    text: str
+
+
+@dataclass(frozen=True)
+class ResponseDone(DataFrame):
+    """The answer to ``turn`` has been fully handed to the speaker."""
+
+    turn: Turn
+
+
+@dataclass(frozen=True)
+class StageFailed(DataFrame):
+    """A model stage failed during ``turn``; the bot should apologise, not go silent."""
+
+    turn: Turn
+    stage: str
+    error: str
+
+
+# -- control -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Interrupt(SystemFrame):
+    """The caller spoke over the bot: stop talking, drop queued answers, listen."""
+
+    at: float
+
+
+@dataclass(frozen=True)
+class CallEnded(SystemFrame):
+    """The call is over; processors stop."""
+
+    reason: str
+    at: float

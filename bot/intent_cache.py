@@ -1,0 +1,340 @@
+"""The semantic response cache: intents with ready answer audio, shared through a store.
+
+Each node keeps a local copy of the live index (example embeddings, thresholds and answer
+audio), so a lookup needs only the embedder and this process: Redis is read when the
+configuration changes, never per turn. While the shared store cannot be reached for longer
+than ``stale_after_s``, lookups are refused (the LLM answers), because another node may have
+changed the configuration meanwhile; the watcher reconnects with backoff and reloads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+
+import numpy as np
+
+from bot.intent_match import IntentIndex, IntentVectors, Match, Thresholds
+from bot.intent_store import (
+    CONNECTED,
+    HEARTBEAT,
+    CacheEntry,
+    CacheIndex,
+    CacheStore,
+    StoreUnavailable,
+)
+from bot.profile import IntentConfig, IntentMatchingConfig
+from serve import TTS, Embedder
+
+log = logging.getLogger(__name__)
+
+
+def entry_key(intent: IntentConfig, *, voice: str, embedder: str, sample_rate: int) -> str:
+    """The content hash an entry is stored under: any change to what it says, how it
+    sounds or how it is matched gives a new key."""
+    content = {
+        "intent": intent.model_dump(mode="json"),
+        "voice": voice,
+        "embedder": embedder,
+        "sample_rate": sample_rate,
+    }
+    raw = json.dumps(content, sort_keys=True).encode()
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+def index_version(keys: Sequence[str], matching: dict[str, float]) -> str:
+    raw = json.dumps({"keys": list(keys), "matching": matching}, sort_keys=True).encode()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A lookup's decision and, on a hit, the entry to play."""
+
+    match: Match
+    entry: CacheEntry | None
+    lookup_ms: float
+
+
+@dataclass(frozen=True)
+class _State:
+    version: str
+    source: CacheIndex
+    index: IntentIndex
+    entries: dict[str, CacheEntry]
+    thresholds: Thresholds
+
+
+class IntentCache:
+    """Builds, shares and matches the intents' pre-computed answers."""
+
+    def __init__(
+        self,
+        store: CacheStore,
+        embedder: Embedder,
+        tts: TTS,
+        *,
+        voice: str,
+        sample_rate: int = 8000,
+        stale_after_s: float = 10.0,
+        heartbeat_s: float = 1.0,
+        retry_max_s: float = 5.0,
+    ) -> None:
+        self.store = store
+        self._embedder = embedder
+        self._tts = tts
+        self.voice = voice
+        self.sample_rate = sample_rate
+        self.stale_after_s = stale_after_s
+        self.heartbeat_s = heartbeat_s
+        self.retry_max_s = retry_max_s
+        self._state: _State | None = None
+        self._pending: CacheIndex | None = None  # published locally, not yet to the store
+        self._pending_entries: list[CacheEntry] = []
+        self._last_ok = time.monotonic()
+        self._watcher: asyncio.Task[None] | None = None
+        self._reloaded = asyncio.Event()
+        #: Entries this process synthesized and embedded itself (tests and logs).
+        self.built = 0
+        self.reloads = 0
+
+    # -- state ---------------------------------------------------------------------
+
+    @property
+    def version(self) -> str | None:
+        return None if self._state is None else self._state.version
+
+    @property
+    def intents(self) -> list[str]:
+        return [] if self._state is None else [i.name for i in self._state.index.intents]
+
+    @property
+    def fresh(self) -> bool:
+        """True while the local copy can be trusted to be the live configuration."""
+        if self.store.local:
+            return True
+        return time.monotonic() - self._last_ok < self.stale_after_s
+
+    def entry(self, name: str) -> CacheEntry | None:
+        return None if self._state is None else self._state.entries.get(name)
+
+    # -- configuration -------------------------------------------------------------
+
+    async def publish(self, intents: Sequence[IntentConfig], matching: IntentMatchingConfig) -> str:
+        """Make ``intents`` the live configuration on every node; returns its version.
+
+        Only entries whose key is new are synthesized and embedded. With the store away,
+        this node uses the new configuration at once and publishes it when the store returns.
+        """
+        emb_name = self._embedder.description
+        keys = [
+            entry_key(i, voice=self.voice, embedder=emb_name, sample_rate=self.sample_rate)
+            for i in intents
+        ]
+        have: dict[str, CacheEntry] = {}
+        if self._state is not None:
+            have = {e.key: e for e in self._state.entries.values()}
+        store_ok = True
+        missing = [k for k in keys if k not in have]
+        if missing:
+            try:
+                have.update(await self.store.get_entries(missing))
+            except StoreUnavailable as exc:
+                store_ok = False
+                log.warning("intent cache: store unavailable while publishing: %s", exc)
+        built: list[CacheEntry] = []
+        for intent, key in zip(intents, keys, strict=True):
+            if key not in have:
+                entry = await self._build(intent, key)
+                have[key] = entry
+                built.append(entry)
+        settings = matching.model_dump()
+        index = CacheIndex(
+            version=index_version(keys, settings), keys=tuple(keys), matching=settings
+        )
+        self._install(index, have)
+        if store_ok:
+            try:
+                if built:
+                    await self.store.put_entries(built)
+                await self.store.put_index(index)
+                self._last_ok = time.monotonic()
+                self._pending, self._pending_entries = None, []
+            except StoreUnavailable as exc:
+                store_ok = False
+                log.warning("intent cache: store unavailable while publishing: %s", exc)
+        if not store_ok:
+            self._pending = index
+            self._pending_entries = [have[k] for k in keys]
+        log.info(
+            "intent cache: published %s (%d intents, %d built)",
+            index.version,
+            len(keys),
+            len(built),
+        )
+        return index.version
+
+    async def reload(self) -> bool:
+        """Load the store's live index if it differs from the local copy; True if it did."""
+        index = await self.store.get_index()
+        if index is None and self._state is not None and self._pending is None:
+            # The store lost its copy (a Redis restarted without persistence): put ours back.
+            self._pending = self._state_index()
+            self._pending_entries = list(self._state.entries.values())
+            await self._flush_pending()
+            return False
+        if index is None or index.version == self.version:
+            return False
+        have = {} if self._state is None else {e.key: e for e in self._state.entries.values()}
+        missing = [k for k in index.keys if k not in have]
+        if missing:
+            have.update(await self.store.get_entries(missing))
+        absent = [k for k in index.keys if k not in have]
+        if absent:  # a publisher still writing, or expired entries: wait for the next message
+            log.warning("intent cache: %d entries of %s missing", len(absent), index.version)
+            return False
+        self._install(index, have)
+        self.reloads += 1
+        self._reloaded.set()
+        log.info("intent cache: reloaded %s (%d intents)", index.version, len(index.keys))
+        return True
+
+    def _state_index(self) -> CacheIndex:
+        assert self._state is not None
+        return self._state.source
+
+    def _install(self, index: CacheIndex, entries: dict[str, CacheEntry]) -> None:
+        chosen = [entries[k] for k in index.keys]
+        vectors = [
+            IntentVectors(
+                name=e.name,
+                examples=e.examples,
+                negatives=e.negatives,
+                example_vectors=e.example_vectors,
+                negative_vectors=e.negative_vectors,
+            )
+            for e in chosen
+        ]
+        m = index.matching
+        self._state = _State(
+            version=index.version,
+            source=index,
+            index=IntentIndex(vectors),
+            entries={e.name: e for e in chosen},
+            thresholds=Thresholds(
+                threshold=m["threshold"],
+                margin=m["margin"],
+                negative_margin=m["negative_margin"],
+                top_k=int(m.get("top_k", 2)),
+            ),
+        )
+
+    async def _build(self, intent: IntentConfig, key: str) -> CacheEntry:
+        texts = [*intent.examples, *intent.negatives]
+        vectors = await self._embedder.embed(texts)
+        n = len(intent.examples)
+        async with aclosing(self._tts.synthesize(intent.answer, sample_rate=self.sample_rate)) as c:
+            audio = b"".join([chunk async for chunk in c])
+        self.built += 1
+        return CacheEntry(
+            key=key,
+            name=intent.name,
+            answer=intent.answer,
+            action=intent.action,
+            examples=tuple(intent.examples),
+            negatives=tuple(intent.negatives),
+            example_vectors=np.ascontiguousarray(vectors[:n]),
+            negative_vectors=np.ascontiguousarray(vectors[n:]),
+            audio=audio,
+            sample_rate=self.sample_rate,
+        )
+
+    # -- lookups -------------------------------------------------------------------
+
+    async def lookup(self, text: str) -> Lookup:
+        """Decide whether the cache answers ``text``. Needs no store access; may raise
+        ``ProviderError`` from the embedder (the router treats it as a miss)."""
+        started = time.perf_counter()
+        state = self._state
+        if state is None:
+            match = Match(route="none", intent=None, score=0.0, reason="cache not loaded")
+        elif not self.fresh:
+            match = Match(route="none", intent=None, score=0.0, reason="store unreachable")
+        else:
+            found = state.index.exact(text)
+            if found is None:
+                vector = await self._embedder.embed([text])
+                found = state.index.semantic(vector[0], state.thresholds)
+            match = found
+        entry = None
+        if state is not None and match.intent is not None:
+            entry = state.entries.get(match.intent)
+        return Lookup(match=match, entry=entry, lookup_ms=(time.perf_counter() - started) * 1e3)
+
+    # -- watching the store ----------------------------------------------------------
+
+    def start(self) -> None:
+        """Follow the store's changes (and reconnect after an outage) in the background."""
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._watch(), name="intent-cache-watch")
+
+    async def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+            self._watcher = None
+        await self.store.close()
+
+    async def wait_reload(self, timeout_s: float) -> bool:
+        """Wait for the next reload from the store (tests)."""
+        self._reloaded.clear()
+        try:
+            await asyncio.wait_for(self._reloaded.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    async def _watch(self) -> None:
+        backoff = 0.2
+        down = False
+        while True:
+            try:
+                async with aclosing(self.store.watch(self.heartbeat_s)) as events:
+                    async for event in events:
+                        if event == CONNECTED:
+                            await self._flush_pending()
+                            await self.reload()
+                            if down:
+                                log.info("intent cache: store is back")
+                                down = False
+                        elif event not in (HEARTBEAT, self.version):
+                            await self.reload()
+                        # Trusted again only once the local copy is known to be current.
+                        self._last_ok = time.monotonic()
+                        backoff = 0.2
+            except StoreUnavailable as exc:
+                if not down:
+                    log.warning("intent cache: store unavailable, retrying: %s", exc)
+                    down = True
+            except Exception:
+                # A bad entry or a bug must not stop the node from ever reloading again.
+                log.exception("intent cache: watcher failed; retrying")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.retry_max_s)
+
+    async def _flush_pending(self) -> None:
+        index = self._pending
+        if index is None:
+            return
+        await self.store.put_entries(self._pending_entries)
+        await self.store.put_index(index)
+        self._pending, self._pending_entries = None, []
+        log.info("intent cache: published %s after the store returned", index.version)

@@ -1,0 +1,277 @@
+"""Where the intent cache's entries live: in this process, or in Redis shared by every node.
+
+Redis layout (``P`` is the key prefix, ``switchboard:intents`` by default):
+
+- ``P:entry:<key>``: a hash per built entry: ``meta`` (JSON: name, answer, action,
+  examples, negatives, sample rate), ``examples`` and ``negatives`` (float32 rows, raw
+  bytes), ``audio`` (16-bit mono PCM at the call's rate). ``<key>`` hashes the intent's
+  content, the voice and the embedder, so an unchanged intent is never rebuilt.
+- ``P:index``: JSON ``{"version", "entries": [key...], "matching": {...}}``, the live
+  configuration. Entries that leave the index expire after a day.
+- ``P:reload``: the pub/sub channel; the message is the new index version.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from bot.intent_match import Vectors
+
+#: Yielded by ``CacheStore.watch`` when (re)connected, and on each quiet heartbeat.
+CONNECTED = "\x00connected"
+HEARTBEAT = "\x00heartbeat"
+
+RETIRED_TTL_S = 86_400
+
+
+class StoreUnavailable(Exception):
+    """The shared store cannot be reached (retryable: the cache retries with backoff)."""
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One intent with its example embeddings and its answer as ready telephone audio."""
+
+    key: str
+    name: str
+    answer: str
+    action: str | None
+    examples: tuple[str, ...]
+    negatives: tuple[str, ...]
+    example_vectors: Vectors
+    negative_vectors: Vectors
+    audio: bytes
+    sample_rate: int
+
+
+@dataclass(frozen=True)
+class CacheIndex:
+    """The live configuration: which entries, and the matching thresholds."""
+
+    version: str
+    keys: tuple[str, ...]
+    matching: dict[str, float]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"version": self.version, "entries": list(self.keys), "matching": self.matching}
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> CacheIndex:
+        data = json.loads(raw)
+        return cls(
+            version=str(data["version"]),
+            keys=tuple(str(k) for k in data["entries"]),
+            matching={str(k): float(v) for k, v in data["matching"].items()},
+        )
+
+
+class CacheStore(abc.ABC):
+    """Storage for entries and the index, plus change notifications."""
+
+    #: True when the store is this process's memory (never stale, never down).
+    local = False
+
+    @abc.abstractmethod
+    async def get_entries(self, keys: list[str]) -> dict[str, CacheEntry]:
+        """The stored entries among ``keys`` (missing ones are left out)."""
+
+    @abc.abstractmethod
+    async def put_entries(self, entries: list[CacheEntry]) -> None:
+        """Store entries (idempotent: same key, same content)."""
+
+    @abc.abstractmethod
+    async def get_index(self) -> CacheIndex | None:
+        """The live index, or None if none was ever published."""
+
+    @abc.abstractmethod
+    async def put_index(self, index: CacheIndex) -> None:
+        """Make ``index`` live and tell every node."""
+
+    @abc.abstractmethod
+    def watch(self, heartbeat_s: float) -> AsyncGenerator[str, None]:
+        """``CONNECTED``, then each published version, with ``HEARTBEAT`` when quiet;
+        raises ``StoreUnavailable`` when the store goes away."""
+
+    async def close(self) -> None:  # noqa: B027 - most stores hold nothing to release
+        """Release connections."""
+
+
+class MemoryStore(CacheStore):
+    """The embedded default: the cache lives in this process only."""
+
+    local = True
+
+    def __init__(self) -> None:
+        self._entries: dict[str, CacheEntry] = {}
+        self._index: CacheIndex | None = None
+        self._watchers: list[asyncio.Queue[str]] = []
+
+    async def get_entries(self, keys: list[str]) -> dict[str, CacheEntry]:
+        return {k: self._entries[k] for k in keys if k in self._entries}
+
+    async def put_entries(self, entries: list[CacheEntry]) -> None:
+        for entry in entries:
+            self._entries[entry.key] = entry
+
+    async def get_index(self) -> CacheIndex | None:
+        return self._index
+
+    async def put_index(self, index: CacheIndex) -> None:
+        self._index = index
+        for queue in self._watchers:
+            queue.put_nowait(index.version)
+
+    async def watch(self, heartbeat_s: float) -> AsyncGenerator[str, None]:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        self._watchers.append(queue)
+        try:
+            yield CONNECTED
+            while True:
+                try:
+                    yield await asyncio.wait_for(queue.get(), heartbeat_s)
+                except TimeoutError:
+                    yield HEARTBEAT
+        finally:
+            self._watchers.remove(queue)
+
+
+def _vectors(raw: bytes | None, dim: int) -> Vectors:
+    if not raw:
+        return np.zeros((0, dim), np.float32)
+    return np.frombuffer(raw, dtype=np.float32).reshape(-1, dim).copy()
+
+
+class RedisStore(CacheStore):
+    """Entries, embeddings and audio in plain Redis hashes, changes over pub/sub."""
+
+    def __init__(self, url: str, prefix: str = "switchboard:intents", timeout_s: float = 1.0):
+        self.prefix = prefix
+        self._client: Redis = Redis.from_url(
+            url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+        )
+
+    def _entry_key(self, key: str) -> str:
+        return f"{self.prefix}:entry:{key}"
+
+    @property
+    def channel(self) -> str:
+        return f"{self.prefix}:reload"
+
+    async def get_entries(self, keys: list[str]) -> dict[str, CacheEntry]:
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for key in keys:
+                    pipe.hgetall(self._entry_key(key))
+                rows: list[dict[bytes, bytes]] = await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        out: dict[str, CacheEntry] = {}
+        for key, row in zip(keys, rows, strict=True):
+            if row:
+                out[key] = _decode_entry(key, row)
+        return out
+
+    async def put_entries(self, entries: list[CacheEntry]) -> None:
+        try:
+            async with self._client.pipeline(transaction=False) as pipe:
+                for entry in entries:
+                    pipe.hset(self._entry_key(entry.key), mapping=_encode_entry(entry))
+                    pipe.persist(self._entry_key(entry.key))
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    async def get_index(self) -> CacheIndex | None:
+        try:
+            raw = await self._client.get(f"{self.prefix}:index")
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return None if raw is None else CacheIndex.from_json(raw)
+
+    async def put_index(self, index: CacheIndex) -> None:
+        old = await self.get_index()
+        try:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.set(f"{self.prefix}:index", index.to_json())
+                for key in set(old.keys if old else ()) - set(index.keys):
+                    pipe.expire(self._entry_key(key), RETIRED_TTL_S)
+                pipe.publish(self.channel, index.version)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    async def watch(self, heartbeat_s: float) -> AsyncGenerator[str, None]:
+        pubsub = self._client.pubsub()
+        try:
+            await pubsub.subscribe(self.channel)
+            yield CONNECTED
+            while True:
+                message = await pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=heartbeat_s
+                )
+                if message is not None and message.get("type") == "message":
+                    data = message["data"]
+                    yield data.decode() if isinstance(data, bytes) else str(data)
+                else:
+                    await self._client.ping()  # a dead server shows here within a heartbeat
+                    yield HEARTBEAT
+        except (RedisError, OSError) as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        finally:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    async def delete_all(self) -> int:
+        """Remove every key under the prefix (tests, and an operator's clean-up)."""
+        keys = [k async for k in self._client.scan_iter(match=f"{self.prefix}:*")]
+        return int(await self._client.delete(*keys)) if keys else 0
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def _encode_entry(entry: CacheEntry) -> dict[Any, bytes]:
+    meta = {
+        "name": entry.name,
+        "answer": entry.answer,
+        "action": entry.action,
+        "examples": list(entry.examples),
+        "negatives": list(entry.negatives),
+        "sample_rate": entry.sample_rate,
+        "dim": int(entry.example_vectors.shape[1]),
+    }
+    return {
+        "meta": json.dumps(meta).encode(),
+        "examples": entry.example_vectors.astype(np.float32).tobytes(),
+        "negatives": entry.negative_vectors.astype(np.float32).tobytes(),
+        "audio": entry.audio,
+    }
+
+
+def _decode_entry(key: str, row: dict[bytes, bytes]) -> CacheEntry:
+    meta = json.loads(row[b"meta"])
+    dim = int(meta["dim"])
+    return CacheEntry(
+        key=key,
+        name=str(meta["name"]),
+        answer=str(meta["answer"]),
+        action=meta["action"],
+        examples=tuple(meta["examples"]),
+        negatives=tuple(meta["negatives"]),
+        example_vectors=_vectors(row.get(b"examples"), dim),
+        negative_vectors=_vectors(row.get(b"negatives"), dim),
+        audio=row.get(b"audio", b""),
+        sample_rate=int(meta["sample_rate"]),
+    )

@@ -1,0 +1,112 @@
+"""The processor base: one job per processor, frames in, frames out, interruptible work."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from bot.frames import CallEnded, DataFrame, Frame, Interrupt, SystemFrame
+
+log = logging.getLogger(__name__)
+
+
+class Processor:
+    """A stage of the call pipeline.
+
+    Data frames are queued and handled one at a time by ``process`` on the processor's
+    own task, so a slow stage never blocks the ones before it. System frames are handled
+    at once by ``process_system``. An ``Interrupt`` drops queued data frames and cancels
+    the one being processed before it is passed on.
+    """
+
+    name = "processor"
+
+    def __init__(self) -> None:
+        self._next: Processor | None = None
+        self._queue: asyncio.Queue[DataFrame] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+
+    def link(self, nxt: Processor) -> Processor:
+        """Send this processor's output to ``nxt``; returns ``nxt`` for chaining."""
+        self._next = nxt
+        return nxt
+
+    def start(self) -> None:
+        """Start the worker task (idempotent)."""
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._run(), name=f"{self.name}-worker")
+
+    async def stop(self) -> None:
+        """Cancel the worker and wait for it."""
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+            self._worker = None
+
+    async def put(self, frame: Frame) -> None:
+        """Hand a frame to this processor."""
+        if isinstance(frame, SystemFrame):
+            if isinstance(frame, Interrupt):
+                await self._interrupt()
+            await self.process_system(frame)
+        elif isinstance(frame, DataFrame):
+            self._queue.put_nowait(frame)
+        else:  # pragma: no cover - every frame is one or the other
+            raise TypeError(f"not a system or data frame: {frame!r}")
+
+    async def push(self, frame: Frame) -> None:
+        """Pass a frame to the next processor."""
+        if self._next is not None:
+            await self._next.put(frame)
+
+    async def process(self, frame: DataFrame) -> None:
+        """Handle one data frame. The default passes it on."""
+        await self.push(frame)
+
+    async def process_system(self, frame: SystemFrame) -> None:
+        """Handle one system frame. The default passes it on."""
+        await self.push(frame)
+        if isinstance(frame, CallEnded):
+            await self.stop()
+
+    async def on_interrupt(self) -> None:
+        """Hook: undo side effects of interrupted work (flush audio, reset state)."""
+
+    async def _interrupt(self) -> None:
+        dropped = 0
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            dropped += 1
+        running = self._worker is not None and not self._worker.done()
+        await self.stop()
+        await self.on_interrupt()
+        if running:
+            self.start()
+        if dropped:
+            log.debug("%s dropped %d queued frames on interrupt", self.name, dropped)
+
+    async def _run(self) -> None:
+        while True:
+            frame = await self._queue.get()
+            try:
+                await self.process(frame)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A bug in one stage must not end the call; the stage logs and moves on.
+                log.exception("%s failed on %s", self.name, type(frame).__name__)
+
+
+class Collector(Processor):
+    """The end of a pipeline: keeps every frame it receives (tests, taps)."""
+
+    name = "collector"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.frames: list[Frame] = []
+
+    async def put(self, frame: Frame) -> None:
+        self.frames.append(frame)

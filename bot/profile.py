@@ -1,0 +1,126 @@
+"""The bot profile: greeting, prompts, voice and endpointing, loaded from a TOML file."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from bot.intent_match import normalize
+
+
+class VoiceConfig(BaseModel):
+    """The synthesis voice."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = "packaged"
+    sample_rate: int = 8000
+
+
+class EndpointingConfig(BaseModel):
+    """When the caller is speaking, and when their turn is over."""
+
+    model_config = ConfigDict(extra="forbid")
+    vad_threshold: float = Field(0.5, gt=0.0, lt=1.0)
+    min_speech_ms: int = Field(120, ge=20)
+    end_silence_ms: int = Field(500, ge=60)
+    preroll_ms: int = Field(200, ge=0)
+    max_turn_s: float = Field(20.0, gt=1.0)
+    barge_in_ms: int = Field(200, ge=20)
+
+
+class LlmConfig(BaseModel):
+    """How the language model is asked."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_tokens: int = Field(60, ge=1, le=1024)
+    temperature: float = Field(0.3, ge=0.0, le=2.0)
+    history_turns: int = Field(6, ge=0)
+
+
+class IntentConfig(BaseModel):
+    """A frequent caller request answered from ready audio, without the LLM."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[a-z0-9_]+$")
+    #: What callers say for this intent; several, spoken in different ways.
+    examples: list[str] = Field(min_length=1)
+    #: Near-misses that must not match this intent (a closer one vetoes a semantic match).
+    negatives: list[str] = []
+    answer: str = Field(min_length=1)
+    #: What to do after the answer (not acted on yet).
+    action: Literal["transfer", "hangup"] | None = None
+
+
+class IntentMatchingConfig(BaseModel):
+    """When a semantic match is trusted (docs/intent-cache.md says how these were chosen)."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: An intent's score: mean cosine similarity of its ``top_k`` nearest examples.
+    top_k: int = Field(2, ge=1, le=10)
+    #: Score needed for a hit.
+    threshold: float = Field(0.45, gt=0.0, le=1.0)
+    #: Lead over the best other intent's score needed for a hit.
+    margin: float = Field(0.075, ge=0.0, le=1.0)
+    #: The hit is refused when one of the intent's negative examples scores at least
+    #: ``score - negative_margin``.
+    negative_margin: float = Field(0.05, ge=-1.0, le=1.0)
+
+
+class BotProfile(BaseModel):
+    """Everything that makes one bot sound like itself."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    greeting: str = Field(min_length=1)
+    apology: str = Field(min_length=1)
+    system_prompt: str = Field(min_length=1)
+    voice: VoiceConfig = VoiceConfig()
+    endpointing: EndpointingConfig = EndpointingConfig()
+    llm: LlmConfig = LlmConfig()
+    #: Short phrases synthesized ahead, to play while the bot works ("One moment.").
+    fillers: list[str] = []
+    intents: list[IntentConfig] = []
+    intent_matching: IntentMatchingConfig = IntentMatchingConfig()
+
+    @model_validator(mode="after")
+    def _intents_are_distinct(self) -> BotProfile:
+        owner: dict[str, str] = {}
+        for intent in self.intents:
+            if intent.name in {i.name for i in self.intents if i is not intent}:
+                raise ValueError(f"intent {intent.name!r} is defined twice")
+            for example in intent.examples:
+                key = normalize(example)
+                if not key:
+                    raise ValueError(f"intent {intent.name!r} has an empty example")
+                other = owner.setdefault(key, intent.name)
+                if other != intent.name:
+                    raise ValueError(
+                        f"example {example!r} belongs to both {other!r} and {intent.name!r}"
+                    )
+            for negative in intent.negatives:
+                if normalize(negative) in owner and owner[normalize(negative)] == intent.name:
+                    raise ValueError(
+                        f"intent {intent.name!r}: {negative!r} is both example and negative"
+                    )
+        return self
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be read or does not validate."""
+
+
+def load_profile(path: Path) -> BotProfile:
+    """Read and validate a profile file, with an error that names the file and the field."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(f"cannot read bot profile {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"bot profile {path} is not valid TOML: {exc}") from exc
+    try:
+        return BotProfile.model_validate(data)
+    except ValidationError as exc:
+        raise ProfileError(f"bot profile {path} is invalid:\n{exc}") from exc

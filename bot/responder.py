@@ -1,0 +1,117 @@
+"""Answers each transcript with the language model, clause by clause."""
+
+from __future__ import annotations
+
+import logging
+from contextlib import aclosing
+
+from bot.clauses import ClauseSplitter
+from bot.frames import DataFrame, PlayAudio, ResponseDone, Speak, StageFailed, Transcript
+from bot.processor import Processor
+from bot.profile import BotProfile
+from bot.turn import Turn
+from serve import LLM, ChatMessage, ProviderError, StageTimings
+
+log = logging.getLogger(__name__)
+
+
+class Responder(Processor):
+    """Streams an LLM answer to each transcript and hands it on as clauses.
+
+    A failing model, or one that says nothing, turns into the profile's spoken apology:
+    the caller never meets silence.
+    """
+
+    name = "responder"
+
+    def __init__(self, llm: LLM, profile: BotProfile, *, apology_pcm: bytes) -> None:
+        super().__init__()
+        self._llm = llm
+        self._profile = profile
+        self._apology = apology_pcm
+        self._history: list[ChatMessage] = []
+        self._current: Turn | None = None
+        self._partial: list[str] = []
+
+    @property
+    def busy(self) -> bool:
+        """True while an answer is being generated."""
+        return self._current is not None
+
+    async def process(self, frame: DataFrame) -> None:
+        if isinstance(frame, Transcript):
+            await self._answer(frame.turn, frame.text)
+        elif isinstance(frame, StageFailed):
+            await self._apologise(frame.turn)
+        else:
+            await self.push(frame)
+
+    async def on_interrupt(self) -> None:
+        turn = self._current
+        if turn is not None:
+            turn.barged_in = True
+            self._remember(turn.transcript, "".join(self._partial))
+            self._current = None
+
+    async def _answer(self, turn: Turn, text: str) -> None:
+        self._current = turn
+        self._partial = []
+        turn.route = "llm"
+        turn.mark("route_decided")
+        messages = [
+            ChatMessage(role="system", content=self._profile.system_prompt),
+            *self._history,
+            ChatMessage(role="user", content=text),
+        ]
+        splitter = ClauseSplitter()
+        timings = StageTimings()
+        spoke = False
+        try:
+            stream = self._llm.stream(
+                messages,
+                max_tokens=self._profile.llm.max_tokens,
+                temperature=self._profile.llm.temperature,
+                timings=timings,
+            )
+            async with aclosing(stream) as pieces:
+                async for piece in pieces:
+                    turn.mark("first_token")
+                    self._partial.append(piece)
+                    for clause in splitter.feed(piece):
+                        spoke = True
+                        await self.push(Speak(turn=turn, text=clause))
+            tail = splitter.flush()
+            if tail:
+                spoke = True
+                await self.push(Speak(turn=turn, text=tail))
+        except ProviderError as exc:
+            turn.error = f"llm: {exc}"
+            log.warning("llm failed on turn %d of %s: %s", turn.index, turn.call_id, exc)
+        finally:
+            turn.model_ms.update(timings.durations_ms)
+        answer = "".join(self._partial).strip()
+        if not spoke:
+            turn.route = "fallback"
+            await self.push(PlayAudio(turn=turn, pcm=self._apology, text=self._profile.apology))
+            answer = self._profile.apology
+        turn.answer = answer
+        self._remember(text, answer)
+        self._current = None
+        await self.push(ResponseDone(turn=turn))
+
+    async def _apologise(self, turn: Turn) -> None:
+        turn.route = "fallback"
+        turn.mark("route_decided")
+        turn.answer = self._profile.apology
+        await self.push(PlayAudio(turn=turn, pcm=self._apology, text=self._profile.apology))
+        await self.push(ResponseDone(turn=turn))
+
+    def _remember(self, user: str, answer: str) -> None:
+        if not user:
+            return
+        self._history += [
+            ChatMessage(role="user", content=user),
+            ChatMessage(role="assistant", content=answer or "..."),
+        ]
+        keep = 2 * self._profile.llm.history_turns
+        self._history = self._history[-keep:] if keep else []

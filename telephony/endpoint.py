@@ -1,0 +1,643 @@
+"""SIP endpoint: one thread owns the pjsua2 ``Endpoint``; asyncio talks to it by commands.
+
+Threading model (pjsua2 rules):
+- The endpoint thread calls ``libCreate``/``libInit`` (``threadCnt=0``, ``mainThreadOnly``),
+  then loops: run queued commands, run due timers, ``libHandleEvents(10)``. SIP and call
+  callbacks therefore all arrive on this thread, and every pjsua2 API call is made here.
+- The conference bridge's clock thread (null sound device) calls the per-call media port
+  every 20 ms; that code only touches thread-safe Python buffers.
+- asyncio never calls pjsua2: it submits closures with ``_Core.submit`` and awaits a future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import gc
+import heapq
+import itertools
+import logging
+import queue
+import re
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import pjsua2 as pj
+
+from telephony.call import CallHandle, SipCall
+from telephony.config import EndpointConfig
+from telephony.events import CallEnded
+from telephony.media_port import PcmPort
+from telephony.sdp import has_common_codec, sip_body
+from telephony.sipcheck import request_defect
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+OnCall = Callable[[CallHandle], Awaitable[None]]
+
+POLL_MS = 10  # libHandleEvents timeout: upper bound on command latency
+PORT_GRACE_S = 1.0  # keep a torn-down media port alive while the bridge may still tick it
+STATS_REFRESH_S = 1.0
+# Compile-time PJSUA_MAX_CALLS of the pjsua2-python 2.15.1.post1 wheel, measured: the fifth
+# simultaneous call fails with PJ_ETOOMANY whatever uaConfig.maxCalls says. One slot is kept
+# free so that we (not pjsua, which would say 486) can answer the overflow with 503.
+WHEEL_MAX_CALLS = 4
+
+STAT_KEYS = (
+    "calls_active",
+    "calls_total",
+    "rejected_busy",
+    "rejected_codec",
+    "rejected_malformed",
+    "calls_cancelled",
+    "calls_failed",
+    "rtp_frames_in",
+    "rtp_frames_out",
+    "rtp_packets_in",
+    "rtp_packets_out",
+    "playout_underruns",
+    "rtp_discarded",
+    "rtp_foreign_switches",
+    "rtp_frames_muted",
+    "inbound_frames_dropped",
+)
+
+
+_PROCESS_SLOT = threading.Lock()  # one pjsua2 library per process
+
+
+class EndpointError(RuntimeError):
+    """The SIP endpoint could not start or a command on its thread failed."""
+
+
+def call_limit(config: EndpointConfig) -> int:
+    """Calls answered at once: ``max_calls``, capped by what the pjsua2 build can hold."""
+    return max(0, min(config.max_calls, WHEEL_MAX_CALLS - 1))
+
+
+class _Endpoint(pj.Endpoint):  # type: ignore[misc]
+    """Counts INVITEs that pjsua rejected itself (all call slots taken: 486)."""
+
+    def __init__(self, core: _Core) -> None:
+        super().__init__()
+        self.core = weakref.proxy(core)
+
+    def onRejectedIncomingCall(self, prm: Any) -> None:
+        code = int(prm.statusCode)
+        key = {486: "rejected_busy", 488: "rejected_codec"}.get(code, "calls_failed")
+        self.core.counters[key] += 1
+
+
+PEER_SWITCH_LOG = "Remote RTP address switched"  # pjmedia transport_udp, level 4
+PEER_SWITCH_RE = re.compile(r"Remote RTP address switched to (\S+)")
+
+
+class _LogHook(pj.LogWriter):  # type: ignore[misc]
+    """pjsip log lines -> stderr (up to ``level``); also watches for RTP peer switches.
+
+    pjmedia drops RTP from a non-peer address silently and counts it nowhere, but when it
+    *accepts* a new source (10 consecutive packets, or any packet before the caller's first)
+    it logs the switch at level 4: that is the one signal pjsua2 offers, so it is counted.
+    """
+
+    def __init__(self, core: _Core, level: int) -> None:
+        super().__init__()
+        self.core = weakref.proxy(core)
+        self.level = level
+
+    def write(self, entry: Any) -> None:
+        msg: str = entry.msg
+        if PEER_SWITCH_LOG in msg:
+            match = PEER_SWITCH_RE.search(msg)
+            if match:
+                core, addr = self.core, match.group(1)
+                core.mute_suspects(addr)  # at once, from Python state only
+                core.submit(lambda: core.on_peer_switch(addr))  # then check each call
+        if entry.level <= self.level:
+            sys.stderr.write(msg if msg.endswith("\n") else msg + "\n")
+
+
+class _Account(pj.Account):  # type: ignore[misc]
+    def __init__(self, core: _Core) -> None:
+        super().__init__()
+        self.core = core
+
+    def onIncomingCall(self, prm: Any) -> None:
+        self.core.on_incoming(prm)
+
+
+class _Core:
+    """State owned by the endpoint thread (plus counters read from anywhere)."""
+
+    def __init__(self, config: EndpointConfig, on_call: OnCall, loop: asyncio.AbstractEventLoop):
+        self.config = config
+        self.on_call = on_call
+        self.loop = loop
+        self.commands: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]]
+        self.commands = queue.SimpleQueue()
+        self.timers: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self.stop_requested = threading.Event()
+        self.ep: Any = None
+        self.account: _Account | None = None
+        self.logger: _LogHook | None = None
+        self.calls: dict[int, SipCall] = {}  # pjsua call id -> live call
+        self.graveyard: list[tuple[float, object]] = []
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.counters = dict.fromkeys(STAT_KEYS, 0)
+        self.next_stats_refresh = 0.0
+        self.thread_id: int | None = None
+
+    # plumbing -------------------------------------------------------------------
+    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Run ``fn`` on the endpoint thread; the future carries its result."""
+        fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self.commands.put((fn, fut))
+        return fut
+
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> None:
+        """Endpoint thread only: run ``fn`` on this thread after ``delay_s``."""
+        heapq.heappush(self.timers, (time.monotonic() + delay_s, next(self._seq), fn))
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                fn, fut = self.commands.get_nowait()
+            except queue.Empty:
+                break
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn())
+            except Exception as exc:  # handed to the awaiting coroutine
+                fut.set_exception(exc)
+        now = time.monotonic()
+        while self.timers and self.timers[0][0] <= now:
+            _, _, fn = heapq.heappop(self.timers)
+            self._guard(fn)
+        if self.graveyard and self.graveyard[0][0] <= now:
+            self.graveyard = [(t, o) for t, o in self.graveyard if t > now]
+        if now >= self.next_stats_refresh:
+            self.next_stats_refresh = now + STATS_REFRESH_S
+            for call in list(self.calls.values()):
+                self._refresh_stream_stats(call)
+
+    @staticmethod
+    def _guard(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except pj.Error as exc:
+            log.warning("pjsua2 error in deferred work: %s", exc.info())
+
+    # lifecycle ------------------------------------------------------------------
+    def run(self, ready: concurrent.futures.Future[None]) -> None:
+        """Thread body."""
+        self.thread_id = threading.get_ident()
+        error: EndpointError | None = None
+        try:
+            self._start_lib()
+        except Exception as exc:
+            # A fresh exception: the original's traceback holds the SWIG wrapper frames, and
+            # through them the pjsua2 Endpoint, which must die in _destroy_lib, here.
+            detail = exc.info() if isinstance(exc, pj.Error) else repr(exc)
+            error = EndpointError(f"SIP endpoint failed to start: {detail}")
+        if error is not None:
+            self._destroy_lib()
+            ready.set_exception(error)
+            return
+        ready.set_result(None)
+        try:
+            while not self.stop_requested.is_set():
+                self._drain()
+                self.ep.libHandleEvents(POLL_MS)
+            self._shutdown()
+        finally:
+            self._destroy_lib()
+
+    def _start_lib(self) -> None:
+        cfg = self.config
+        self.ep = _Endpoint(self)
+        self.ep.libCreate()
+        if cfg.max_calls > call_limit(cfg):
+            log.warning(
+                "max_calls=%d but this pjsua2 build holds %d calls per process: "
+                "answering at most %d at once (503 beyond)",
+                cfg.max_calls,
+                WHEEL_MAX_CALLS,
+                call_limit(cfg),
+            )
+        ep_cfg = pj.EpConfig()
+        ep_cfg.uaConfig.threadCnt = 0
+        ep_cfg.uaConfig.mainThreadOnly = True
+        ep_cfg.uaConfig.userAgent = cfg.user_agent
+        ep_cfg.uaConfig.maxCalls = WHEEL_MAX_CALLS
+        self.logger = _LogHook(self, cfg.log_level)
+        ep_cfg.logConfig.writer = self.logger
+        # Level 4 reaches the hook (peer-switch lines); SIP message dumps only if asked for.
+        ep_cfg.logConfig.level = max(cfg.log_level, 4)
+        ep_cfg.logConfig.consoleLevel = max(cfg.log_level, 4)
+        ep_cfg.logConfig.msgLogging = cfg.log_level >= 4
+        ep_cfg.logConfig.decor = pj.PJ_LOG_HAS_TIME | pj.PJ_LOG_HAS_SENDER
+        med = ep_cfg.medConfig
+        med.clockRate = cfg.sample_rate
+        med.sndClockRate = cfg.sample_rate
+        med.channelCount = 1
+        med.audioFramePtime = 20
+        med.ptime = 20
+        med.noVad = True  # continuous RTP: the peer and our timeline both see every tick
+        med.ecTailLen = 0
+        med.maxMediaPorts = max(64, 2 * ep_cfg.uaConfig.maxCalls + 16)
+        self.ep.libInit(ep_cfg)
+        self.ep.audDevManager().setNullDev()
+        self._set_codec_priorities()
+
+        tcfg = pj.TransportConfig()
+        tcfg.port = cfg.port
+        tcfg.boundAddress = cfg.host
+        if cfg.public_host:
+            tcfg.publicAddress = cfg.public_host
+        self.ep.transportCreate(pj.PJSIP_TRANSPORT_UDP, tcfg)
+        self.ep.libStart()
+
+        acfg = pj.AccountConfig()
+        host = cfg.public_host or cfg.host
+        acfg.idUri = f"sip:switchboard@{host}:{cfg.port}"
+        mtc = acfg.mediaConfig.transportConfig
+        mtc.port = cfg.rtp_port_start
+        mtc.portRange = cfg.rtp_port_range
+        mtc.boundAddress = cfg.host
+        if cfg.public_host:
+            mtc.publicAddress = cfg.public_host
+        # No SRTP offered: the wheel bundles OpenSSL 1.0.2k.
+        acfg.mediaConfig.srtpUse = pj.PJMEDIA_SRTP_DISABLED
+        acfg.natConfig.iceEnabled = False
+        acfg.natConfig.sdpNatRewriteUse = False
+        acfg.natConfig.viaRewriteUse = False
+        acfg.natConfig.contactRewriteUse = False
+        self.account = _Account(self)
+        self.account.create(acfg, True)
+
+    def _set_codec_priorities(self) -> None:
+        wanted = [c.upper() for c in self.config.codecs]
+        for codec in self.ep.codecEnum2():
+            name = codec.codecId.split("/")[0].upper()
+            prio = 255 - wanted.index(name) if name in wanted else 0
+            self.ep.codecSetPriority(codec.codecId, prio)
+
+    def _shutdown(self) -> None:
+        """Hang up live calls and give the BYEs a moment to be answered."""
+        for call in list(self.calls.values()):
+            self._hangup(call)
+        deadline = time.monotonic() + 2.0
+        while self.calls and time.monotonic() < deadline:
+            self.ep.libHandleEvents(POLL_MS)
+        self._drain()
+        for call in list(self.calls.values()):
+            self._close_media(call)
+
+    def _destroy_lib(self) -> None:
+        if self.ep is None:
+            return
+        # Every pjsua2 object must be freed here, on this thread, before libDestroy: a Call
+        # or port finalised later (by the GC, on another thread) aborts the process.
+        self.calls.clear()
+        self.graveyard.clear()
+        self.timers.clear()
+        self.account = None
+        gc.collect()
+        try:
+            self.ep.libDestroy(pj.PJSUA_DESTROY_NO_NETWORK)
+        except pj.Error as exc:
+            log.warning("libDestroy: %s", exc.info())
+        self.ep = None
+        self.logger = None
+
+    # call handling (endpoint thread) ------------------------------------------------
+    def _live_calls(self) -> int:
+        return sum(1 for c in self.calls.values() if not c.rejected and not c.disconnected)
+
+    def on_incoming(self, prm: Any) -> None:
+        call = SipCall(self, self.account, prm.callId)
+        self.calls[prm.callId] = call
+        call.sip_call_id = call.getInfo().callIdString
+        try:
+            message: str = prm.rdata.wholeMsg
+        except UnicodeDecodeError:  # SWIG cannot hand over a non-UTF-8 message
+            message = ""
+        defect = request_defect(message) if message else None
+        if defect is not None:
+            self.counters["rejected_malformed"] += 1
+            self._reject(call, 400, defect, {})
+            return
+        if self._live_calls() > call_limit(self.config):
+            self.counters["rejected_busy"] += 1
+            self._reject(
+                call, 503, "Service Unavailable", {"Retry-After": str(self.config.retry_after_s)}
+            )
+            return
+        try:
+            offer_ok = has_common_codec(sip_body(message), self.config.codecs)
+        except ValueError:
+            offer_ok = False
+        if not offer_ok:
+            self.counters["rejected_codec"] += 1
+            self._reject(call, 488, "Not Acceptable Here", {})
+            return
+        if self.config.answer_delay_ms > 0:
+            self._answer(call, 180)
+            self.call_later(self.config.answer_delay_ms / 1000, lambda: self._answer(call, 200))
+        else:
+            self._answer(call, 200)
+
+    def _reject(self, call: SipCall, code: int, reason: str, headers: dict[str, str]) -> None:
+        call.rejected = True
+        op = pj.CallOpParam()
+        op.statusCode = code
+        op.reason = reason
+        for name, value in headers.items():
+            hdr = pj.SipHeader()
+            hdr.hName = name
+            hdr.hValue = value
+            op.txOption.headers.append(hdr)
+        # answer(), not hangup(): while pjsua still sets up the media transport it defers
+        # the response, and a deferred hangup drops our extra headers (Retry-After).
+        call.answer(op)
+
+    def _answer(self, call: SipCall, code: int) -> None:
+        if call.disconnected or call.local_hangup:
+            return
+        op = pj.CallOpParam()
+        op.statusCode = code
+        call.answer(op)
+        if code == 200:
+            call.answered = True
+
+    def _hangup(self, call: SipCall) -> None:
+        if call.disconnected or call.local_hangup:
+            return
+        call.local_hangup = True
+        op = pj.CallOpParam()
+        op.statusCode = 200 if call.answered else 603
+        try:
+            call.hangup(op)
+        except pj.Error as exc:
+            log.warning("hangup %s: %s", call.sip_call_id, exc.info())
+
+    def on_media_active(self, call: SipCall, idx: int, info: Any) -> None:
+        aud = call.getAudioMedia(idx)
+        if call.port is None:
+            port = PcmPort(call.sink, call.playout)
+            port.create(f"sb{info.id}", self.config.sample_rate)
+            call.port = port
+        aud.startTransmit(call.port)
+        call.port.startTransmit(aud)
+        if call.handle is not None:
+            return  # re-INVITE: media re-wired, same handle
+        si = call.getStreamInfo(idx)
+        tp = call.getMedTransportInfo(idx)
+        call.handle = CallHandle(
+            call_id=call.sip_call_id,
+            remote_uri=info.remoteUri,
+            local_uri=info.localUri,
+            codec=f"{si.codecName}/{si.codecClockRate}",
+            sample_rate=self.config.sample_rate,
+            sink=call.sink,
+            playout=call.playout,
+            hangup=self._make_hangup(call),
+            local_rtp_addr=str(tp.localRtpName),
+            remote_rtp_addr=str(si.remoteRtpAddress),
+        )
+        self.counters["calls_total"] += 1
+        self.loop.call_soon_threadsafe(self._spawn, call.handle)
+
+    def _make_hangup(self, call: SipCall) -> Callable[[], Awaitable[None]]:
+        # The closure must not hold the SipCall: a pjsua2 object freed later by asyncio's
+        # garbage (on the wrong thread, or after libDestroy) aborts the process.
+        pjsua_id, sip_call_id = int(call.getId()), call.sip_call_id
+
+        def on_thread() -> None:
+            live = self.calls.get(pjsua_id)
+            if live is not None and live.sip_call_id == sip_call_id:
+                self._hangup(live)
+
+        async def hangup() -> None:
+            await asyncio.wrap_future(self.submit(on_thread))
+
+        return hangup
+
+    def _spawn(self, handle: CallHandle) -> None:
+        """asyncio thread: run the application's call coroutine."""
+        task = self.loop.create_task(self._run_on_call(handle), name=f"call-{handle.call_id}")
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run_on_call(self, handle: CallHandle) -> None:
+        try:
+            await self.on_call(handle)
+        except Exception:
+            log.exception("on_call failed for %s; hanging up", handle.call_id)
+            await handle.hangup()
+
+    def on_disconnected(self, call: SipCall, info: Any) -> None:
+        code = int(info.lastStatusCode)
+        if call.handle is not None:
+            reason = f"{code} {info.lastReason}".strip()
+            call.sink.put(CallEnded(reason, not call.local_hangup, time.monotonic()))
+        elif not call.rejected:
+            key = "calls_cancelled" if code == 487 else "calls_failed"
+            self.counters[key] += 1
+            call.sink.put(CallEnded(f"{code} {info.lastReason}", True, time.monotonic()))
+        self._close_media(call)
+        self.calls.pop(int(info.id), None)
+        # pjsua2 must not see its Call object freed inside its own callback.
+        self.graveyard.append((time.monotonic() + PORT_GRACE_S, call))
+
+    def mute_suspects(self, addr: str) -> None:
+        """Any thread: mute every call whose SDP peer is not ``addr`` until re-checked.
+
+        The log line does not say which call switched; ``on_peer_switch`` (endpoint thread,
+        some ms later) unmutes the calls that are not affected. Muting first means no frame
+        from the stranger gets through in between.
+        """
+        if not self.config.strict_rtp_source:
+            return
+        for call in list(self.calls.values()):
+            handle, port = call.handle, call.port
+            if handle is not None and port is not None and handle.remote_rtp_addr != addr:
+                port.muted = True
+
+    def on_peer_switch(self, addr: str) -> None:
+        """pjmedia latched some call's RTP onto ``addr``: re-check every call's source.
+
+        The log line names the transport, not the call, so each call's last RTP source is
+        compared with the address its SDP gave; a call hearing a foreign source is muted
+        (``strict_rtp_source``) until pjmedia switches back to the SDP peer.
+        """
+        calls = [c for c in self.calls.values() if c.handle is not None and c.port is not None]
+        if all(addr != c.handle.remote_rtp_addr for c in calls if c.handle is not None):
+            self.counters["rtp_foreign_switches"] += 1
+        for call in calls:
+            assert call.handle is not None and call.port is not None
+            src = self._rtp_source(call)
+            foreign = src is not None and src != call.handle.remote_rtp_addr
+            if foreign and not call.port.muted:
+                log.warning(
+                    "call %s: RTP accepted from %s, not the SDP peer %s%s",
+                    call.sip_call_id,
+                    src,
+                    call.handle.remote_rtp_addr,
+                    " (muted)" if self.config.strict_rtp_source else "",
+                )
+            if self.config.strict_rtp_source:
+                call.port.muted = foreign
+
+    @staticmethod
+    def _rtp_source(call: SipCall) -> str | None:
+        info = call.getInfo()  # keep it alive: info.media points into it
+        for idx, media in enumerate(info.media):
+            if media.type == pj.PJMEDIA_TYPE_AUDIO and media.status != pj.PJSUA_CALL_MEDIA_NONE:
+                src = str(call.getMedTransportInfo(idx).srcRtpName)
+                return src if src and not src.startswith("0.0.0.0") else None
+        return None
+
+    def _close_media(self, call: SipCall) -> None:
+        port = call.port
+        if port is None or port.closed:
+            return
+        port.closed = True
+        self._refresh_stream_stats(call)
+        for key, value in (
+            ("rtp_frames_in", port.frames_in),
+            ("rtp_frames_out", port.frames_out),
+            ("playout_underruns", call.playout.underruns),
+            ("rtp_frames_muted", port.frames_muted),
+            ("inbound_frames_dropped", call.sink.dropped),
+        ):
+            self.counters[key] += value
+        self.graveyard.append((time.monotonic() + PORT_GRACE_S, port))
+
+    def _refresh_stream_stats(self, call: SipCall) -> None:
+        if call.port is None or call.port.closed or call.disconnected:
+            return
+        info = call.getInfo()  # keep it alive: info.media points into it
+        for idx, media in enumerate(info.media):
+            if media.type == pj.PJMEDIA_TYPE_AUDIO and media.status != pj.PJSUA_CALL_MEDIA_NONE:
+                self.collect_stream_stats(call, idx)
+                return
+
+    def collect_stream_stats(self, call: SipCall, idx: int) -> None:
+        """Fold the stream's RTCP counters into the totals (delta since last look)."""
+        try:
+            st = call.getStreamStat(idx)
+        except pj.Error:
+            return
+        rx, tx = st.rtcp.rxStat, st.rtcp.txStat
+        for attr, key, value in (
+            ("rx_pkt_seen", "rtp_packets_in", int(rx.pkt)),
+            ("tx_pkt_seen", "rtp_packets_out", int(tx.pkt)),
+            ("rx_discard_seen", "rtp_discarded", int(rx.discard)),
+        ):
+            prev = getattr(call, attr, 0)
+            if value > prev:
+                self.counters[key] += value - prev
+                setattr(call, attr, value)
+
+    def live_counters(self) -> dict[str, int]:
+        out = dict(self.counters)
+        live = [c for c in list(self.calls.values()) if c.port is not None and not c.port.closed]
+        out["calls_active"] = len(live)
+        for call in live:
+            assert call.port is not None
+            out["rtp_frames_in"] += call.port.frames_in
+            out["rtp_frames_out"] += call.port.frames_out
+            out["playout_underruns"] += call.playout.underruns
+            out["rtp_frames_muted"] += call.port.frames_muted
+            out["inbound_frames_dropped"] += call.sink.dropped
+        return out
+
+
+class SipEndpoint:
+    """A SIP/RTP endpoint that answers calls and hands each one to ``on_call``."""
+
+    def __init__(self, config: EndpointConfig, on_call: OnCall) -> None:
+        self.config = config
+        self._on_call = on_call
+        self._core: _Core | None = None
+        self._thread: threading.Thread | None = None
+        self._final = dict.fromkeys(STAT_KEYS, 0)
+
+    async def start(self) -> None:
+        """Start the endpoint thread; returns once the UDP transport is listening.
+
+        pjsua2 holds one library instance per process: a second running ``SipEndpoint``
+        in the same process is refused.
+        """
+        if self._thread is not None:
+            raise EndpointError("endpoint already started")
+        if not _PROCESS_SLOT.acquire(blocking=False):
+            raise EndpointError(
+                "another SipEndpoint is running in this process (pjsua2 allows one)"
+            )
+        try:
+            await self._start()
+        except BaseException:
+            _PROCESS_SLOT.release()
+            raise
+
+    async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
+        core = _Core(self.config, self._on_call, loop)
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        thread = threading.Thread(target=core.run, args=(ready,), name="sip-endpoint", daemon=True)
+        self._core, self._thread = core, thread
+        thread.start()
+        try:
+            await asyncio.wrap_future(ready)
+        except BaseException:  # failed, or cancelled while starting: do not leave it running
+            core.stop_requested.set()
+            await asyncio.to_thread(thread.join, 5.0)
+            self._core = self._thread = None
+            raise
+
+    async def stop(self, timeout_s: float = 10.0) -> None:
+        """Hang up live calls, destroy the pjsua2 library, join the thread."""
+        core, thread = self._core, self._thread
+        if core is None or thread is None:
+            return
+        core.stop_requested.set()
+        await asyncio.to_thread(thread.join, timeout_s)
+        if thread.is_alive():
+            log.error("SIP endpoint thread did not stop within %.1f s", timeout_s)
+        for task in list(core.tasks):
+            task.cancel()
+        self._final = core.live_counters()
+        self._core = self._thread = None
+        if not thread.is_alive():
+            _PROCESS_SLOT.release()
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the endpoint thread (where pjsua2 may be called) and await it."""
+        if self._core is None:
+            raise EndpointError("endpoint not started")
+        return await asyncio.wrap_future(self._core.submit(fn))
+
+    @property
+    def call_limit(self) -> int:
+        """Calls this endpoint answers at once (``max_calls`` capped by the pjsua2 build)."""
+        return call_limit(self.config)
+
+    @property
+    def active_calls(self) -> int:
+        """Calls with media up and not yet ended."""
+        return self.stats()["calls_active"]
+
+    def stats(self) -> dict[str, int]:
+        """Counters since start (see ``STAT_KEYS``)."""
+        if self._core is None:
+            return dict(self._final)
+        return self._core.live_counters()

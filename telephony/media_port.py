@@ -1,0 +1,182 @@
+"""The per-call pjsua2 media port and the thread-safe buffers on either side of it.
+
+``PcmPort`` callbacks run on the conference bridge's clock thread (one tick per 20 ms).
+They never block: inbound frames are handed to asyncio with ``call_soon_threadsafe``;
+outbound frames are popped from a ``PlayoutBuffer`` filled by asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import pjsua2 as pj
+
+from telephony.events import AudioIn, CallEnded, InboundEvent
+from telephony.framebuf import read_frame, write_frame
+
+UNDERRUN_WINDOW_TICKS = 5  # audio arriving within 100 ms of the queue running dry = a gap heard
+
+
+class PlayoutBuffer:
+    """Frames queued for the caller. ``push``/``clear`` from asyncio, ``pop`` from the clock."""
+
+    def __init__(self, frame_bytes: int) -> None:
+        self.frame_bytes = frame_bytes
+        self._frames: deque[bytes] = deque()
+        self._partial = b""
+        self._lock = threading.Lock()
+        self.frames_played = 0
+        self.underruns = 0
+        self._dry_tick = -1  # tick at which the queue ran dry after playing
+        self._tick = 0
+        self._drained_cb: Callable[[], None] | None = None
+
+    def push(self, pcm: bytes) -> None:
+        """Queue PCM of any length; whole frames are split off, a remainder waits."""
+        if not pcm:
+            return
+        n = self.frame_bytes
+        with self._lock:
+            data = self._partial + pcm if self._partial else pcm
+            whole = len(data) - len(data) % n
+            self._frames.extend(data[i : i + n] for i in range(0, whole, n))
+            self._partial = data[whole:]
+            if self._dry_tick >= 0 and self._tick - self._dry_tick <= UNDERRUN_WINDOW_TICKS:
+                self.underruns += 1
+            self._dry_tick = -1
+
+    def clear(self) -> int:
+        """Drop everything queued; return the number of frames dropped."""
+        with self._lock:
+            dropped = len(self._frames) + (1 if self._partial else 0)
+            self._frames.clear()
+            self._partial = b""
+            self._dry_tick = -1
+        return dropped
+
+    def __len__(self) -> int:
+        return len(self._frames) + (1 if self._partial else 0)
+
+    def set_drained_callback(self, cb: Callable[[], None] | None) -> None:
+        """Called (on the clock thread) when the last queued frame has been handed out."""
+        self._drained_cb = cb
+
+    def pop(self) -> bytes | None:
+        """Next frame for this tick, or ``None`` (the port then sends silence)."""
+        with self._lock:
+            self._tick += 1
+            if self._frames:
+                frame = self._frames.popleft()
+            elif self._partial:
+                frame = self._partial + bytes(self.frame_bytes - len(self._partial))
+                self._partial = b""
+            else:
+                return None
+            self.frames_played += 1
+            empty = not self._frames and not self._partial
+            if empty:
+                self._dry_tick = self._tick
+        cb = self._drained_cb
+        if empty and cb is not None:
+            cb()
+        return frame
+
+
+class InboundSink:
+    """Hands events from pjsip threads to one asyncio consumer, in order."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_frames: int = 3000) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._closed = False
+        self.events: deque[InboundEvent] = deque()
+        self.max_frames = max_frames  # 60 s of audio; older frames are dropped beyond that
+        self.dropped = 0
+        self._waiter: asyncio.Future[None] | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def put(self, event: InboundEvent) -> None:
+        """Thread-safe; ignored once the call has ended."""
+        with self._lock:
+            if self._closed:
+                return
+            if isinstance(event, CallEnded):
+                self._closed = True
+            try:
+                self._loop.call_soon_threadsafe(self._deliver, event)
+            except RuntimeError:  # loop closed: nobody is listening any more
+                self._closed = True
+
+    def _deliver(self, event: InboundEvent) -> None:
+        if len(self.events) >= self.max_frames and isinstance(event, AudioIn):
+            self.events.popleft()
+            self.dropped += 1
+        self.events.append(event)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> InboundEvent:
+        """Next event (asyncio side)."""
+        while not self.events:
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        return self.events.popleft()
+
+
+class PcmPort(pj.AudioMediaPort):  # type: ignore[misc]
+    """Python media port: bridge audio -> ``InboundSink``, ``PlayoutBuffer`` -> bridge."""
+
+    def __init__(self, sink: InboundSink, playout: PlayoutBuffer) -> None:
+        super().__init__()
+        self._sink = sink
+        self._playout = playout
+        self._silence = bytes(playout.frame_bytes)
+        self.frames_in = 0
+        self.frames_out = 0
+        self.silent_out = 0
+        self.closed = False  # set when the call ends; callbacks become no-ops
+        self.muted = False  # inbound audio replaced by silence (RTP from a foreign source)
+        self.frames_muted = 0
+
+    def create(self, name: str, sample_rate: int) -> None:
+        """Register with the conference bridge (endpoint thread only)."""
+        fmt = pj.MediaFormatAudio()
+        fmt.type = pj.PJMEDIA_TYPE_AUDIO
+        fmt.clockRate = sample_rate
+        fmt.channelCount = 1
+        fmt.bitsPerSample = 16
+        fmt.frameTimeUsec = 20000
+        self.createPort(name, fmt)
+
+    def onFrameReceived(self, frame: Any) -> None:
+        if self.closed:
+            return
+        if self.muted:
+            pcm = self._silence
+            self.frames_muted += 1
+        elif frame.type == pj.PJMEDIA_FRAME_TYPE_AUDIO and frame.size:
+            pcm = read_frame(frame)
+        else:
+            pcm = self._silence
+        self.frames_in += 1
+        self._sink.put(AudioIn(pcm, time.monotonic()))
+
+    def onFrameRequested(self, frame: Any) -> None:
+        pcm = None if self.closed else self._playout.pop()
+        if pcm is None:
+            pcm = self._silence
+            self.silent_out += 1
+        write_frame(frame, pcm)
+        self.frames_out += 1

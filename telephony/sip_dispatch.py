@@ -1,0 +1,656 @@
+"""The node's SIP front: one UDP port that routes each Call-ID to one worker process.
+
+The front is not a proxy (it adds no Via, keeps Max-Forwards): it is a Call-ID-sticky
+datagram relay in front of ``SipEndpoint`` worker processes, so that the node looks like one
+SIP endpoint at ``host:port``.
+
+- A request is routed by its Call-ID. A new INVITE goes to the least-loaded worker with a free
+  call slot; later requests with the same Call-ID (retransmissions, CANCEL, the ACK of a
+  non-2xx, a re-INVITE sent here) go to the same worker.
+- Each Call-ID gets its own relay socket towards its worker. The front adds ``rport`` to the
+  top Via (RFC 3581) so that pjsip answers to the source of the request, i.e. the relay
+  socket; whatever the worker sends there is passed back, unchanged, from the front's own
+  port to the client's address. The client sees ``rport=<relay port>;received=<host>`` in its
+  Via, which RFC 3261 clients ignore.
+- In-dialog requests after the 200 OK (ACK, BYE, re-INVITE) are sent by the client to the
+  worker's Contact address (``host:<worker port>``), not through the front; the worker's BYE
+  also comes from that address. A PBX or trunk only needs the node's address for new calls.
+- When every worker is full (or none is up) a new INVITE gets a stateless ``503`` with
+  ``Retry-After``. An INVITE the worker does not answer at all within ``SILENT_INVITE_S``
+  (pjsip drops some malformed ones) stops holding a call slot, so junk cannot fill the node.
+- Malformed input: a request without a Call-ID gets a stateless ``400`` from the front if it
+  has a usable Via to answer to, and is dropped otherwise; datagrams that are not requests
+  (responses, junk) are dropped and counted; a CANCEL or ACK for a Call-ID the front does
+  not know gets a stateless 481, or is absorbed (ACK). Everything else with a Call-ID goes to a
+  worker, whose endpoint answers it (400, 415, 481, 488, ...) or drops it exactly as a
+  single ``SipEndpoint`` would: the front makes no SIP decisions of its own beyond these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Addr = tuple[Any, ...]  # (host, port) or the 4-tuple of AF_INET6
+
+T1_S = 0.5
+TRANSACTION_S = 64 * T1_S  # RFC 3261 timer B/H: the longest a transaction lives
+# An INVITE the worker has not answered at all (pjsip answers a valid one with 100 at once,
+# and drops some unparseable ones silently) stops holding a call slot after this long.
+SILENT_INVITE_S = 2 * T1_S
+SWEEP_S = 0.5
+MAX_DATAGRAM = 65535
+
+# RFC 3261 7.3.3 compact header names.
+COMPACT = {
+    "i": "call-id",
+    "v": "via",
+    "f": "from",
+    "t": "to",
+    "l": "content-length",
+    "m": "contact",
+    "c": "content-type",
+    "e": "content-encoding",
+    "k": "supported",
+    "s": "subject",
+}
+_TOKEN = re.compile(rb"[A-Za-z0-9.!%*_+`'~-]+\Z")
+_RPORT = re.compile(rb";\s*rport\s*(=\s*\d*\s*)?(?=;|$)", re.I)
+_BARE_RPORT = re.compile(rb";\s*rport\s*(?=;|$)", re.I)
+_RECEIVED = re.compile(rb";\s*received\s*=", re.I)
+_TAG = re.compile(rb";\s*tag\s*=", re.I)
+# One header: name, colon, value with its continuation lines (RFC 3261 7.3.1 folding).
+_HEADER = re.compile(rb"^([^:\r\n]*):([^\r\n]*(?:\r?\n[ \t][^\r\n]*)*)", re.M)
+_FOLD = re.compile(rb"[ \t]*\r?\n[ \t]+")
+_VIA = re.compile(rb"SIP\s*/\s*2\.0\s*/\s*[A-Za-z]+\s+[^\s;,]+")  # protocol and sent-by
+_CSEQ = re.compile(rb"\s*(\d+)\s+(\S+)\s*\Z")
+# Enough of a response to see whether it ends an INVITE transaction (checked on every datagram
+# a worker sends back, so no full parse).
+_CSEQ_INVITE = re.compile(rb"(?im)^(?:cseq)[ \t]*:[ \t]*\d+[ \t]+INVITE\b")
+
+
+@dataclass(slots=True)
+class Header:
+    """One header: lower-case full name, unfolded value, raw byte span of its value."""
+
+    name: str
+    value: bytes
+    value_start: int  # first byte after the colon
+    value_end: int  # end of the last continuation line (terminator excluded)
+
+
+@dataclass(slots=True)
+class SipScan:
+    """What the front learns from one datagram; lenient, never raises."""
+
+    is_response: bool = False
+    method: str = ""  # request method token ("" if the start line has none)
+    start_line_ok: bool = False
+    headers: list[Header] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def get(self, name: str) -> Header | None:
+        for h in self.headers:
+            if h.name == name:
+                return h
+        return None
+
+    def all(self, name: str) -> list[Header]:
+        return [h for h in self.headers if h.name == name]
+
+    @property
+    def call_id(self) -> str | None:
+        h = self.get("call-id")
+        if h is None or not h.value:
+            return None
+        return h.value.decode("latin-1")
+
+    @property
+    def cseq(self) -> tuple[int, str] | None:
+        h = self.get("cseq")
+        m = _CSEQ.match(h.value) if h is not None else None
+        if m is None:
+            return None
+        return int(m.group(1)), m.group(2).decode("latin-1").upper()
+
+
+def _head_end(data: bytes, start: int) -> int:
+    """Index where the header section ends (the empty line), or ``len(data)``."""
+    ends = [i for i in (data.find(b"\r\n\r\n", start), data.find(b"\n\n", start)) if i >= 0]
+    return min(ends) if ends else len(data)
+
+
+def scan(data: bytes) -> SipScan:
+    """Find the start line and headers of a SIP datagram (folded lines, compact names)."""
+    out = SipScan()
+    pos = 0
+    while pos < len(data) and data[pos] in b"\r\n":  # RFC 3261 7.5: ignore leading CRLFs
+        pos += 1
+    end = _head_end(data, pos)
+    if pos >= end:
+        out.problems.append("empty datagram")
+        return out
+    eol = data.find(b"\n", pos, end)
+    first = eol + 1 if eol >= 0 else end
+    start = data[pos : eol if eol >= 0 else end].rstrip(b"\r")
+    if start.startswith(b"SIP/"):
+        out.is_response = True
+        parts = start.split(None, 2)
+        out.start_line_ok = len(parts) >= 2 and len(parts[1]) == 3 and parts[1].isdigit()
+    else:
+        parts = start.split()
+        if parts and _TOKEN.match(parts[0]):
+            out.method = parts[0].decode("latin-1")
+        out.start_line_ok = bool(
+            out.method and len(parts) == 3 and parts[2].upper().startswith(b"SIP/")
+        )
+    if not out.start_line_ok:
+        out.problems.append("bad start line")
+    headers = out.headers
+    for m in _HEADER.finditer(data, first, end):
+        raw_name = m.group(1)
+        name = raw_name.strip(b" \t").decode("latin-1").lower()
+        if not name or raw_name[:1] in (b" ", b"\t"):
+            out.problems.append(f"header line without a name at byte {m.start()}")
+            continue
+        raw = m.group(2)
+        value = _FOLD.sub(b" ", raw).strip() if b"\n" in raw else raw.strip()
+        headers.append(Header(COMPACT.get(name, name), value, m.start(2), m.end(2)))
+    return out
+
+
+def _first_comma(data: bytes, start: int, end: int) -> int:
+    """Index of the first comma outside double quotes in ``data[start:end]``, or ``end``."""
+    if data.find(b'"', start, end) < 0:
+        comma = data.find(b",", start, end)
+        return end if comma < 0 else comma
+    quoted = False
+    i = start
+    while i < end:
+        ch = data[i]
+        if ch == 0x5C and quoted:  # backslash escape inside a quoted string
+            i += 2
+            continue
+        if ch == 0x22:
+            quoted = not quoted
+        elif ch == 0x2C and not quoted:
+            return i
+        i += 1
+    return end
+
+
+def top_via_parm(value: bytes) -> bytes:
+    """The first via-parm of a Via value (a header may list several, comma separated)."""
+    return value[: _first_comma(value, 0, len(value))].strip()
+
+
+def with_rport(data: bytes, msg: SipScan) -> bytes:
+    """``data`` with ``;rport`` added to the top Via, unless it has one (RFC 3581).
+
+    The insertion is made in the raw bytes, after the last non-blank byte of the first
+    via-parm, so folding, compact names and the body (and its Content-Length) are untouched.
+    """
+    via = msg.get("via")
+    if via is None or _RPORT.search(top_via_parm(via.value)):
+        return data
+    at = _first_comma(data, via.value_start, via.value_end)
+    while at > via.value_start and data[at - 1] in b" \t\r\n":
+        at -= 1
+    return data[:at] + b";rport" + data[at:]
+
+
+def _stamp_via(value: bytes, src: Addr) -> bytes:
+    """Top via-parm with ``received`` and a filled-in ``rport`` (RFC 3261 18.2.1, RFC 3581)."""
+    cut = _first_comma(value, 0, len(value))
+    parm, rest = value[:cut].rstrip(), value[cut:]
+    parm = _BARE_RPORT.sub(lambda _m: b";rport=" + str(src[1]).encode(), parm, count=1)
+    if not _RECEIVED.search(parm):
+        parm += b";received=" + str(src[0]).encode()
+    return parm + rest
+
+
+def _to_tag(msg: SipScan) -> bytes:
+    """Stable To tag: a retransmitted request gets the same stateless response."""
+    h = hashlib.blake2s(digest_size=6)
+    for name in ("call-id", "via", "cseq", "from"):
+        hdr = msg.get(name)
+        h.update(hdr.value if hdr is not None else b"-")
+        h.update(b"\0")
+    return h.hexdigest().encode()
+
+
+def _has_tag(to_value: bytes) -> bool:
+    gt = to_value.rfind(b">")
+    return bool(_TAG.search(to_value[gt + 1 :] if gt >= 0 else to_value))
+
+
+def stateless_response(
+    msg: SipScan,
+    code: int,
+    reason: str,
+    src: Addr,
+    *,
+    extra: Sequence[tuple[str, str]] = (),
+    server: str = "",
+) -> bytes:
+    """A response built from the request alone (RFC 3261 8.2.6, 16.11).
+
+    Copies every Via (the top one stamped with ``received``/``rport``), From, To (with a
+    tag added), Call-ID and CSeq; no body.
+    """
+    lines = [f"SIP/2.0 {code} {reason}".encode()]
+    for n, via in enumerate(msg.all("via")):
+        lines.append(b"Via: " + (_stamp_via(via.value, src) if n == 0 else via.value))
+    for name, label in (("from", b"From"), ("to", b"To"), ("call-id", b"Call-ID")):
+        hdr = msg.get(name)
+        if hdr is None:
+            continue
+        value = hdr.value
+        if name == "to" and code > 100 and not _has_tag(value):
+            value += b";tag=" + _to_tag(msg)
+        lines.append(label + b": " + value)
+    cseq = msg.get("cseq")
+    if cseq is not None:
+        lines.append(b"CSeq: " + cseq.value)
+    lines += [f"{k}: {v}".encode() for k, v in extra]
+    if server:
+        lines.append(b"Server: " + server.encode())
+    lines.append(b"Content-Length: 0")
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def invite_status(data: bytes) -> int:
+    """Status code if ``data`` is a response to an INVITE, else 0."""
+    if len(data) < 12 or not data.startswith(b"SIP/2.0 "):
+        return 0
+    code = data[8:11]
+    if not code.isdigit():
+        return 0
+    head = data[: _head_end(data, 0)]
+    return int(code) if _CSEQ_INVITE.search(head) else 0
+
+
+# --------------------------------------------------------------------------- the front
+
+
+class WorkerSlot:
+    """One worker process as the front sees it: where it listens and the calls routed to it."""
+
+    def __init__(self, index: int, capacity: int) -> None:
+        self.index = index
+        self.capacity = capacity
+        self.addr: Addr | None = None  # SIP address while the worker is up
+        self.load = 0  # INVITEs routed here and not yet over
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.load if self.addr is not None else 0
+
+    def __repr__(self) -> str:
+        return f"WorkerSlot({self.index}, addr={self.addr}, load={self.load}/{self.capacity})"
+
+
+FRONT_KEYS = (
+    "front_datagrams",
+    "front_relayed_to_workers",
+    "front_relayed_to_clients",
+    "front_rejected_busy",
+    "front_malformed",
+    "front_answered_400",
+    "front_answered_481",
+    "front_dropped_responses",
+    "front_dropped_acks",
+    "front_keepalives",
+    "front_relay_foreign",
+    "front_route_overflow",
+    "front_send_errors",
+)
+
+
+@dataclass(slots=True, eq=False)
+class _Route:
+    call_id: str
+    worker: WorkerSlot
+    client: Addr
+    relay: _Relay | None = None
+    holds_slot: bool = False  # counted in worker.load (an INVITE not yet over)
+    responded: bool = False  # the worker has sent something back for this Call-ID
+    invite_at: float = 0.0  # when the INVITE holding the slot was forwarded
+    answered: bool = False  # a 2xx to the INVITE went back to the client
+    started: bool = False  # the node reported the call's media up: never idles out
+    invite_cseq: int = -1
+    last_seen: float = 0.0
+    expires_at: float | None = None  # set once the call or transaction is over
+
+
+class _Relay:
+    """A UDP socket carrying one Call-ID's datagrams to its worker and back."""
+
+    def __init__(self, front: SipFront, route: _Route) -> None:
+        self.front = front
+        self.route = route
+        self.sock = socket.socket(front.family, socket.SOCK_DGRAM)
+        try:
+            self.sock.setblocking(False)
+            self.sock.bind((front.relay_host, 0))
+            front.loop.add_reader(self.sock.fileno(), self._readable)
+        except OSError:
+            self.sock.close()
+            raise
+
+    def send(self, data: bytes, dest: Addr) -> None:
+        try:
+            self.sock.sendto(data, dest)
+        except OSError as exc:
+            self.front.counters["front_send_errors"] += 1
+            log.debug("relay send to %s failed: %s", dest, exc)
+
+    def _readable(self) -> None:
+        for _ in range(64):
+            try:
+                data, src = self.sock.recvfrom(MAX_DATAGRAM)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # e.g. ICMP port unreachable reported on the socket
+                log.debug("relay recv: %s", exc)
+                return
+            self.front.from_worker(self.route, data, src)
+
+    def close(self) -> None:
+        if self.sock.fileno() >= 0:
+            self.front.loop.remove_reader(self.sock.fileno())
+            self.sock.close()
+
+
+class SipFront(asyncio.DatagramProtocol):
+    """The UDP front of a ``SipNode``; see the module docstring for the routing rules."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        workers: Sequence[WorkerSlot],
+        *,
+        retry_after_s: int,
+        server: str = "",
+        idle_s: float = TRANSACTION_S,
+        linger_s: float = TRANSACTION_S,
+        ringing_s: float = 0.0,
+        max_routes: int = 4096,
+    ) -> None:
+        self.host, self.port = host, port
+        self.workers = workers
+        self.retry_after_s = retry_after_s
+        self.server = server
+        self.idle_s = idle_s  # a route with no traffic and no call this long is dropped
+        self.linger_s = linger_s  # a relay stays open this long after its call or transaction
+        self.ringing_s = ringing_s  # extra time an unanswered INVITE may stay quiet
+        self.max_routes = max_routes
+        self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        # Where relays bind and send: the front's own address (a wildcard means loopback).
+        self.relay_host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+        self.routes: dict[str, _Route] = {}
+        self.counters = dict.fromkeys(FRONT_KEYS, 0)
+        self.transport: asyncio.DatagramTransport | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.route_cost_s = 0.0  # CPU time spent in datagram_received (for stats)
+
+    # lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        """Bind the front's UDP socket."""
+        self._loop = asyncio.get_running_loop()
+        transport, _ = await self._loop.create_datagram_endpoint(
+            lambda: self, local_addr=(self.host, self.port), family=self.family
+        )
+        self.transport = transport
+        self.port = int(transport.get_extra_info("sockname")[1])
+        self._sweeper = self._loop.create_task(self._sweep_forever(), name="sip-front-sweep")
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError("SipFront not started")
+        return self._loop
+
+    def close(self) -> None:
+        """Stop listening; relays stay until ``close_relays`` (final responses may follow)."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        if self.transport is not None:
+            self.transport.close()
+            self.transport = None
+
+    def close_relays(self) -> None:
+        for route in list(self.routes.values()):
+            self._drop(route)
+
+    @property
+    def relays_open(self) -> int:
+        return sum(1 for r in self.routes.values() if r.relay is not None)
+
+    # client side -----------------------------------------------------------------
+    def datagram_received(self, data: bytes, addr: Addr) -> None:
+        t0 = time.thread_time()  # CPU, not wall: preemption on a busy box is not our cost
+        try:
+            self._route(data, addr)
+        finally:
+            self.route_cost_s += time.thread_time() - t0
+
+    def error_received(self, exc: Exception) -> None:
+        log.debug("front socket error: %s", exc)
+
+    def _route(self, data: bytes, addr: Addr) -> None:
+        c = self.counters
+        c["front_datagrams"] += 1
+        if not data.strip(b"\r\n"):  # RFC 5626 keepalive: a CRLFCRLF ping gets a CRLF pong
+            c["front_keepalives"] += 1
+            if data == b"\r\n\r\n":
+                self._reply_raw(b"\r\n", addr)
+            return
+        msg = scan(data)
+        if msg.is_response or not msg.method:
+            key = "front_dropped_responses" if msg.is_response else "front_malformed"
+            c[key] += 1
+            return
+        call_id = msg.call_id
+        via = msg.get("via")
+        if call_id is None or via is None:
+            c["front_malformed"] += 1
+            if via is not None and _VIA.match(via.value) and msg.method != "ACK":
+                c["front_answered_400"] += 1
+                self._reply(msg, 400, "Bad Request (Missing Call-ID)", addr)
+            return
+        now = time.monotonic()
+        route = self.routes.get(call_id)
+        if route is not None:
+            if msg.method == "INVITE" and not self._admit_again(route, msg):
+                self._reject_busy(msg, addr)
+                return
+            route.client = addr
+            self._forward(route, data, msg, now)
+            return
+        if msg.method == "ACK":  # nothing here to acknowledge: our 503/400 need no ACK
+            c["front_dropped_acks"] += 1
+            return
+        if msg.method == "CANCEL":
+            c["front_answered_481"] += 1
+            self._reply(msg, 481, "Call/Transaction Does Not Exist", addr)
+            return
+        if msg.method == "INVITE":
+            worker = self._pick(need_slot=True)
+        else:
+            worker = self._pick(need_slot=False)
+        if worker is None or len(self.routes) >= self.max_routes:
+            if len(self.routes) >= self.max_routes:
+                c["front_route_overflow"] += 1
+            if msg.method == "INVITE" or worker is None:
+                self._reject_busy(msg, addr)
+            return
+        route = _Route(call_id, worker, addr, last_seen=now)
+        try:
+            route.relay = _Relay(self, route)
+        except OSError as exc:
+            log.warning("no relay socket for %s: %s", call_id, exc)
+            self._reject_busy(msg, addr)
+            return
+        self.routes[call_id] = route
+        if msg.method == "INVITE":
+            self._hold(route, msg)
+        else:  # an out-of-dialog transaction (OPTIONS, REGISTER, ...): gone after it ends
+            route.expires_at = now + self.linger_s
+        self._forward(route, data, msg, now)
+
+    def _pick(self, *, need_slot: bool) -> WorkerSlot | None:
+        up = [w for w in self.workers if w.addr is not None and (w.free > 0 or not need_slot)]
+        if not up:
+            return None
+        return min(up, key=lambda w: (w.load / max(w.capacity, 1), w.index))
+
+    def _hold(self, route: _Route, msg: SipScan) -> None:
+        route.holds_slot = True
+        route.worker.load += 1
+        route.responded = False
+        route.invite_at = time.monotonic()
+        cseq = msg.cseq
+        route.invite_cseq = cseq[0] if cseq else route.invite_cseq
+        route.expires_at = None
+
+    def _admit_again(self, route: _Route, msg: SipScan) -> bool:
+        """An INVITE on a known Call-ID: retransmission, re-INVITE, or a new attempt.
+
+        A new attempt (higher CSeq after a final non-2xx, e.g. after a 401) needs a slot on
+        the same worker again. Returns False if it cannot have one.
+        """
+        cseq = msg.cseq
+        if route.holds_slot or route.answered or route.started:
+            return True
+        if cseq is None or cseq[0] <= route.invite_cseq:
+            return True  # a retransmission: the worker answers it from its transaction
+        if route.worker.free <= 0:
+            return False
+        self._hold(route, msg)
+        return True
+
+    def _forward(self, route: _Route, data: bytes, msg: SipScan, now: float) -> None:
+        route.last_seen = now
+        addr = route.worker.addr
+        if addr is None or route.relay is None:
+            return
+        self.counters["front_relayed_to_workers"] += 1
+        route.relay.send(with_rport(data, msg), addr)
+
+    def _reject_busy(self, msg: SipScan, addr: Addr) -> None:
+        self.counters["front_rejected_busy"] += 1
+        if msg.method != "ACK":
+            extra = (("Retry-After", str(self.retry_after_s)),)
+            self._reply(msg, 503, "Service Unavailable", addr, extra)
+
+    def _reply(
+        self,
+        msg: SipScan,
+        code: int,
+        reason: str,
+        addr: Addr,
+        extra: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        self._reply_raw(
+            stateless_response(msg, code, reason, addr, extra=extra, server=self.server), addr
+        )
+
+    def _reply_raw(self, data: bytes, addr: Addr) -> None:
+        if self.transport is None:
+            return
+        try:
+            self.transport.sendto(data, addr)
+        except OSError:
+            self.counters["front_send_errors"] += 1
+
+    # worker side -----------------------------------------------------------------
+    def from_worker(self, route: _Route, data: bytes, src: Addr) -> None:
+        """A datagram the worker sent to this Call-ID's relay socket: pass it back."""
+        if route.worker.addr is None or tuple(src[:2]) != tuple(route.worker.addr[:2]):
+            self.counters["front_relay_foreign"] += 1
+            return
+        route.last_seen = time.monotonic()
+        route.responded = True
+        self.counters["front_relayed_to_clients"] += 1
+        self._reply_raw(data, route.client)
+        if route.expires_at is None and (route.holds_slot or not route.answered):
+            code = invite_status(data)
+            if code >= 300:
+                self._release(route)
+            elif code >= 100 and not route.holds_slot:  # answered late after a silence
+                route.holds_slot = True
+                route.worker.load += 1
+            if 200 <= code < 300:
+                route.answered = True
+
+    # node hooks ------------------------------------------------------------------
+    def call_started(self, call_id: str) -> None:
+        """The call's media is up in its worker: keep the route for the call's lifetime."""
+        route = self.routes.get(call_id)
+        if route is not None:
+            route.started = route.answered = True
+            route.expires_at = None
+
+    def call_finished(self, call_id: str) -> None:
+        """The call ended in its worker: free its slot; the relay lingers for retransmits."""
+        route = self.routes.get(call_id)
+        if route is not None:
+            route.started = False
+            self._release(route)
+
+    def worker_down(self, worker: WorkerSlot) -> None:
+        """The worker died: forget its routes (its calls are gone) and free its slots."""
+        for route in [r for r in self.routes.values() if r.worker is worker]:
+            self._drop(route)
+        worker.load = 0
+
+    def _unhold(self, route: _Route) -> None:
+        if route.holds_slot:
+            route.holds_slot = False
+            route.worker.load = max(0, route.worker.load - 1)
+
+    def _release(self, route: _Route) -> None:
+        self._unhold(route)
+        route.expires_at = time.monotonic() + self.linger_s
+
+    def _drop(self, route: _Route) -> None:
+        self._unhold(route)
+        if route.relay is not None:
+            route.relay.close()
+            route.relay = None
+        if self.routes.get(route.call_id) is route:
+            del self.routes[route.call_id]
+
+    def sweep(self, now: float) -> None:
+        """Close relays whose call or transaction is over, and quiet routes with no call.
+
+        An INVITE the worker never answered stops holding its slot after
+        ``SILENT_INVITE_S``: junk INVITEs must not fill the node for a whole transaction time.
+        """
+        quiet_limit = self.idle_s + self.ringing_s
+        for route in list(self.routes.values()):
+            if route.holds_slot and not route.responded and now - route.invite_at > SILENT_INVITE_S:
+                self._unhold(route)
+            if route.expires_at is not None:
+                if now >= route.expires_at:
+                    self._drop(route)
+            elif not route.started and now - route.last_seen > quiet_limit:
+                self._drop(route)
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_S)
+            self.sweep(time.monotonic())

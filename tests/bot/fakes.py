@@ -1,0 +1,177 @@
+"""Boundary fakes for pipeline unit tests: scripted models and an in-memory call."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+
+import numpy as np
+
+from serve import ASR, LLM, TTS, VAD, ChatMessage, ModelSet, ProviderError, Transcript
+from serve.vad import VadStream
+from telephony.events import AudioIn, CallEnded, InboundEvent
+
+RATE = 8000
+FRAME_BYTES = 320
+
+
+def tone(ms: int, amplitude: int = 8000) -> bytes:
+    """A 440 Hz tone: the fake VAD hears it as speech."""
+    n = RATE * ms // 1000
+    t = np.arange(n) / RATE
+    return (amplitude * np.sin(2 * np.pi * 440 * t)).astype("<i2").tobytes()
+
+
+def silence(ms: int) -> bytes:
+    return bytes(RATE * ms // 1000 * 2)
+
+
+class EnergyStream(VadStream):
+    def push(self, frame: bytes) -> float:
+        rms = float(np.sqrt(np.mean(np.frombuffer(frame, "<i2").astype(np.float64) ** 2)))
+        return 1.0 if rms > 500 else 0.0
+
+    def reset(self) -> None:
+        pass
+
+
+class EnergyVAD(VAD):
+    def _load(self) -> None:
+        pass
+
+    def _create_stream_impl(self, sample_rate: int) -> VadStream:
+        return EnergyStream()
+
+
+class ScriptedASR(ASR):
+    def __init__(self, text: str = "where is my order", fail: bool = False) -> None:
+        super().__init__(timeout_s=2.0, retries=0)
+        self.text = text
+        self.fail = fail
+        self.calls = 0
+
+    def _load(self) -> None:
+        pass
+
+    async def warmup(self) -> None:
+        pass
+
+    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcript:
+        self.calls += 1
+        if self.fail:
+            raise ProviderError("asr exploded")
+        return Transcript(
+            text=self.text, confidence=0.9, audio_ms=len(pcm) / 16, no_speech_prob=0.0
+        )
+
+
+class ScriptedLLM(LLM):
+    def __init__(self, pieces: Sequence[str], delay_s: float = 0.0, fail: bool = False) -> None:
+        super().__init__(timeout_s=2.0, retries=0)
+        self.pieces = list(pieces)
+        self.delay_s = delay_s
+        self.fail = fail
+        self.prompts: list[Sequence[ChatMessage]] = []
+
+    def _load(self) -> None:
+        pass
+
+    async def warmup(self) -> None:
+        pass
+
+    def _stream_impl(
+        self, messages: Sequence[ChatMessage], max_tokens: int, temperature: float
+    ) -> Iterator[str]:
+        self.prompts.append(messages)
+        if self.fail:
+            raise ProviderError("llm exploded")
+        for piece in self.pieces:
+            time.sleep(self.delay_s)
+            yield piece
+
+
+class ToneTTS(TTS):
+    """Speaks 100 ms of tone per word."""
+
+    def __init__(self) -> None:
+        super().__init__(timeout_s=2.0, retries=0)
+        self.texts: list[str] = []
+
+    def _load(self) -> None:
+        pass
+
+    async def warmup(self) -> None:
+        pass
+
+    def _synthesize_impl(self, text: str, sample_rate: int) -> Iterator[bytes]:
+        self.texts.append(text)
+        for _ in text.split():
+            yield tone(100, 3000)
+
+
+async def fake_models(asr: ASR, llm: LLM, tts: TTS) -> ModelSet:
+    vad = EnergyVAD(name="vad")
+    for m in (asr, llm, tts, vad):
+        await m.load()
+    return ModelSet(asr=asr, llm=llm, tts=tts, vad=vad, embedder=None)
+
+
+class MemoryCall:
+    """An in-memory call: the test feeds caller audio in real time and reads what was sent."""
+
+    sample_rate = RATE
+
+    def __init__(self, call_id: str = "call-1") -> None:
+        self.call_id = call_id
+        self.sent = bytearray()
+        self._queue: list[bytes] = []
+        self.cleared = 0
+        self._inbound: asyncio.Queue[InboundEvent] = asyncio.Queue()
+        self._drained = asyncio.Event()
+
+    @property
+    def queued_frames(self) -> int:
+        return len(self._queue)
+
+    def send(self, pcm: bytes) -> None:
+        for i in range(0, len(pcm), FRAME_BYTES):
+            self._queue.append(pcm[i : i + FRAME_BYTES])
+
+    async def wait_playout_drained(self) -> None:
+        while self._queue:
+            self._drained.clear()
+            await self._drained.wait()
+
+    def clear_playout(self) -> int:
+        n = len(self._queue)
+        self._queue.clear()
+        self._drained.set()
+        self.cleared += n
+        return n
+
+    async def hangup(self) -> None:
+        await self._inbound.put(CallEnded(reason="hangup", by_remote=False, at=time.monotonic()))
+
+    async def receive(self) -> AsyncIterator[InboundEvent]:
+        while True:
+            event = await self._inbound.get()
+            yield event
+            if isinstance(event, CallEnded):
+                return
+
+    async def play(self, pcm: bytes) -> None:
+        """Feed caller audio as 20 ms frames at real time, playing out one bot frame per tick."""
+        for i in range(0, len(pcm), FRAME_BYTES):
+            await self.tick(pcm[i : i + FRAME_BYTES])
+
+    async def tick(self, frame: bytes) -> None:
+        if self._queue:
+            self.sent += self._queue.pop(0)
+            if not self._queue:
+                self._drained.set()
+        await self._inbound.put(AudioIn(pcm=frame, at=time.monotonic()))
+        await asyncio.sleep(0.02)
+
+    async def end(self) -> None:
+        await self._inbound.put(CallEnded(reason="bye", by_remote=True, at=time.monotonic()))

@@ -1,0 +1,65 @@
+from bot.endpointer import Endpointer
+from bot.frames import AudioIn, EndOfTurn, Interrupt, UserStartedSpeaking, UserStoppedSpeaking
+from bot.processor import Collector
+from bot.profile import EndpointingConfig
+from tests.bot.fakes import FRAME_BYTES, EnergyStream, silence, tone
+
+
+def frames(pcm: bytes, start: float) -> list[AudioIn]:
+    return [
+        AudioIn(pcm=pcm[i : i + FRAME_BYTES], at=start + 0.02 * (i // FRAME_BYTES))
+        for i in range(0, len(pcm), FRAME_BYTES)
+    ]
+
+
+async def run(
+    pcm: bytes, *, bot_speaking: bool = False, cfg: EndpointingConfig | None = None
+) -> list[object]:
+    config = cfg or EndpointingConfig(min_speech_ms=100, end_silence_ms=300, barge_in_ms=200)
+    ep = Endpointer(
+        EnergyStream(), config, call_id="c", bot_speaking=lambda: bot_speaking, clock=lambda: 99.0
+    )
+    sink = Collector()
+    ep.link(sink)
+    for frame in frames(pcm, 10.0):
+        await ep.process(frame)
+    return sink.frames
+
+
+async def test_a_turn_is_speech_then_enough_silence() -> None:
+    out = await run(silence(200) + tone(600) + silence(400))
+    kinds = [type(f) for f in out]
+    assert kinds == [UserStartedSpeaking, UserStoppedSpeaking, EndOfTurn]
+    turn = next(f for f in out if isinstance(f, EndOfTurn)).turn
+    # speech ran from 0.2 s to 0.8 s: the last voiced frame arrived at 10.78
+    assert abs(turn.stages["speech_end"] - 10.78) < 1e-6
+    assert turn.stages["eot_decided"] == 99.0
+    # audio keeps the preroll (200 ms) before the detected start
+    assert len(turn.audio) >= 2 * 8000 * 0.6
+
+
+async def test_a_short_pause_does_not_end_the_turn() -> None:
+    out = await run(tone(300) + silence(200) + tone(300) + silence(400))
+    assert sum(isinstance(f, EndOfTurn) for f in out) == 1
+
+
+async def test_clicks_shorter_than_min_speech_are_ignored() -> None:
+    out = await run(silence(100) + tone(60) + silence(600))
+    assert out == []
+
+
+async def test_speech_over_the_bot_interrupts_first() -> None:
+    out = await run(tone(400) + silence(400), bot_speaking=True)
+    assert isinstance(out[0], Interrupt)
+    assert isinstance(out[1], UserStartedSpeaking)
+
+
+async def test_barge_in_needs_longer_speech_than_a_turn_start() -> None:
+    out = await run(tone(140) + silence(600), bot_speaking=True)
+    assert out == []
+
+
+async def test_an_endless_turn_is_cut_at_max_turn() -> None:
+    cfg = EndpointingConfig(min_speech_ms=100, end_silence_ms=300, max_turn_s=2.0)
+    out = await run(tone(5000), cfg=cfg)
+    assert sum(isinstance(f, EndOfTurn) for f in out) == 2

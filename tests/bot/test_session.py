@@ -1,0 +1,154 @@
+"""The call pipeline end to end on an in-memory call with scripted models."""
+
+import asyncio
+import contextlib
+
+import numpy as np
+import pytest
+
+from bot.profile import BotProfile
+from bot.prompts import PromptAudio
+from bot.session import CallSession
+from bot.turn import Turn
+from tests.bot.fakes import (
+    MemoryCall,
+    ScriptedASR,
+    ScriptedLLM,
+    ToneTTS,
+    fake_models,
+    silence,
+    tone,
+)
+
+PROFILE = BotProfile(
+    name="t",
+    greeting="Hello there caller",
+    apology="Sorry about that",
+    system_prompt="Be brief.",
+)
+
+
+async def start(
+    asr: ScriptedASR, llm: ScriptedLLM
+) -> tuple[MemoryCall, CallSession, list[Turn], asyncio.Task[None]]:
+    tts = ToneTTS()
+    models = await fake_models(asr, llm, tts)
+    prompts = PromptAudio(8000)
+    await prompts.add(tts, PROFILE.greeting)
+    await prompts.add(tts, PROFILE.apology)
+    call = MemoryCall()
+    turns: list[Turn] = []
+    session = CallSession(call, models, PROFILE, prompts, on_turn=turns.append)
+    task = asyncio.create_task(session.run())
+    await asyncio.sleep(0)
+    return call, session, turns, task
+
+
+async def finish(call: MemoryCall, task: asyncio.Task[None]) -> None:
+    await call.end()
+    await asyncio.wait_for(task, 5)
+
+
+def voiced_ms(pcm: bytes) -> int:
+    samples = np.frombuffer(bytes(pcm), "<i2")
+    frames = samples[: len(samples) // 160 * 160].reshape(-1, 160).astype(np.float64)
+    return int((np.sqrt((frames**2).mean(axis=1)) > 500).sum()) * 20
+
+
+async def test_greeting_then_an_answer_with_stage_timings() -> None:
+    llm = ScriptedLLM(["Your order", " ships", " today.", " Thanks", " for waiting."])
+    call, _session, turns, task = await start(ScriptedASR("where is my order"), llm)
+    await call.play(silence(700))  # greeting: 3 words = 300 ms of tone
+    assert voiced_ms(call.sent) == 300
+    await call.play(tone(600) + silence(600))
+    await call.play(silence(1200))
+    await finish(call, task)
+
+    assert len(turns) == 1
+    turn = turns[0]
+    assert turn.transcript == "where is my order"
+    assert turn.route == "llm"
+    assert turn.answer == "Your order ships today. Thanks for waiting."
+    stages = turn.since_speech_end_ms()
+    for stage in ("eot_decided", "transcript_ready", "first_token", "first_audio_out"):
+        assert stage in stages
+    assert stages["eot_decided"] <= stages["transcript_ready"] <= stages["first_audio_out"]
+    # the user message reached the model after the system prompt
+    assert [m.role for m in llm.prompts[0]] == ["system", "user"]
+    assert voiced_ms(call.sent) == 300 + 7 * 100
+
+
+async def test_barge_in_stops_the_bot_within_a_few_frames() -> None:
+    words = " ".join(["word"] * 40) + "."
+    llm = ScriptedLLM([w + " " for w in words.split()])
+    call, session, turns, task = await start(ScriptedASR("tell me everything"), llm)
+    await call.play(silence(500))
+    await call.play(tone(400) + silence(700))
+    # the bot is now answering: 40 words = 4 s of tone; let it speak for a while
+    await call.play(silence(600))
+    assert call.queued_frames > 10
+    sent_before = len(call.sent)
+    await call.play(tone(400))  # the caller talks over the bot
+    await call.play(silence(100))
+    assert call.cleared > 0
+    assert session.speaker.busy is False
+    # after the barge-in is detected (barge_in_ms=200), at most a few more frames go out
+    played_during_barge = (len(call.sent) - sent_before) // 320
+    assert played_during_barge <= 200 // 20 + 3
+    before_quiet = len(call.sent)
+    await call.play(silence(100))
+    assert voiced_ms(call.sent[before_quiet:]) == 0
+    await finish(call, task)
+    assert turns[0].barged_in
+
+
+async def test_a_failing_model_makes_the_bot_apologise() -> None:
+    call, _session, turns, task = await start(ScriptedASR("hello"), ScriptedLLM([], fail=True))
+    await call.play(silence(500))
+    await call.play(tone(400) + silence(700))
+    await call.play(silence(600))
+    await finish(call, task)
+    assert turns[0].route == "fallback"
+    assert turns[0].answer == PROFILE.apology
+    assert turns[0].error is not None and "llm" in turns[0].error
+    assert voiced_ms(call.sent) == 300 + 300  # greeting + "Sorry about that"
+
+
+async def test_a_failing_transcriber_makes_the_bot_apologise() -> None:
+    call, _session, turns, task = await start(ScriptedASR(fail=True), ScriptedLLM(["Hi."]))
+    await call.play(silence(500))
+    await call.play(tone(400) + silence(700))
+    await call.play(silence(600))
+    await finish(call, task)
+    assert turns[0].route == "fallback"
+    assert voiced_ms(call.sent) == 600
+
+
+async def test_call_end_stops_every_processor() -> None:
+    call, session, _turns, task = await start(ScriptedASR(), ScriptedLLM(["Hi."], delay_s=0.5))
+    await call.play(tone(400) + silence(700))
+    await finish(call, task)
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.sleep(0)
+    for proc in (session.endpointer, session.transcriber, session.responder, session.speaker):
+        assert proc._worker is None
+
+
+@pytest.mark.parametrize("n", [3])
+async def test_turns_keep_conversation_history(n: int) -> None:
+    llm = ScriptedLLM(["Okay."])
+    call, _session, turns, task = await start(ScriptedASR("again"), llm)
+    await call.play(silence(400))
+    for _ in range(n):
+        await call.play(tone(400) + silence(700))
+        await call.play(silence(300))
+    await finish(call, task)
+    assert len(turns) == n
+    assert [m.role for m in llm.prompts[-1]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]

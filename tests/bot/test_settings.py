@@ -1,0 +1,38 @@
+from pathlib import Path
+
+import pytest
+
+from bot.app import endpoint_config, model_spec
+from bot.profile import ProfileError, load_profile
+from bot.settings import DEFAULT_PROFILE, Settings
+
+
+def test_environment_reaches_the_endpoint_and_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWITCHBOARD_SIP__PORT", "5070")
+    monkeypatch.setenv("SWITCHBOARD_SIP__MAX_CALLS", "7")
+    monkeypatch.setenv("SWITCHBOARD_MODELS__ASR", "whisper")
+    settings = Settings()
+    config = endpoint_config(settings)
+    assert (config.port, config.max_calls, config.sample_rate) == (5070, 7, 8000)
+    assert model_spec(settings).asr == "whisper"
+
+
+def test_a_bad_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWITCHBOARD_SIP__PORT", "70000")
+    with pytest.raises(ValueError, match="port"):
+        Settings()
+
+
+def test_the_packaged_profile_loads() -> None:
+    profile = load_profile(DEFAULT_PROFILE)
+    assert profile.greeting and profile.endpointing.end_silence_ms > 0
+
+
+def test_a_broken_profile_names_the_file_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text('name = "x"\ngreeting = ""\napology = "a"\nsystem_prompt = "s"\n')
+    with pytest.raises(ProfileError, match=r"(?s)p\.toml.*greeting"):
+        load_profile(path)
+    path.write_text("name = [")
+    with pytest.raises(ProfileError, match="not valid TOML"):
+        load_profile(path)

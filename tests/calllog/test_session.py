@@ -1,0 +1,88 @@
+"""A call session reports its call, turns, DTMF and barge-ins to the call log."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from bot.calllog.models import Call, CallEvent, TurnRow
+from bot.prompts import PromptAudio
+from bot.session import CallSession
+from bot.turn import Turn
+from telephony.events import DtmfIn
+from tests.bot.fakes import (
+    MemoryCall,
+    ScriptedASR,
+    ScriptedLLM,
+    ToneTTS,
+    fake_models,
+    silence,
+    tone,
+)
+from tests.bot.test_session import PROFILE
+from tests.calllog.helpers import open_log
+
+
+class LoggedCall(MemoryCall):
+    remote_uri = "sip:+15550001111@pbx"
+    local_uri = "sip:bot@node"
+
+    def __init__(self) -> None:
+        super().__init__("sip-call-1")
+        self.answered_at = time.monotonic()
+
+
+async def test_session_writes_call_turns_and_events(
+    db_url: str, engine: AsyncEngine, tmp_path: Path
+) -> None:
+    log = await open_log(db_url, tmp_path)
+    words = " ".join(["word"] * 40) + "."
+    tts = ToneTTS()
+    models = await fake_models(
+        ScriptedASR("tell me everything"), ScriptedLLM([w + " " for w in words.split()]), tts
+    )
+    prompts = PromptAudio(8000)
+    for text in (PROFILE.greeting, PROFILE.apology):
+        await prompts.add(tts, text)
+    call = LoggedCall()
+    turns: list[Turn] = []
+
+    def on_turn(turn: Turn) -> None:
+        turns.append(turn)
+        log.turn_finished(turn)
+
+    session = CallSession(call, models, PROFILE, prompts, on_turn=on_turn, call_log=log)
+    task = asyncio.create_task(session.run())
+    await call.play(silence(500))
+    await call._inbound.put(DtmfIn(digit="5", duration_ms=100, at=time.monotonic()))
+    await call.play(tone(400) + silence(700))
+    await call.play(silence(600))  # the bot is answering
+    await call.play(tone(400) + silence(700))  # the caller talks over it: a second turn
+    await call.play(silence(600))
+    await call.end()
+    await asyncio.wait_for(task, 5)
+    await log.close()
+
+    async with engine.connect() as conn:
+        calls = (await conn.execute(select(Call.caller, Call.end_reason, Call.ended_at))).all()
+        rows = (
+            await conn.execute(
+                select(
+                    TurnRow.seq,
+                    TurnRow.barged_in,
+                    TurnRow.speech_end_at,
+                    TurnRow.first_audio_out_at,
+                ).order_by(TurnRow.seq)
+            )
+        ).all()
+        kinds = sorted((await conn.execute(select(CallEvent.kind))).scalars().all())
+    assert len(calls) == 1
+    assert calls[0][0] == "sip:+15550001111@pbx" and calls[0][1] == "bye"
+    assert [r.seq for r in rows] == list(range(1, len(turns) + 1)) and len(rows) >= 2
+    assert rows[0].barged_in is True
+    assert rows[0].speech_end_at < rows[0].first_audio_out_at
+    assert kinds == ["barge_in", "dtmf"]

@@ -1,0 +1,60 @@
+"""A real SIP client calls a real bot process over loopback and has a conversation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.botproc import BotProcess
+from bench.wire import FRAME_MS, segments, voiced_frames
+from bot.caller_voice import speak, write_wav
+from bot.profile import load_profile
+from bot.settings import DEFAULT_PROFILE
+from tests.e2e.conftest import Listener
+from tests.support.baresip import baresip_call
+from tests.support.text import word_error_rate
+
+pytestmark = [pytest.mark.sip, pytest.mark.models]
+
+RATE = 8000
+QUESTION = "Where is my order? I placed it last week."
+
+
+async def test_baresip_call_greeting_answer_and_transcript(
+    bot: BotProcess, listener: Listener, tmp_path: Path
+) -> None:
+    profile = load_profile(DEFAULT_PROFILE)
+    utterance = speak(QUESTION, voice="slt")
+    lead, tail = bytes(int(4.5 * RATE) * 2), bytes(15 * RATE * 2)
+    source = tmp_path / "caller.wav"
+    write_wav(source, lead + utterance + tail)
+
+    first_line = len(bot.lines)
+    call = baresip_call(bot.uri, source, tmp_path / "baresip", timeout_s=35)
+
+    # On the caller's side: where the caller spoke, and what it heard before and after.
+    spoke = segments(voiced_frames(call.sent), max_gap_ms=600)
+    assert len(spoke) == 1, f"caller utterance not found in what baresip sent: {spoke}"
+    start, end = (i * FRAME_MS * RATE // 1000 for i in spoke[0])
+    greeting = await listener.hear(call.received[:start])
+    assert word_error_rate(profile.greeting, greeting) <= 0.35, greeting
+
+    answer_audio = call.received[end:]
+    assert voiced_frames(answer_audio).sum() * FRAME_MS >= 500, "the bot did not answer"
+    answer = await listener.hear(answer_audio)
+    assert len(answer.split()) >= 2, answer
+
+    # On the bot's side: it heard what the caller said, and timed every stage.
+    # (all of this call's turns: a pause inside the question may end a turn early)
+    heard = " ".join(r["transcript"] for r in bot.records("turn_text", since=first_line))
+    assert word_error_rate(QUESTION, heard) <= 0.3, heard
+    turns = bot.records("turn", since=first_line)
+    assert turns, "no turn log line"
+    stages = turns[-1]["stages_ms"]
+    for stage in ("eot_decided", "transcript_ready", "route_decided", "first_audio_out"):
+        assert stage in stages, stages
+    if turns[-1]["route"] == "llm":  # the question may be answered from the intent cache
+        assert "first_token" in stages, stages
+    assert np.isfinite(list(stages.values())).all()

@@ -1,0 +1,48 @@
+"""A caller asks a paraphrase of a configured intent and hears its pre-computed answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.botproc import BotProcess
+from bench.wire import FRAME_MS, segments, voiced_frames
+from bot.caller_voice import speak
+from bot.profile import load_profile
+from bot.settings import DEFAULT_PROFILE
+from telephony.dialer import dial
+from tests.e2e.conftest import Listener
+from tests.support.text import word_error_rate
+
+pytestmark = [pytest.mark.sip, pytest.mark.models]
+
+RATE = 8000
+#: A held-out paraphrase (bench/intent_eval): not one of the profile's examples.
+QUESTION = "What do you charge for shipping?"
+NUMBER_WORDS = {"four", "ninety-nine", "fifty", "dollars", "nine"}
+
+
+async def test_a_paraphrase_is_answered_from_the_intent_cache(
+    bot: BotProcess, listener: Listener
+) -> None:
+    profile = load_profile(DEFAULT_PROFILE)
+    answer = next(i.answer for i in profile.intents if i.name == "delivery_cost")
+    assert QUESTION not in next(i for i in profile.intents if i.name == "delivery_cost").examples
+    first_line = len(bot.lines)
+    result = await dial(
+        bot.uri, play=speak(QUESTION, voice="slt"), play_at_s=4.5, record_seconds=18
+    )
+    assert result.sip_final_status == 200, result.error
+
+    spoke = segments(voiced_frames(result.sent), max_gap_ms=600)
+    assert len(spoke) == 1
+    end = (spoke[0][1] + 1) * FRAME_MS * RATE // 1000
+    heard = await listener.hear(result.received[end:])
+    # Whisper writes the prices as digits ("$9.99"): compare the words around them.
+    spelled = [w for w in answer.split() if w.strip(".,") not in NUMBER_WORDS]
+    said = [w for w in heard.split() if not any(c.isdigit() for c in w) and w != "for"]
+    assert word_error_rate(" ".join(spelled), " ".join(said)) <= 0.2, heard
+
+    turns = bot.records("turn", since=first_line)
+    assert [(t["route"], t["intent"]) for t in turns] == [("semantic", "delivery_cost")], turns
+    assert turns[0]["intent_score"] >= profile.intent_matching.threshold
+    assert "first_token" not in turns[0]["stages_ms"]  # no LLM on this path

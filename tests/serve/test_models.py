@@ -1,0 +1,217 @@
+"""The packaged CPU models, loaded once per module through ``load_models``."""
+
+from __future__ import annotations
+
+import gc
+import re
+import shutil
+import time
+from contextlib import aclosing
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from serve import (
+    ChatMessage,
+    FliteTTS,
+    ModelSet,
+    ModelSpec,
+    SileroVAD,
+    StageTimings,
+    VadStream,
+    WebRtcVAD,
+    WhisperASR,
+    load_models,
+)
+
+pytestmark = [pytest.mark.models, pytest.mark.asyncio(loop_scope="session")]
+
+RATE = 8000
+FRAME = RATE // 50 * 2  # 20 ms of 16-bit PCM
+PHRASE = "Thank you for calling"
+SYSTEM = (
+    "You are the phone assistant of Northwind Supplies. Answer in one short sentence. "
+    "Opening hours are 9 to 5 on weekdays. Orders ship within two days. "
+    "Never make up order numbers; offer to transfer the caller to an agent instead."
+)
+
+
+def words(text: str) -> str:
+    """Lower case, punctuation removed, single spaces."""
+    return " ".join(re.sub(r"[^a-z0-9' ]", " ", text.lower()).split())
+
+
+def frames(pcm: bytes) -> list[bytes]:
+    """Whole 20 ms frames of ``pcm``."""
+    return [pcm[i : i + FRAME] for i in range(0, len(pcm) - FRAME + 1, FRAME)]
+
+
+def probabilities(stream: VadStream, pcm: bytes) -> list[float]:
+    return [stream.push(frame) for frame in frames(pcm)]
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def models() -> ModelSet:
+    messages: list[str] = []
+    loaded = await load_models(ModelSpec(), progress=messages.append)
+    assert len(messages) == 5
+    return loaded
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def speech(models: ModelSet) -> bytes:
+    """Piper saying PHRASE at 8 kHz."""
+    chunks = [c async for c in models.tts.synthesize(PHRASE, sample_rate=RATE)]
+    return b"".join(chunks)
+
+
+async def test_piper_speaks_telephone_audio(models: ModelSet) -> None:
+    timings = StageTimings()
+    async with aclosing(models.tts.synthesize(PHRASE, sample_rate=RATE, timings=timings)) as it:
+        chunks = [c async for c in it]
+    assert chunks
+    assert all(len(c) % 2 == 0 for c in chunks)
+    seconds = sum(len(c) for c in chunks) / 2 / RATE
+    assert 0.6 < seconds < 3.0
+    peak = np.abs(np.frombuffer(b"".join(chunks), dtype="<i2")).max()
+    assert peak > 8000
+    assert 0.0 < timings.durations_ms["tts_first_chunk"] <= timings.durations_ms["tts_total"]
+
+
+async def test_whisper_transcribes_piper(models: ModelSet, speech: bytes) -> None:
+    timings = StageTimings()
+    result = await models.asr.transcribe(speech, RATE, timings=timings)
+    assert words(result.text) == words(PHRASE)
+    assert result.confidence > 0.5
+    assert result.no_speech_prob < 0.5
+    assert result.audio_ms == pytest.approx(1000.0 * len(speech) / 2 / RATE, rel=0.01)
+    assert timings.durations_ms["asr"] > 0.0
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def windowed_asr() -> WhisperASR:
+    asr = WhisperASR(window_s=10.0)
+    await asr.load()
+    return asr
+
+
+async def test_whisper_short_window_transcribes_piper(
+    windowed_asr: WhisperASR, speech: bytes
+) -> None:
+    result = await windowed_asr.transcribe(speech, RATE)
+    assert words(result.text) == words(PHRASE)
+    assert result.confidence > 0.5
+
+
+async def test_whisper_hears_nothing_in_silence_and_noise(
+    models: ModelSet, windowed_asr: WhisperASR
+) -> None:
+    noise = np.random.default_rng(1).normal(0.0, 300.0, RATE).astype("<i2").tobytes()
+    for pcm in (bytes(RATE * 2), noise):
+        for asr in (models.asr, windowed_asr):
+            result = await asr.transcribe(pcm, RATE)
+            assert result.text == ""
+            assert result.no_speech_prob > 0.6
+
+
+async def test_silero_vad_low_on_silence_high_on_speech(models: ModelSet, speech: bytes) -> None:
+    stream = models.vad.create_stream(RATE)
+    quiet = probabilities(stream, bytes(RATE * 2))  # 1 s of silence
+    assert max(quiet) < 0.1
+    voiced = probabilities(stream, speech)
+    assert max(voiced) > 0.9
+    assert np.mean(np.array(voiced) > 0.5) > 0.5
+    stream.reset()
+    assert stream.push(bytes(FRAME)) == 0.0
+
+
+async def test_silero_vad_models_return_to_the_pool(models: ModelSet) -> None:
+    assert isinstance(models.vad, SileroVAD)
+    before = models.vad.pooled(RATE)
+    streams = [models.vad.create_stream(RATE) for _ in range(before + 1)]  # one more: built
+    assert models.vad.pooled(RATE) == 0
+    del streams
+    gc.collect()
+    assert models.vad.pooled(RATE) == before + 1
+
+
+async def test_silero_vad_at_16k_and_streams_are_independent(models: ModelSet) -> None:
+    a = models.vad.create_stream(16000)
+    b = models.vad.create_stream(16000)
+    tone = (8000 * np.sin(np.arange(16000) * 2 * np.pi * 300 / 16000)).astype("<i2").tobytes()
+    for i in range(0, len(tone), 640):
+        a.push(tone[i : i + 640])
+    assert b.push(bytes(640)) == 0.0  # b saw none of a's audio
+
+
+async def test_webrtc_vad_gates_speech(speech: bytes) -> None:
+    vad = WebRtcVAD(aggressiveness=2)
+    await vad.load()
+    stream = vad.create_stream(RATE)
+    assert set(probabilities(stream, bytes(RATE * 2))) == {0.0}
+    voiced = probabilities(stream, speech)
+    assert set(voiced) <= {0.0, 1.0}
+    assert np.mean(voiced) > 0.5
+
+
+async def test_embedder_ranks_paraphrase_above_unrelated(models: ModelSet) -> None:
+    assert models.embedder is not None
+    timings = StageTimings()
+    vectors = await models.embedder.embed(
+        ["where is my order", "where's my package", "what time do you open"], timings=timings
+    )
+    assert vectors.shape == (3, 384)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    similar, unrelated = vectors[1] @ vectors[0], vectors[2] @ vectors[0]
+    assert similar > unrelated + 0.2
+    assert timings.durations_ms["embed"] > 0.0
+
+
+async def test_llm_streams_tokens(models: ModelSet) -> None:
+    timings = StageTimings()
+    prompt = [ChatMessage("system", SYSTEM), ChatMessage("user", "When are you open?")]
+    pieces = [p async for p in models.llm.stream(prompt, max_tokens=24, timings=timings)]
+    assert any(p.strip() for p in pieces)
+    assert 0.0 < timings.durations_ms["llm_first_token"] <= timings.durations_ms["llm_total"]
+
+
+async def test_llm_cancel_mid_stream_stops_generation(models: ModelSet) -> None:
+    prompt = [
+        ChatMessage("system", SYSTEM),
+        ChatMessage("user", "Count from one to one hundred, one number per line."),
+    ]
+    stream = models.llm.stream(prompt, max_tokens=96, temperature=0.0)
+    async with aclosing(stream) as pieces:
+        got = [await anext(pieces) for _ in range(3)]
+        started = time.monotonic()
+    assert "".join(got).strip()
+    assert time.monotonic() - started < 0.1  # aclose() does not wait for the worker
+    # llama.cpp runs one request at a time: had generation gone on (~90 tokens at ~10 ms),
+    # the next request would queue behind it.
+    timings = StageTimings()
+    next_prompt = [ChatMessage("system", SYSTEM), ChatMessage("user", "Hi")]
+    async with aclosing(models.llm.stream(next_prompt, max_tokens=1, timings=timings)) as it:
+        _ = [p async for p in it]
+    assert timings.durations_ms["llm_first_token"] < 500.0
+
+
+async def test_llm_reuses_the_system_prompt_kv_cache(models: ModelSet) -> None:
+    system = SYSTEM + " Today's reference is test-kv."  # a prefix no earlier test has used
+    cold, warm = StageTimings(), StageTimings()
+    first = [ChatMessage("system", system), ChatMessage("user", "Do you ship abroad?")]
+    second = [ChatMessage("system", system), ChatMessage("user", "Can I pay by card?")]
+    _ = [p async for p in models.llm.stream(first, max_tokens=1, timings=cold)]
+    _ = [p async for p in models.llm.stream(second, max_tokens=1, timings=warm)]
+    assert warm.durations_ms["llm_first_token"] < 0.7 * cold.durations_ms["llm_first_token"]
+
+
+@pytest.mark.skipif(shutil.which("flite") is None, reason="Debian flite is not installed")
+async def test_flite_round_trip(models: ModelSet) -> None:
+    tts = FliteTTS(voice="rms")
+    await tts.load()
+    pcm = b"".join([c async for c in tts.synthesize(PHRASE, sample_rate=RATE)])
+    assert len(pcm) > RATE  # over half a second
+    result = await models.asr.transcribe(pcm, RATE)
+    assert words(result.text) == words(PHRASE)

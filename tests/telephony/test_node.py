@@ -1,0 +1,517 @@
+"""SipNode: calls spread over worker processes, driven by real SIP clients over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from telephony import AudioIn, CallEnded, DtmfIn, EndpointConfig, InboundEvent, SipNode
+from telephony.dialer import DialResult, dial
+from telephony.remote_call import RemoteCall
+from tests.support.corpus import rfc4475_dir
+from tests.support.sipp_scenarios import CANCEL_AFTER_RINGING
+
+pytestmark = pytest.mark.sip
+
+ROOT = Path(__file__).resolve().parents[2]
+RATE = 8000
+
+
+async def wait_until(cond: Callable[[], bool], timeout_s: float = 5.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met in {timeout_s} s: {what}")
+        await asyncio.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def tone(freq: float, seconds: float, amplitude: int = 8000) -> bytes:
+    t = np.arange(int(seconds * RATE)) / RATE
+    return (amplitude * np.sin(2 * np.pi * freq * t)).astype("<i2").tobytes()
+
+
+class Calls:
+    """on_call for tests: records every call's events; optional per-call behaviour."""
+
+    def __init__(self) -> None:
+        self.calls: list[RemoteCall] = []
+        self.events: dict[str, list[InboundEvent]] = {}
+        self.echo = False
+        self.action: Callable[[RemoteCall], Awaitable[None]] | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def __call__(self, call: RemoteCall) -> None:
+        self.calls.append(call)
+        events = self.events.setdefault(call.call_id, [])
+        if self.action is not None:
+            task = asyncio.get_running_loop().create_task(self.action(call))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        async for event in call.receive():
+            events.append(event)
+            if self.echo and isinstance(event, AudioIn):
+                call.send(event.pcm)
+
+    def ended(self) -> list[CallEnded]:
+        return [e for evs in self.events.values() for e in evs if isinstance(e, CallEnded)]
+
+    def frames(self, call_id: str) -> int:
+        return sum(1 for e in self.events.get(call_id, []) if isinstance(e, AudioIn))
+
+
+@pytest.fixture
+def make_node(
+    free_udp_port: Callable[[], int],
+) -> Callable[..., contextlib.AbstractAsyncContextManager[SipNode]]:
+    """``async with make_node(on_call, max_calls=8) as node``; checks no worker outlives it."""
+
+    @contextlib.asynccontextmanager
+    async def factory(on_call: Any, **overrides: Any) -> AsyncIterator[SipNode]:
+        node_keys = ("relay_linger_s", "relay_idle_s", "heartbeat_timeout_s")
+        node_kw = {k: overrides.pop(k) for k in node_keys if k in overrides}
+        cfg = EndpointConfig(
+            port=free_udp_port(),
+            rtp_port_start=random.randrange(30000, 38000, 2),
+            rtp_port_range=400,
+            log_level=1,
+        )
+        for key, value in overrides.items():
+            setattr(cfg, key, value)
+        node = SipNode(cfg, on_call, **node_kw)
+        await node.start()
+        pids: set[int] = set(node.worker_pids)
+        try:
+            yield node
+            pids.update(node.worker_pids)
+        finally:
+            await asyncio.wait_for(node.stop(), timeout=20)
+        leftover = [p for p in pids if alive(p)]
+        assert not leftover, f"worker processes left behind: {leftover}"
+
+    return factory
+
+
+async def dial_tone(port: int, freq: float, seconds: float = 3.0, **kw: Any) -> DialResult:
+    return await dial(
+        f"sip:bot@127.0.0.1:{port}",
+        play=tone(freq, seconds - 1.0),
+        play_at_s=0.2,
+        record_seconds=seconds,
+        **kw,
+    )
+
+
+@pytest.fixture
+def hears_own_tone(helpers: Any) -> Callable[[DialResult, float], None]:
+    """Checks that a dialer got its own tone back (the node's on_call echoed it)."""
+
+    def check(result: DialResult, freq: float) -> None:
+        assert result.sip_final_status == 200, result.error
+        ratio = helpers.tone_ratio(result.received, freq)
+        assert ratio > 0.8, f"caller at {freq} Hz heard {ratio:.2f} of its tone back"
+
+    return check
+
+
+async def test_five_then_eight_concurrent_calls_echo(make_node: Any, hears_own_tone: Any) -> None:
+    calls = Calls()
+    calls.echo = True
+    peak = 0
+    async with make_node(calls, max_calls=8) as node:
+        assert node.workers == 3 and len(node.worker_pids) == 3
+
+        async def watch() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, node.active_calls)
+                await asyncio.sleep(0.02)
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        for n, seconds in ((5, 4.0), (8, 5.0)):
+            peak = 0
+            freqs = [400.0 + 150 * i for i in range(n)]
+            results = await asyncio.gather(
+                *(dial_tone(node.config.port, f, seconds) for f in freqs)
+            )
+            for f, res in zip(freqs, results, strict=True):
+                hears_own_tone(res, f)
+            await wait_until(lambda: node.active_calls == 0, what="calls ended")
+            assert peak == n, f"{n} calls were not all up at once (peak {peak})"
+        watcher.cancel()
+        stats = node.stats()
+    assert len(calls.calls) == 13
+    assert len({c.worker_pid for c in calls.calls[5:]}) == 3  # 8 calls need all 3 workers
+    for call in calls.calls:
+        assert call.codec == "PCMU/8000" and call.sample_rate == 8000
+        assert call.ended and call.queued_frames == 0
+        assert calls.frames(call.call_id) >= 100
+    assert stats["calls_total"] == 13 and stats["calls_active"] == 0
+    assert stats["front_rejected_busy"] == 0 and stats["worker_restarts"] == 0
+    assert 0 < stats["ipc_up_hop_p50_us"] < 1000, stats
+
+
+async def test_fifth_invite_gets_503_from_the_front(
+    make_node: Any, sipp: Any, helpers: Any, tmp_path: Path
+) -> None:
+    calls = Calls()
+    h = helpers
+    async with make_node(calls, max_calls=4, retry_after_s=17) as node:
+        assert node.workers == 2 and node.call_limit == 4
+        hold = h.scenario(h.invite(h.sdp()), h.answered(), h.pause(2500), h.bye())
+        holding = asyncio.get_running_loop().create_task(
+            sipp(hold, node.config.port, calls=4, rate=50)
+        )
+        await wait_until(lambda: node.active_calls == 4, what="4 calls up")
+        busy = """  <recv response="100" optional="true"/>
+  <recv response="503"/>
+"""
+        res = await sipp(
+            h.scenario(h.invite(h.sdp()), busy, h.ack(non2xx=True), name="busy"),
+            node.config.port,
+            extra=("-trace_msg",),
+        )
+        assert res.ok, res.stdout + res.errors
+        assert node.active_calls == 4
+        held = await holding
+        assert held.ok, held.stdout + held.errors
+        await wait_until(lambda: node.active_calls == 0, what="calls ended")
+        stats = node.stats()
+    log = _sipp_messages(tmp_path)
+    response = log[log.index("SIP/2.0 503") :].split("\n\n")[0]
+    for needed in ("Via: SIP/2.0/UDP 127.0.0.1:", "received=127.0.0.1", "Call-ID: 1-"):
+        assert needed in response, response
+    assert "Retry-After: 17" in response and "Content-Length: 0" in response
+    assert "CSeq: 1 INVITE" in response and ";tag=" in response.split("To:")[1].split("\n")[0]
+    assert stats["front_rejected_busy"] == 1 and stats["rejected_busy"] >= 1
+    assert stats["calls_total"] == 4
+
+
+def _sipp_messages(tmp_path: Path) -> str:
+    (log_path,) = tmp_path.glob("sipp*/*_messages.log")
+    return log_path.read_text(errors="replace")
+
+
+async def test_cancel_bye_and_hangup_through_the_node(
+    make_node: Any, sipp: Any, helpers: Any
+) -> None:
+    calls = Calls()
+    h = helpers
+    async with make_node(calls, max_calls=3, answer_delay_ms=600) as node:
+        # CANCEL before the answer: routed to the worker that has the INVITE.
+        res = await sipp(
+            h.scenario(h.invite(h.sdp()), CANCEL_AFTER_RINGING, h.ack(non2xx=True)),
+            node.config.port,
+        )
+        assert res.ok, res.stdout + res.errors
+        await wait_until(lambda: node.stats()["calls_cancelled"] == 1, what="cancel counted")
+        assert calls.calls == [] and node.active_calls == 0
+
+        # BYE from the caller.
+        xml = h.scenario(h.invite(h.sdp()), h.answered(), h.pause(800), h.bye())
+        res = await sipp(xml, node.config.port)
+        assert res.ok, res.stdout + res.errors
+        await wait_until(lambda: len(calls.ended()) == 1, what="BYE seen")
+        (first,) = calls.ended()
+        assert first.by_remote and first.reason.startswith("200")
+
+        # hangup() from our side: the worker sends BYE, sipp answers 200.
+        async def hang_up_soon(call: RemoteCall) -> None:
+            await asyncio.sleep(0.3)
+            await call.hangup()
+            await call.hangup()  # idempotent
+
+        calls.action = hang_up_soon
+        res = await sipp(
+            h.scenario(h.invite(h.sdp()), h.answered(), h.answer_bye()), node.config.port
+        )
+        assert res.ok, res.stdout + res.errors
+        await wait_until(lambda: len(calls.ended()) == 2, what="our BYE")
+        stats = node.stats()
+    second = calls.ended()[1]
+    assert not second.by_remote and calls.calls[1].ended
+    assert stats["calls_total"] == 2 and stats["front_relays_open"] >= 1
+
+
+def _rfc4475_messages() -> dict[str, bytes]:
+    """The corpus with its documentation addresses (192.0.2.x) moved to loopback.
+
+    ``192.0.2.`` and ``127.0.0.`` have the same length, so Content-Length stays right; what
+    the node sends back (SDP, Via received) then stays on this machine.
+    """
+    corpus_dir = rfc4475_dir()
+    return {
+        p.stem: p.read_bytes().replace(b"192.0.2.", b"127.0.0.")
+        for p in sorted(corpus_dir.glob("TC_*.dat"))
+    }
+
+
+def garbage(rng: random.Random) -> list[bytes]:
+    """Random bytes, truncated and mangled requests: the burst a front must survive."""
+    invite = (
+        b"INVITE sip:bot@127.0.0.1 SIP/2.0\r\nVia: SIP/2.0/UDP 127.0.0.1:9;branch=z9hG4bKg\r\n"
+        b"From: <sip:x@127.0.0.1>;tag=1\r\nTo: <sip:bot@127.0.0.1>\r\nCall-ID: garbage-1\r\n"
+        b"CSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+    )
+    out = [bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 1400))) for _ in range(150)]
+    out += [invite[:n] for n in range(1, len(invite), 7)]
+    out += [b"", b"\r\n\r\n", b"\x00" * 64, b"SIP/2.0 200 OK\r\n\r\n", b"INVITE\r\n\r\n"]
+    out.append(invite.replace(b"Call-ID: garbage-1\r\n", b""))  # no Call-ID: 400 here
+    return out
+
+
+# What the node answers to some RFC 4475 messages, as measured: the worker's pjsip answers,
+# except INSUF (no Call-ID), which the front answers itself. These are the cases whose
+# answer does not depend on how strict the endpoint's own checks are. Many others get no
+# answer: pjsip drops what it cannot parse and requests it has no handler for (REGISTER,
+# unknown methods); a message that reuses an earlier INVITE's Via branch (SDP01 after
+# INVUT) is taken by pjsip for a retransmission. The corpus's responses are dropped by the
+# front.
+RFC4475_ANSWERS = {
+    "TC_LWSDISP_V": 200,  # valid OPTIONS
+    "TC_SEMIURI_V": 200,
+    "TC_ZEROMF_V": 200,
+    "TC_TRANSPORTS_V": 200,
+    "TC_MPART01": 200,  # MESSAGE
+    "TC_INSUF_I": 400,  # no Call-ID: answered by the front itself
+    "TC_INVUT_V": 415,
+    "TC_ESC01_V": 488,  # valid INVITEs, but this node only takes G722
+    "TC_LONGREQ_V": 488,
+    "TC_WSINV": 481,  # has a To tag: in-dialog request for a dialog that does not exist
+}
+
+
+async def _exchange(sock: socket.socket, dest: tuple[str, int], data: bytes) -> None:
+    await asyncio.get_running_loop().sock_sendto(sock, data, dest)
+
+
+async def _collect(sock: socket.socket, seconds: float) -> list[bytes]:
+    loop = asyncio.get_running_loop()
+    got: list[bytes] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(TimeoutError):
+            got.append(await asyncio.wait_for(loop.sock_recv(sock, 65535), 0.1))
+    return got
+
+
+def _udp_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setblocking(False)
+    return sock
+
+
+async def test_garbage_and_rfc4475_then_a_normal_call(make_node: Any, hears_own_tone: Any) -> None:
+    calls = Calls()
+    calls.echo = True
+    messages = _rfc4475_messages()
+    rng = random.Random(4475)
+    # G722 only: every torture INVITE offers PCMU/GSM and gets 488, so no call is set up
+    # towards the (made-up) addresses in those messages.
+    async with make_node(calls, max_calls=9, codecs=("G722",)) as node:
+        pids = list(node.worker_pids)
+        front = ("127.0.0.1", node.config.port)
+        junk = _udp_socket()
+        try:
+            for n, data in enumerate(garbage(rng)):
+                await _exchange(junk, front, data)
+                if n % 10 == 9:  # a burst beyond the socket buffer is lost in the kernel
+                    await asyncio.sleep(0.002)
+            junk_replies = await _collect(junk, 1.2)  # also lets silent INVITEs free slots
+        finally:
+            junk.close()
+        socks = {name: _udp_socket() for name in messages}  # one client per message
+        try:
+            for name, data in messages.items():
+                await _exchange(socks[name], front, data)
+                await asyncio.sleep(0.01)
+            replies = dict(
+                zip(
+                    socks,
+                    await asyncio.gather(*(_collect(s, 1.0) for s in socks.values())),
+                    strict=True,
+                )
+            )
+        finally:
+            for s in socks.values():
+                s.close()
+        stats = node.stats()
+        assert node.worker_pids == pids and stats["worker_restarts"] == 0
+        assert stats["front_rejected_busy"] == 0
+        everything = junk_replies + [d for ds in replies.values() for d in ds]
+        pongs = [d for d in everything if d == b"\r\n"]  # RFC 5626 keepalive answer
+        assert len(pongs) == 1
+        assert all(d.startswith(b"SIP/2.0 ") for d in everything if d not in pongs), everything
+        # The request without a Call-ID got the front's own 400.
+        assert any(d.startswith(b"SIP/2.0 400 Bad Request (Missing Call-ID)") for d in junk_replies)
+        codes = {name: {int(d[8:11]) for d in ds} for name, ds in replies.items()}
+        for name, code in RFC4475_ANSWERS.items():
+            assert code in codes[name], (name, codes[name])
+        for name in ("TC_BCAST_V", "TC_BIGCODE_V", "TC_NOREASON_V", "TC_SCALARLG_V"):
+            assert not codes[name], (name, codes[name])  # responses are not answered
+        assert stats["front_malformed"] >= 150 and stats["front_dropped_responses"] >= 5
+        assert stats["front_answered_400"] >= 1
+
+        # The node still answers a normal call, with audio both ways.
+        res = await dial_tone(node.config.port, 700.0, 2.5, codecs=("G722",))
+        hears_own_tone(res, 700.0)
+        assert calls.calls and calls.calls[-1].codec.startswith("G722")
+
+
+async def test_killed_worker_ends_its_calls_and_is_replaced(
+    make_node: Any, hears_own_tone: Any
+) -> None:
+    calls = Calls()
+    calls.echo = True
+    async with make_node(calls, max_calls=6) as node:
+        port = node.config.port
+        loop = asyncio.get_running_loop()
+        doomed = loop.create_task(dial_tone(port, 500.0, 5.0))
+        await wait_until(lambda: node.active_calls == 1, timeout_s=10, what="call 1 up")
+        lasting = loop.create_task(dial_tone(port, 900.0, 5.0))
+        try:
+            await wait_until(lambda: node.active_calls == 2, timeout_s=10, what="call 2 up")
+            victim, survivor = calls.calls
+            assert victim.worker_pid != survivor.worker_pid  # least-loaded routing
+            assert victim.worker_pid in node.worker_pids
+            os.kill(victim.worker_pid, signal.SIGKILL)  # a worker this node started
+            await wait_until(lambda: victim.ended, timeout_s=3, what="victim ended")
+            ended = calls.events[victim.call_id][-1]
+            assert isinstance(ended, CallEnded) and ended.reason == "worker crashed"
+            assert not survivor.ended
+            before = calls.frames(survivor.call_id)
+            await wait_until(
+                lambda: node.stats()["worker_restarts"] == 1, timeout_s=10, what="restart"
+            )
+            assert calls.frames(survivor.call_id) > before + 10
+            assert not alive(victim.worker_pid)
+            stats = node.stats()
+            assert stats["worker_restarts"] == 1 and stats["calls_active"] == 1
+            # A new call lands on the fresh worker and works (the victim's caller is still
+            # streaming to the old worker's RTP port meanwhile).
+            res = await dial_tone(port, 1300.0, 2.5)
+            hears_own_tone(res, 1300.0)
+            newest = calls.calls[-1]
+            assert newest.worker_pid not in (victim.worker_pid, survivor.worker_pid)
+        finally:
+            await doomed  # it hangs up when its recording ends; the BYE goes unanswered
+            survived = await lasting
+        hears_own_tone(survived, 900.0)
+
+
+async def test_playout_drain_clear_and_dtmf_through_ipc(make_node: Any) -> None:
+    seen: dict[str, float] = {}
+
+    async def speak(call: RemoteCall) -> None:
+        t0 = time.monotonic()
+        call.send(tone(440.0, 0.4))  # 20 frames
+        seen["queued_at_once"] = call.queued_frames
+        await call.wait_playout_drained()
+        seen["drained_after_s"] = time.monotonic() - t0
+        seen["played_at_drain"] = call.frames_played
+        call.send(tone(1000.0, 5.0))  # 250 frames
+        await asyncio.sleep(0.5)
+        seen["cleared"] = call.clear_playout()
+        seen["queued_after_clear"] = call.queued_frames
+        played = call.frames_played
+        await asyncio.sleep(0.5)
+        seen["played_after_clear"] = call.frames_played - played
+
+    calls = Calls()
+    calls.action = speak
+    async with make_node(calls, max_calls=3) as node:
+        res = await dial(
+            f"sip:bot@127.0.0.1:{node.config.port}", record_seconds=2.5, dtmf=[(0.3, "5")]
+        )
+        await wait_until(lambda: len(calls.ended()) == 1, what="call ended")
+    assert res.sip_final_status == 200, res.error
+    assert seen["queued_at_once"] == 20
+    assert 0.36 <= seen["drained_after_s"] < 0.7 and seen["played_at_drain"] == 20, seen
+    assert 200 <= seen["cleared"] <= 240, seen  # ~25 of 250 frames played in 0.5 s
+    assert seen["queued_after_clear"] == 0
+    assert seen["played_after_clear"] <= 2, seen  # the worker stopped within a frame or two
+    loud = [np.abs(f).max() > 2000 for f in res.received.reshape(-1, 160)]
+    assert 35 <= sum(loud) <= 60, sum(loud)  # 20 + ~25 frames heard, not 270
+    events = calls.events[calls.calls[0].call_id]
+    assert [e.digit for e in events if isinstance(e, DtmfIn)] == ["5"]
+
+
+async def test_hung_worker_is_replaced_and_the_node_restarts(
+    make_node: Any, hears_own_tone: Any
+) -> None:
+    calls = Calls()
+    calls.echo = True
+    async with make_node(calls, max_calls=3, heartbeat_timeout_s=3.0) as node:
+        (hung,) = node.worker_pids
+        os.kill(hung, signal.SIGSTOP)  # a worker this node started: it stops sending stats
+        try:
+            await wait_until(lambda: not alive(hung), timeout_s=8, what="hung worker killed")
+        finally:
+            if alive(hung):
+                os.kill(hung, signal.SIGKILL)
+        await wait_until(lambda: node.stats()["worker_restarts"] == 1, timeout_s=10, what="restart")
+        assert node.stats()["workers_up"] == 1 and node.worker_pids != [hung]
+        # stop() then start() again, as SipEndpoint allows
+        old = node.worker_pids
+        await node.stop()
+        assert node.stats()["workers_up"] == 0 and not any(alive(p) for p in old)
+        await node.start()
+        res = await dial_tone(node.config.port, 600.0, 2.0)
+        hears_own_tone(res, 600.0)
+
+
+PARENT = """
+import asyncio, sys
+from telephony import SipNode, EndpointConfig
+async def main():
+    node = SipNode(EndpointConfig(port=0, max_calls=6, rtp_port_start=int(sys.argv[1])),
+                   lambda call: asyncio.sleep(0))
+    await node.start()
+    print(*node.worker_pids, flush=True)
+    await asyncio.sleep(60)
+asyncio.run(main())
+"""
+
+
+async def test_workers_die_with_their_parent(tmp_path: Path) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        str(script),
+        str(random.randrange(30000, 38000, 2)),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), timeout=20)
+        pids = [int(p) for p in line.split()]
+        assert len(pids) == 2 and all(alive(p) for p in pids)
+    finally:
+        proc.kill()  # our own child, by PID: its workers must follow
+        await proc.wait()
+    await wait_until(lambda: not any(alive(p) for p in pids), timeout_s=10, what="workers gone")
