@@ -27,6 +27,8 @@ class BotProcess:
 
     proc: subprocess.Popen[bytes]
     port: int
+    #: ``SWITCHBOARD_DATA_DIR``: the embedded call log is ``switchboard.db`` in it.
+    data_dir: Path
     lines: list[str] = field(default_factory=list)
 
     @property
@@ -63,7 +65,7 @@ def run_bot(
         full_env["SWITCHBOARD_PROFILE"] = str(profile)
     cmd = [sys.executable, "-m", "bot.cli", "run", "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stderr=subprocess.PIPE)
-    bot = BotProcess(proc=proc, port=port)
+    bot = BotProcess(proc=proc, port=port, data_dir=Path(full_env["SWITCHBOARD_DATA_DIR"]))
     ready = threading.Event()
 
     def pump() -> None:

@@ -31,7 +31,7 @@ from bench.wire import greeting_delay_ms, percentile, turn_latencies
 from bot.caller_voice import FLITE_VOICES, speak
 from telephony.dialer import dial
 
-#: Open questions no intent covers (from bench/intent_eval/negatives.txt): the LLM answers.
+#: Open questions no intent covers (from bench/intent_eval/test/negatives.txt): the LLM answers.
 OPEN_QUESTIONS = (
     "Do you have this jacket in blue?",
     "Can I pay with PayPal?",

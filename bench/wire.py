@@ -21,6 +21,17 @@ def voiced_frames(
     return np.asarray(20 * np.log10(rms) > threshold_dbfs)
 
 
+def is_voiced(samples: npt.NDArray[np.int16], threshold_dbfs: float = -45.0) -> bool:
+    """Is this stretch of audio (one RTP packet, say) above ``threshold_dbfs`` RMS?
+
+    The same measure as ``voiced_frames``, over the whole stretch at once.
+    """
+    if len(samples) == 0:
+        return False
+    x = samples.astype(np.float64) / 32768.0
+    return bool(20 * np.log10(np.sqrt((x**2).mean()) + 1e-12) > threshold_dbfs)
+
+
 def segments(voiced: npt.NDArray[np.bool_], max_gap_ms: int = 400) -> list[tuple[int, int]]:
     """Runs of voiced frames as (first, last) frame indexes, bridging short gaps."""
     out: list[tuple[int, int]] = []

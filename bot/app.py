@@ -15,6 +15,7 @@ from bot.calllog import CallLog
 from bot.calllog.config import open_call_log
 from bot.intent_cache import IntentCache
 from bot.intent_store import CacheStore, MemoryStore, RedisStore
+from bot.looplag import LoopLagMonitor
 from bot.profile import BotProfile, load_profile
 from bot.prompts import PromptAudio
 from bot.session import CallSession
@@ -49,6 +50,7 @@ class BotNode:
         self.call_log: CallLog | None = None
         self.intent_cache: IntentCache | None = None
         self._sessions: set[asyncio.Task[None]] = set()
+        self.loop_lag = LoopLagMonitor(report_every_s=settings.loop_lag_report_s)
 
     async def start(self) -> None:
         """Load and warm the models, synthesize fixed phrases, then start answering."""
@@ -59,13 +61,18 @@ class BotNode:
         if self.profile.intents and spec.embedder is None:
             spec.embedder = "minilm"  # intents are matched on MiniLM sentence embeddings
         self.models = await load_models(spec, progress=_progress)
-        for text in (self.profile.greeting, self.profile.apology, *self.profile.fillers):
+        prof = self.profile
+        fixed = [prof.greeting, prof.apology, *prof.fillers]
+        if prof.transfer_failed is not None:
+            fixed.append(prof.transfer_failed)
+        for text in fixed:
             await self.prompts.add(self.models.tts, text)
         if self.profile.intents and self.models.embedder is not None:
             self.intent_cache = await self._start_intent_cache(self.models)
         await self._warm_system_prompt(self.models)
         self.endpoint = SipNode(endpoint_config(self.settings), self._on_call)
         await self.endpoint.start()
+        self.loop_lag.start()
         sip = self.settings.sip
         log.info(
             "ready: answering SIP on udp:%s:%d (started in %.1fs)",
@@ -137,6 +144,7 @@ class BotNode:
 
     async def stop(self) -> None:
         """Hang up and release the endpoint."""
+        await self.loop_lag.stop()
         if self.endpoint is not None:
             await self.endpoint.stop()
         if self.intent_cache is not None:

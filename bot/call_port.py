@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from telephony.events import InboundEvent
+from telephony.events import InboundEvent, TransferResult
 
 
 class CallPort(Protocol):
@@ -31,3 +31,7 @@ class CallPort(Protocol):
     async def wait_playout_drained(self) -> None: ...
 
     async def hangup(self) -> None: ...
+
+    async def transfer(self, target: str, *, timeout_s: float = ...) -> TransferResult:
+        """Blind transfer (SIP REFER to ``target``); the outcome, the call still up."""
+        ...

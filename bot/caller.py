@@ -48,4 +48,6 @@ async def dial_and_record(
         f"{'the bot' if result.ended_by_remote else 'us'}",
         file=sys.stderr,
     )
+    for target in result.transfer_requests:
+        print(f"the bot asked to transfer the call to {target} (declined)", file=sys.stderr)
     return 0

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import collections
+import math
 import time
 from collections.abc import Callable
 from typing import Protocol
+
+import numpy as np
 
 from bot.frames import (
     AudioIn,
@@ -17,7 +20,17 @@ from bot.frames import (
 )
 from bot.processor import Processor
 from bot.profile import EndpointingConfig
-from bot.turn import Turn
+from bot.speculation import Speculator
+from bot.turn import EotReason, Turn
+
+
+def _level_dbfs(pcm: bytes) -> float:
+    """RMS level of 16-bit PCM in dB below full scale."""
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32)
+    if samples.size == 0:
+        return -120.0
+    rms = float(np.sqrt(np.mean(samples * samples))) / 32768.0
+    return 20.0 * math.log10(rms + 1e-9)
 
 
 class SpeechDetector(Protocol):
@@ -33,8 +46,12 @@ class Endpointer(Processor):
 
     A turn starts after ``min_speech_ms`` of voiced audio (``barge_in_ms`` while the bot
     is talking, in which case an ``Interrupt`` goes out first) and ends after
-    ``end_silence_ms`` of silence. Frame times come from the frames, so tests can drive it
-    on a virtual clock.
+    ``end_silence_ms`` of silence. With a ``Speculator``, the turn so far is transcribed
+    (and looked up) once the caller has paused for ``speculate_after_ms``; when that pass
+    finds a cached intent the turn ends then, and when its words read as a finished
+    sentence it ends after ``sentence_end_silence_ms``, without waiting out
+    ``end_silence_ms``.
+    Frame times come from the frames, so tests can drive it on a virtual clock.
     """
 
     name = "endpointer"
@@ -48,6 +65,7 @@ class Endpointer(Processor):
         bot_speaking: Callable[[], bool],
         frame_ms: int = 20,
         clock: Callable[[], float] = time.monotonic,
+        speculator: Speculator | None = None,
     ) -> None:
         super().__init__()
         self._vad = vad
@@ -65,6 +83,10 @@ class Endpointer(Processor):
         self._turn_ms = 0
         self._audio = bytearray()
         self._last_voiced_at = 0.0
+        self._speculator = speculator
+        self._floor = config.energy_floor_dbfs
+        self._pause_id = 0
+        self._speculating = False
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, AudioIn):
@@ -72,6 +94,10 @@ class Endpointer(Processor):
             return
         voiced = self._vad.push(frame.pcm) >= self._cfg.vad_threshold
         if self._in_speech:
+            # The VAD's view of the end of speech trails the audio by ~80-200 ms (its
+            # context window); a frame under the energy floor is silence whatever it says.
+            if voiced and self._floor is not None and _level_dbfs(frame.pcm) < self._floor:
+                voiced = False
             await self._in_turn(frame, voiced)
         else:
             await self._listening(frame, voiced)
@@ -89,6 +115,7 @@ class Endpointer(Processor):
         self._turn_ms = len(self._preroll) * self._frame_ms
         self._preroll.clear()
         self._last_voiced_at = frame.at
+        self._new_pause()
         if bot_talking:
             await self.push(Interrupt(at=frame.at))
         await self.push(UserStartedSpeaking(at=frame.at))
@@ -97,17 +124,58 @@ class Endpointer(Processor):
         self._audio += frame.pcm
         self._turn_ms += self._frame_ms
         if voiced:
+            if self._silence_ms:
+                self._new_pause()
             self._silence_ms = 0
             self._last_voiced_at = frame.at
         else:
             self._silence_ms += self._frame_ms
-        too_long = self._turn_ms >= self._cfg.max_turn_s * 1000
-        if self._silence_ms < self._cfg.end_silence_ms and not too_long:
+            self._speculate()
+        if self._turn_ms >= self._cfg.max_turn_s * 1000:
+            await self._end_turn("max_turn")
+        elif self._silence_ms >= self._cfg.end_silence_ms:
+            await self._end_turn("silence")
+        elif self._early_end_ready():
+            await self._end_turn("early")
+
+    def _new_pause(self) -> None:
+        """The caller is speaking (again): a running speculative pass is out of date."""
+        if self._speculating and self._speculator is not None:
+            self._speculator.discard()
+        self._speculating = False
+        self._pause_id += 1
+
+    def _speculate(self) -> None:
+        spec = self._speculator
+        after = self._cfg.speculate_after_ms
+        if spec is None or after <= 0 or self._speculating or self._silence_ms < after:
             return
+        # Refused while an older pass still runs: the turn is then transcribed as usual.
+        self._speculating = spec.start(self._pause_id, bytes(self._audio))
+
+    def _early_end_ready(self) -> bool:
+        if not (self._speculating and self._cfg.early_end and self._speculator is not None):
+            return False
+        done = self._speculator.ready(self._pause_id)
+        if done is None:
+            return False
+        if done.hit and not done.acts:
+            return True
+        # A finished-looking sentence, or an intent that would hang up or transfer: a
+        # little more silence first, in case the caller was only pausing.
+        return (done.sentence_done or done.hit) and (
+            self._silence_ms >= self._cfg.sentence_end_silence_ms
+        )
+
+    async def _end_turn(self, reason: EotReason) -> None:
         turn = Turn(call_id=self._call_id, audio=bytes(self._audio))
         turn.mark("speech_end", self._last_voiced_at)
         turn.mark("eot_decided", self._clock())
+        turn.eot_reason = reason
+        if self._speculating:
+            turn.pause_id = self._pause_id
         self._in_speech = False
+        self._speculating = False
         self._voiced_run_ms = 0
         self._audio = bytearray()
         await self.push(UserStoppedSpeaking(at=self._last_voiced_at))

@@ -7,6 +7,7 @@ System frames (``SystemFrame``) are handled at once, ahead of queued work; data 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from bot.turn import Turn
 
@@ -99,6 +100,26 @@ class ResponseDone(DataFrame):
     """The answer to ``turn`` has been fully handed to the speaker."""
 
     turn: Turn
+
+
+@dataclass(frozen=True)
+class AnswerPending(SystemFrame):
+    """The LLM has started on the answer to ``turn``: the speaker may have to fill the wait."""
+
+    turn: Turn
+
+
+@dataclass(frozen=True)
+class CallAction(DataFrame):
+    """What to do with the call once the answer to ``turn`` has been heard.
+
+    It follows the answer's ``ResponseDone``: a barge-in over the answer drops it.
+    """
+
+    turn: Turn
+    action: Literal["transfer", "hangup"]
+    #: The transfer's SIP target (``transfer`` only).
+    target: str | None = None
 
 
 @dataclass(frozen=True)

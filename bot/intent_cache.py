@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bot.intent_match import IntentIndex, IntentVectors, Match, Thresholds
+from bot.intent_match import IntentIndex, IntentVectors, Match, Thresholds, query_text
 from bot.intent_store import (
     CONNECTED,
     HEARTBEAT,
@@ -219,6 +219,7 @@ class IntentCache:
                 negatives=e.negatives,
                 example_vectors=e.example_vectors,
                 negative_vectors=e.negative_vectors,
+                action=e.action,
             )
             for e in chosen
         ]
@@ -233,6 +234,8 @@ class IntentCache:
                 margin=m["margin"],
                 negative_margin=m["negative_margin"],
                 top_k=int(m.get("top_k", 2)),
+                calibration=m.get("calibration", 0.0),
+                hangup_threshold=m.get("hangup_threshold", 0.0),
             ),
         )
 
@@ -254,6 +257,7 @@ class IntentCache:
             negative_vectors=np.ascontiguousarray(vectors[n:]),
             audio=audio,
             sample_rate=self.sample_rate,
+            transfer_to=intent.transfer_to,
         )
 
     # -- lookups -------------------------------------------------------------------
@@ -270,7 +274,7 @@ class IntentCache:
         else:
             found = state.index.exact(text)
             if found is None:
-                vector = await self._embedder.embed([text])
+                vector = await self._embedder.embed([query_text(text)])
                 found = state.index.semantic(vector[0], state.thresholds)
             match = found
         entry = None

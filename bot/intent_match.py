@@ -2,9 +2,12 @@
 
 Pure functions over vectors already computed: no model, no storage. The rule (see
 docs/intent-cache.md): an exact match of the normalized text with one intent's example wins;
-otherwise the intent whose ``top_k`` nearest examples are on average most similar (its
-score) wins only if that score is at least ``threshold``, leads the best other intent by
-``margin``, and none of that intent's negative examples comes within ``negative_margin``.
+otherwise each intent is scored by the mean similarity of its ``top_k`` nearest examples,
+less ``calibration`` times how much more alike its own examples are than usual (its
+cohesion, ``COHESION_REFERENCE``). The best intent wins only if that score is at least
+``threshold`` (``hangup_threshold`` for an intent whose action hangs up), leads the
+best other intent by ``margin``, and none of that intent's negative examples comes within
+``negative_margin`` of its similarity.
 """
 
 from __future__ import annotations
@@ -19,15 +22,44 @@ import numpy.typing as npt
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 _NOT_WORD = re.compile(r"[^a-z0-9' ]+")
 _SPACES = re.compile(r"\s+")
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
+#: Hesitations that speech recognition writes out ("Um, where is my order?"): no meaning.
+FILLERS = frozenset({"um", "umm", "uh", "uhh", "uhm", "er", "erm", "ah", "hmm", "hm", "mm"})
+_EDGE = "\"'.,;:!?-…()[]"
+#: A typical cohesion (see ``IntentIndex.cohesion``) of an intent's examples with MiniLM:
+#: calibration moves the score of an intent whose examples are more alike than this down,
+#: and of one whose examples are more varied up.
+COHESION_REFERENCE = 0.7
 
 Vectors = npt.NDArray[np.float32]
 
 
 def normalize(text: str) -> str:
-    """Lower case, punctuation dropped, spaces collapsed: ``"Where's my order?"`` ->
-    ``"where's my order"``."""
+    """Lower case, punctuation and hesitations dropped, spaces collapsed:
+    ``"Um, where's my order?"`` -> ``"where's my order"``."""
     lowered = text.lower().translate(_APOSTROPHES)
-    return _SPACES.sub(" ", _NOT_WORD.sub(" ", lowered)).strip(" '")
+    words = _SPACES.sub(" ", _NOT_WORD.sub(" ", lowered)).strip(" '").split(" ")
+    return " ".join(w for w in words if w.strip("'") not in FILLERS)
+
+
+def query_text(text: str) -> str:
+    """The text that is embedded: the words as said, without hesitations and their
+    punctuation (``"Um, where's my order?"`` -> ``"where's my order?"``) and without a
+    sentence said again. Case and the rest of the punctuation stay: the embedder was trained
+    on written sentences."""
+    words = text.translate(_APOSTROPHES).split()
+    kept = " ".join(w for w in words if w.strip(_EDGE).lower() not in FILLERS)
+    # Whisper sometimes loops on a short utterance ("Good morning. Good morning! Good"): keep
+    # a sentence once, and drop a repeat cut short.
+    sentences: list[str] = []
+    for sentence in _SENTENCE_END.split(kept):
+        key = normalize(sentence)
+        if not key:
+            continue
+        if sentences and normalize(sentences[-1]).startswith(key):
+            continue
+        sentences.append(sentence)
+    return " ".join(sentences).lstrip(_EDGE + " ")
 
 
 @dataclass(frozen=True)
@@ -39,6 +71,8 @@ class IntentVectors:
     negatives: tuple[str, ...]
     example_vectors: Vectors
     negative_vectors: Vectors
+    #: What the bot does after the answer (``transfer``, ``hangup``), if anything.
+    action: str | None = None
 
 
 @dataclass(frozen=True)
@@ -48,8 +82,13 @@ class Thresholds:
     threshold: float
     margin: float
     negative_margin: float
-    #: An intent's score is the mean similarity of its ``top_k`` nearest examples.
+    #: An intent's similarity is the mean similarity of its ``top_k`` nearest examples.
     top_k: int = 2
+    #: Its score is that similarity less ``calibration`` * (its cohesion - reference).
+    calibration: float = 0.0
+    #: The score needed by an intent whose action is ``hangup`` (hanging up on a caller is
+    #: worse than a wrong answer), when higher than ``threshold``.
+    hangup_threshold: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +103,19 @@ class Match:
     runner_up_score: float = 0.0
     negative_score: float = -1.0
     reason: str = ""
+    #: The best intent's similarity before calibration (what its negatives are held to).
+    similarity: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scores:
+    """One query against every intent: the step of the rule that needs the vectors."""
+
+    top_k: int
+    #: Per intent: the mean similarity of its ``top_k`` nearest examples.
+    intent: npt.NDArray[np.float32]
+    #: Per intent: the similarity of its nearest negative example (-1 when it has none).
+    negative: npt.NDArray[np.float32]
 
 
 class IntentIndex:
@@ -83,18 +135,17 @@ class IntentIndex:
             if intents
             else np.zeros((0, dim), np.float32)
         )
-        owners = [np.full(len(i.example_vectors), k) for k, i in enumerate(intents)]
-        self._owner = np.concatenate(owners).astype(np.int64) if owners else np.zeros(0, np.int64)
-        negatives = [i.negative_vectors for i in intents if len(i.negative_vectors)]
         self._negatives = (
-            np.concatenate(negatives).astype(np.float32)
-            if negatives
+            np.concatenate([i.negative_vectors.reshape(-1, dim) for i in intents]).astype(
+                np.float32
+            )
+            if intents
             else np.zeros((0, dim), np.float32)
         )
-        neg_owners = [np.full(len(i.negative_vectors), k) for k, i in enumerate(intents)]
-        self._negative_owner = (
-            np.concatenate(neg_owners).astype(np.int64) if neg_owners else np.zeros(0, np.int64)
-        )
+        # Each intent's rows are contiguous: (start, end) per intent.
+        self._rows = _spans([len(i.example_vectors) for i in intents])
+        self._negative_rows = _spans([len(i.negative_vectors) for i in intents])
+        self._cohesion: dict[int, npt.NDArray[np.float32]] = {}
 
     def __len__(self) -> int:
         return len(self.intents)
@@ -102,6 +153,8 @@ class IntentIndex:
     def exact(self, text: str) -> Match | None:
         """The exact-match decision, or None when the text needs the semantic step."""
         key = normalize(text)
+        if not key:
+            return Match(route="none", intent=None, score=0.0, reason="no words")
         name = self._exact.get(key)
         if name is not None:
             return Match(route="exact", intent=name, score=1.0, best=name)
@@ -109,29 +162,69 @@ class IntentIndex:
             return Match(route="none", intent=None, score=0.0, reason="exact negative")
         return None
 
-    def semantic(self, vector: Vectors, rule: Thresholds) -> Match:
-        """Match one unit query vector (shape (dim,) or (1, dim)) against the examples."""
-        if not self.intents:
-            return Match(route="none", intent=None, score=0.0, reason="no intents")
+    def scores(self, vector: Vectors, top_k: int) -> Scores:
+        """Score one unit query vector (shape (dim,) or (1, dim)) against every intent."""
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         sims = self._vectors @ q
+        negative_sims = self._negatives @ q
         per_intent = np.full(len(self.intents), -1.0, dtype=np.float32)
-        for k in range(len(self.intents)):
-            own = sims[self._owner == k]
-            if len(own):
-                per_intent[k] = np.sort(own)[-rule.top_k :].mean()
-        order = np.argsort(per_intent)[::-1]
-        best = int(order[0])
+        negative = np.full(len(self.intents), -1.0, dtype=np.float32)
+        for k, (start, end) in enumerate(self._rows):
+            if end > start:
+                own = sims[start:end]
+                n = min(top_k, end - start)
+                per_intent[k] = np.partition(own, end - start - n)[-n:].mean()
+        for k, (start, end) in enumerate(self._negative_rows):
+            if end > start:
+                negative[k] = negative_sims[start:end].max()
+        return Scores(top_k=top_k, intent=per_intent, negative=negative)
+
+    def cohesion(self, top_k: int) -> npt.NDArray[np.float32]:
+        """Per intent: the median, over its examples, of each example's mean similarity to
+        its ``top_k`` nearest other examples (``COHESION_REFERENCE`` with fewer than two)."""
+        found = self._cohesion.get(top_k)
+        if found is None:
+            found = np.full(len(self.intents), COHESION_REFERENCE, dtype=np.float32)
+            for k, (start, end) in enumerate(self._rows):
+                n = end - start
+                if n >= 2:
+                    own = self._vectors[start:end]
+                    sims = own @ own.T
+                    np.fill_diagonal(sims, -np.inf)
+                    m = min(top_k, n - 1)
+                    nearest = -np.sort(-sims, axis=1)[:, :m]
+                    found[k] = float(np.median(nearest.mean(axis=1)))
+            self._cohesion[top_k] = found
+        return found
+
+    def judge(self, scores: Scores, rule: Thresholds) -> Match:
+        """The semantic rule on scores already computed (``scores``)."""
+        if not self.intents:
+            return Match(route="none", intent=None, score=0.0, reason="no intents")
+        per_intent = scores.intent
+        if rule.calibration:
+            shift = rule.calibration * (self.cohesion(scores.top_k) - COHESION_REFERENCE)
+            per_intent = per_intent - shift
+        if len(per_intent) > 1:
+            top2 = np.argpartition(per_intent, len(per_intent) - 2)[-2:]
+            best, second = (int(top2[1]), int(top2[0]))
+            if per_intent[second] > per_intent[best]:
+                best, second = second, best
+            runner_up = float(per_intent[second])
+        else:
+            best, runner_up = 0, -1.0
         score = float(per_intent[best])
-        runner_up = float(per_intent[order[1]]) if len(order) > 1 else -1.0
-        own = self._negatives[self._negative_owner == best]
-        negative = float((own @ q).max()) if len(own) else -1.0
+        similarity = float(scores.intent[best])
+        negative = float(scores.negative[best])
         name = self.intents[best].name
-        if score < rule.threshold:
+        needed = rule.threshold
+        if self.intents[best].action == "hangup":
+            needed = max(needed, rule.hangup_threshold)
+        if score < needed:
             reason = "below threshold"
         elif score - runner_up < rule.margin:
             reason = "margin too small"
-        elif negative >= score - rule.negative_margin:
+        elif negative >= similarity - rule.negative_margin:
             reason = "negative example closer"
         else:
             reason = ""
@@ -143,4 +236,16 @@ class IntentIndex:
             runner_up_score=runner_up,
             negative_score=negative,
             reason=reason,
+            similarity=similarity,
         )
+
+    def semantic(self, vector: Vectors, rule: Thresholds) -> Match:
+        """Match one unit query vector (shape (dim,) or (1, dim)) against the examples."""
+        if not self.intents:
+            return Match(route="none", intent=None, score=0.0, reason="no intents")
+        return self.judge(self.scores(vector, rule.top_k), rule)
+
+
+def _spans(sizes: list[int]) -> list[tuple[int, int]]:
+    ends = np.cumsum(sizes).tolist() if sizes else []
+    return [(end - size, end) for size, end in zip(sizes, ends, strict=True)]

@@ -2,8 +2,8 @@
 
 Redis layout (``P`` is the key prefix, ``switchboard:intents`` by default):
 
-- ``P:entry:<key>``: a hash per built entry: ``meta`` (JSON: name, answer, action,
-  examples, negatives, sample rate), ``examples`` and ``negatives`` (float32 rows, raw
+- ``P:entry:<key>``: a hash per built entry: ``meta`` (JSON: name, answer, action, transfer
+  target, examples, negatives, sample rate), ``examples`` and ``negatives`` (float32 rows, raw
   bytes), ``audio`` (16-bit mono PCM at the call's rate). ``<key>`` hashes the intent's
   content, the voice and the embedder, so an unchanged intent is never rebuilt.
 - ``P:index``: JSON ``{"version", "entries": [key...], "matching": {...}}``, the live
@@ -52,6 +52,8 @@ class CacheEntry:
     negative_vectors: Vectors
     audio: bytes
     sample_rate: int
+    #: Where the ``transfer`` action sends the caller.
+    transfer_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,7 @@ def _encode_entry(entry: CacheEntry) -> dict[Any, bytes]:
         "name": entry.name,
         "answer": entry.answer,
         "action": entry.action,
+        "transfer_to": entry.transfer_to,
         "examples": list(entry.examples),
         "negatives": list(entry.negatives),
         "sample_rate": entry.sample_rate,
@@ -274,4 +277,5 @@ def _decode_entry(key: str, row: dict[bytes, bytes]) -> CacheEntry:
         negative_vectors=_vectors(row.get(b"negatives"), dim),
         audio=row.get(b"audio", b""),
         sample_rate=int(meta["sample_rate"]),
+        transfer_to=meta.get("transfer_to"),
     )

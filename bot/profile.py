@@ -29,6 +29,18 @@ class EndpointingConfig(BaseModel):
     preroll_ms: int = Field(200, ge=0)
     max_turn_s: float = Field(20.0, gt=1.0)
     barge_in_ms: int = Field(200, ge=20)
+    #: Inside a turn, a frame quieter than this (dBFS) is silence whatever the VAD says:
+    #: the VAD's own end of speech trails the audio by ~80-200 ms. ``None``: VAD only.
+    #: On a noisy line the floor is never reached and the VAD alone decides.
+    energy_floor_dbfs: float | None = Field(-50.0, le=0.0)
+    #: Silence after which the turn so far is transcribed and looked up ahead of time
+    #: (0: never). Shorter than ``end_silence_ms``; a pause this long inside a sentence
+    #: costs one wasted transcription, nothing else.
+    speculate_after_ms: int = Field(100, ge=0)
+    #: End the turn early on what that pass found: at once on a cached intent, after
+    #: ``sentence_end_silence_ms`` when the words read as a finished sentence.
+    early_end: bool = True
+    sentence_end_silence_ms: int = Field(300, ge=20)
 
 
 class LlmConfig(BaseModel):
@@ -50,22 +62,40 @@ class IntentConfig(BaseModel):
     #: Near-misses that must not match this intent (a closer one vetoes a semantic match).
     negatives: list[str] = []
     answer: str = Field(min_length=1)
-    #: What to do after the answer (not acted on yet).
+    #: What to do once the answer has played: ``transfer`` the caller to ``transfer_to``
+    #: (a SIP REFER), or ``hangup``. A barge-in over the answer cancels it.
     action: Literal["transfer", "hangup"] | None = None
+    #: Where ``transfer`` sends the caller: a SIP URI (``sip:agents@pbx.example.com``).
+    transfer_to: str | None = Field(None, pattern=r"^(sips?|tel):[^\s<>]+$")
+
+    @model_validator(mode="after")
+    def _transfer_has_a_target(self) -> IntentConfig:
+        if self.action == "transfer" and self.transfer_to is None:
+            raise ValueError(f"intent {self.name!r}: action 'transfer' needs transfer_to")
+        if self.transfer_to is not None and self.action != "transfer":
+            raise ValueError(f"intent {self.name!r}: transfer_to without action 'transfer'")
+        return self
 
 
 class IntentMatchingConfig(BaseModel):
     """When a semantic match is trusted (docs/intent-cache.md says how these were chosen)."""
 
     model_config = ConfigDict(extra="forbid")
-    #: An intent's score: mean cosine similarity of its ``top_k`` nearest examples.
+    #: An intent's similarity: mean cosine similarity of its ``top_k`` nearest examples.
     top_k: int = Field(2, ge=1, le=10)
+    #: Its score: that similarity less ``calibration`` times how much more alike its own
+    #: examples are than usual (``bot.intent_match.IntentIndex.cohesion``); 0: no calibration.
+    calibration: float = Field(0.0, ge=0.0, le=2.0)
     #: Score needed for a hit.
     threshold: float = Field(0.45, gt=0.0, le=1.0)
+    #: Score needed for a hit on an intent whose ``action`` is ``hangup``, when higher than
+    #: ``threshold`` (0: no more): hanging up on a misheard caller costs more than a wrong
+    #: answer.
+    hangup_threshold: float = Field(0.0, ge=0.0, le=1.0)
     #: Lead over the best other intent's score needed for a hit.
     margin: float = Field(0.075, ge=0.0, le=1.0)
-    #: The hit is refused when one of the intent's negative examples scores at least
-    #: ``score - negative_margin``.
+    #: The hit is refused when one of the intent's negative examples is at least as similar
+    #: as the intent's similarity less ``negative_margin``.
     negative_margin: float = Field(0.05, ge=-1.0, le=1.0)
 
 
@@ -80,8 +110,15 @@ class BotProfile(BaseModel):
     voice: VoiceConfig = VoiceConfig()
     endpointing: EndpointingConfig = EndpointingConfig()
     llm: LlmConfig = LlmConfig()
-    #: Short phrases synthesized ahead, to play while the bot works ("One moment.").
+    #: Said when a transfer fails (REFER refused, or no outcome in ``transfer_timeout_s``);
+    #: the apology when unset.
+    transfer_failed: str | None = Field(None, min_length=1)
+    transfer_timeout_s: float = Field(30.0, gt=0.0, le=300.0)
+    #: Short phrases synthesized ahead, to play while the bot works ("One moment."): one of
+    #: them, in turn, when an LLM answer's first audio is not out ``filler_after_ms`` after
+    #: the caller's turn ended.
     fillers: list[str] = []
+    filler_after_ms: int = Field(1000, ge=0)
     intents: list[IntentConfig] = []
     intent_matching: IntentMatchingConfig = IntentMatchingConfig()
 

@@ -6,7 +6,15 @@ import logging
 from contextlib import aclosing
 
 from bot.clauses import ClauseSplitter
-from bot.frames import DataFrame, PlayAudio, ResponseDone, Speak, StageFailed, Transcript
+from bot.frames import (
+    AnswerPending,
+    DataFrame,
+    PlayAudio,
+    ResponseDone,
+    Speak,
+    StageFailed,
+    Transcript,
+)
 from bot.processor import Processor
 from bot.profile import BotProfile
 from bot.turn import Turn
@@ -19,7 +27,8 @@ class Responder(Processor):
     """Streams an LLM answer to each transcript and hands it on as clauses.
 
     A failing model, or one that says nothing, turns into the profile's spoken apology:
-    the caller never meets silence.
+    the caller never meets silence. An answer given upstream (the intent cache's, whose
+    ``ResponseDone`` passes through here) joins the conversation history like its own.
     """
 
     name = "responder"
@@ -43,6 +52,11 @@ class Responder(Processor):
             await self._answer(frame.turn, frame.text)
         elif isinstance(frame, StageFailed):
             await self._apologise(frame.turn)
+        elif isinstance(frame, ResponseDone):
+            # Answered before it reached the model (a cached answer): the model must still
+            # know what was said, or a follow-up question loses its context.
+            self._remember(frame.turn.transcript, frame.turn.answer)
+            await self.push(frame)
         else:
             await self.push(frame)
 
@@ -58,6 +72,7 @@ class Responder(Processor):
         self._partial = []
         turn.route = "llm"
         turn.mark("route_decided")
+        await self.push(AnswerPending(turn=turn))  # the speaker fills a long wait
         messages = [
             ChatMessage(role="system", content=self._profile.system_prompt),
             *self._history,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from bot.frames import DataFrame, PlayAudio, ResponseDone, Transcript
+from bot.frames import CallAction, DataFrame, PlayAudio, ResponseDone, Transcript
 from bot.intent_cache import IntentCache
 from bot.processor import Processor
 from serve import ProviderError
@@ -15,9 +15,11 @@ log = logging.getLogger(__name__)
 class Router(Processor):
     """Answers a transcript from the intent cache when it matches, else passes it on.
 
-    A hit plays the intent's pre-synthesized answer (no LLM, no TTS). Anything that goes
-    wrong in the lookup (embedder failure, cache not loaded, shared store away too long)
-    is a miss: the Responder answers as if there were no cache.
+    A hit plays the intent's pre-synthesized answer (no LLM, no TTS), followed by the
+    intent's action (transfer, hang up) for the call control to carry out once the answer
+    has been heard. Anything that goes wrong in the lookup (embedder failure, cache not
+    loaded, shared store away too long) is a miss: the Responder answers as if there were
+    no cache.
     """
 
     name = "router"
@@ -31,12 +33,18 @@ class Router(Processor):
             await self.push(frame)
             return
         turn = frame.turn
-        try:
-            found = await self._cache.lookup(frame.text)
-        except ProviderError as exc:
-            log.warning("intent lookup failed on turn %d of %s: %s", turn.index, turn.call_id, exc)
-            await self.push(frame)
-            return
+        spec = turn.speculation
+        if spec is not None and spec.lookup is not None and spec.transcript == frame.text:
+            found = spec.lookup  # looked up while the caller paused
+        else:
+            try:
+                found = await self._cache.lookup(frame.text)
+            except ProviderError as exc:
+                log.warning(
+                    "intent lookup failed on turn %d of %s: %s", turn.index, turn.call_id, exc
+                )
+                await self.push(frame)
+                return
         turn.model_ms["intent_lookup"] = found.lookup_ms
         match, entry = found.match, found.entry
         if match.intent is None or entry is None or match.route == "none":
@@ -50,3 +58,9 @@ class Router(Processor):
         turn.answer = entry.answer
         await self.push(PlayAudio(turn=turn, pcm=entry.audio, text=entry.answer))
         await self.push(ResponseDone(turn=turn))
+        if entry.action == "hangup":
+            await self.push(CallAction(turn=turn, action="hangup"))
+        elif entry.action == "transfer" and entry.transfer_to:
+            await self.push(CallAction(turn=turn, action="transfer", target=entry.transfer_to))
+        elif entry.action is not None:
+            log.warning("intent %s: action %r cannot be carried out", entry.name, entry.action)

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import time
 
+from bot.call_control import CallControl
 from bot.call_port import CallPort
 from bot.calllog.calllog import CallLog
 from bot.calllog.tap import EventTap
@@ -18,7 +19,9 @@ from bot.prompts import PromptAudio
 from bot.responder import Responder
 from bot.router import Router
 from bot.speaker import Speaker
+from bot.speculation import Speculator
 from bot.transcriber import Transcriber
+from bot.turn import Turn
 from bot.turnlog import TurnSink, log_turn
 from serve import ModelSet
 from telephony.events import AudioIn as TelAudioIn
@@ -31,7 +34,8 @@ log = logging.getLogger(__name__)
 class CallSession:
     """Runs the conversation on one answered call until it ends.
 
-    Endpointer -> Transcriber -> Responder -> Speaker, with the greeting played on answer.
+    Endpointer -> Transcriber -> (Router) -> Responder -> Speaker -> CallControl, with the
+    greeting played on answer.
     """
 
     def __init__(
@@ -52,15 +56,25 @@ class CallSession:
         rate = call.sample_rate
         apology = prompts.get(profile.apology)
         self.speaker = Speaker(
-            models.tts, call, sample_rate=rate, apology_pcm=apology, on_turn=on_turn
+            models.tts,
+            call,
+            sample_rate=rate,
+            apology_pcm=apology,
+            on_turn=on_turn,
+            fillers=[(text, prompts.get(text)) for text in profile.fillers],
+            filler_after_s=profile.filler_after_ms / 1000.0,
+            on_filler=self._filler_played,
         )
         self.responder = Responder(models.llm, profile, apology_pcm=apology)
-        self.transcriber = Transcriber(models.asr, sample_rate=rate)
+        # Transcription and intent lookup start while the caller pauses (bot/speculation.py).
+        self.speculator = Speculator(models.asr, sample_rate=rate, cache=intent_cache)
+        self.transcriber = Transcriber(models.asr, sample_rate=rate, speculator=self.speculator)
         self.endpointer = Endpointer(
             models.vad.create_stream(rate),
             profile.endpointing,
             call_id=call.call_id,
             bot_speaking=self._bot_speaking,
+            speculator=self.speculator,
         )
         first: Processor = self.endpointer
         if call_log is not None:  # barge-ins (the endpointer's Interrupts) go to the log
@@ -70,8 +84,20 @@ class CallSession:
         if intent_cache is not None:  # cached answers first; the LLM gets the rest
             last = last.link(Router(intent_cache))
             self._processors.append(last)
-        last.link(self.responder).link(self.speaker)
-        self._processors += [self.responder, self.speaker]
+        failed = profile.transfer_failed or profile.apology
+        self.control = CallControl(
+            call,
+            say=self.speaker.put,
+            failed=PlayAudio(turn=None, pcm=prompts.get(failed), text=failed),
+            transfer_timeout_s=profile.transfer_timeout_s,
+            call_log=call_log,
+        )
+        last.link(self.responder).link(self.speaker).link(self.control)
+        self._processors += [self.responder, self.speaker, self.control]
+
+    def _filler_played(self, turn: Turn, text: str, at: float) -> None:
+        if self._call_log is not None:
+            self._call_log.event(self.call.call_id, "filler", text, at)
 
     def _bot_speaking(self) -> bool:
         return self.responder.busy or self.speaker.busy or self.call.queued_frames > 0
@@ -106,10 +132,12 @@ class CallSession:
                     reason = event.reason
                     break
         finally:
+            reason = self.control.end_reason(reason)  # before CallEnded stops the control
             await self.endpointer.put(CallEnded(reason=reason, at=time.monotonic()))
             for proc in self._processors:
                 with contextlib.suppress(Exception):
                     await proc.stop()
+            await self.speculator.close()
             log.info("call %s ended: %s", self.call.call_id, reason)
             if self._call_log is not None:
                 self._call_log.call_ended(self.call.call_id, reason)

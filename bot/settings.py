@@ -27,6 +27,11 @@ class SipSettings(BaseModel):
     rtp_port_start: int = Field(40000, ge=1024, le=65000)
     rtp_port_range: int = Field(1000, ge=2)
     log_level: int = Field(1, ge=0, le=6)
+    #: Receive jitter buffer (ms; -1: pjmedia's default). See telephony/config.py.
+    jb_init_ms: int = Field(-1, ge=-1)
+    jb_min_pre_ms: int = Field(-1, ge=-1)
+    jb_max_pre_ms: int = Field(-1, ge=-1)
+    jb_max_ms: int = Field(-1, ge=-1)
 
 
 class ModelSettings(BaseModel):
@@ -100,6 +105,8 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "json"
     #: Also log what callers and the bot said. Transcripts are personal data: off by default.
     log_transcripts: bool = False
+    #: How often the event loop's lateness is written as a ``loop_lag`` log line (s).
+    loop_lag_report_s: float = Field(60.0, gt=0.0)
     #: The call log's database: ``postgresql+psycopg://...`` or ``sqlite+aiosqlite:///...``.
     #: Default: the SQLite file ``<data_dir>/switchboard.db``.
     database_url: str | None = None

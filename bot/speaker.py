@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 import time
+from collections.abc import Callable, Sequence
 
 from bot.audio_out import AudioSink
-from bot.frames import CallEnded, DataFrame, PlayAudio, ResponseDone, Speak, SystemFrame
+from bot.frames import (
+    AnswerPending,
+    CallEnded,
+    DataFrame,
+    PlayAudio,
+    ResponseDone,
+    Speak,
+    SystemFrame,
+)
 from bot.processor import Processor
 from bot.turn import Turn
-from bot.turnlog import TurnSink
+from bot.turnlog import FILLER_AUDIO_OUT, TurnSink
 from serve import TTS, ProviderError, StageTimings
 
 log = logging.getLogger(__name__)
 
 FRAME_S = 0.02
+
+#: Told when a filler starts to play: the turn, the filler's text, when it is heard.
+FillerSink = Callable[[Turn, str, float], None]
 
 
 class Speaker(Processor):
@@ -22,6 +36,10 @@ class Speaker(Processor):
 
     On interruption the call's queued audio is flushed at once, so the bot stops within
     a frame or two. Each finished (or interrupted) turn goes to ``on_turn``.
+
+    Fillers: when the LLM starts on an answer (``AnswerPending``) and the answer's first
+    audio has not gone out ``filler_after_s`` after the caller's turn ended, one filler
+    (the next of ``fillers``, in turn) is queued; the answer's audio queues behind it.
     """
 
     name = "speaker"
@@ -34,6 +52,9 @@ class Speaker(Processor):
         sample_rate: int,
         apology_pcm: bytes,
         on_turn: TurnSink,
+        fillers: Sequence[tuple[str, bytes]] = (),
+        filler_after_s: float = 1.0,
+        on_filler: FillerSink | None = None,
     ) -> None:
         super().__init__()
         self._tts = tts
@@ -43,6 +64,10 @@ class Speaker(Processor):
         self._on_turn = on_turn
         self._turn: Turn | None = None
         self._apologised: set[int] = set()
+        self._fillers = itertools.cycle(fillers) if fillers else None
+        self._filler_after_s = filler_after_s
+        self._on_filler = on_filler
+        self._filler_timer: asyncio.TimerHandle | None = None
         self.busy = False
 
     async def process(self, frame: DataFrame) -> None:
@@ -64,12 +89,17 @@ class Speaker(Processor):
             self.busy = not self._queue.empty()
 
     async def process_system(self, frame: SystemFrame) -> None:
-        if isinstance(frame, CallEnded) and self._turn is not None:
-            # The caller hung up while the bot was answering: the turn still counts.
-            self._finish(self._turn)
+        if isinstance(frame, AnswerPending):
+            self._arm_filler(frame.turn)
+        elif isinstance(frame, CallEnded):
+            self._disarm_filler()
+            if self._turn is not None:
+                # The caller hung up while the bot was answering: the turn still counts.
+                self._finish(self._turn)
         await super().process_system(frame)
 
     async def on_interrupt(self) -> None:
+        self._disarm_filler()
         dropped = self._out.clear_playout()
         self.busy = False
         turn = self._turn
@@ -102,6 +132,37 @@ class Speaker(Processor):
             # The caller hears this chunk once what is already queued has played.
             turn.mark("first_audio_out", time.monotonic() + self._out.queued_frames * FRAME_S)
         self._out.send(pcm)
+
+    def _arm_filler(self, turn: Turn) -> None:
+        """Play a filler for ``turn`` if its answer is still silent once the time comes."""
+        self._disarm_filler()
+        if self._fillers is None:
+            return
+        ended = turn.stages.get("eot_decided", turn.stages.get("speech_end", time.monotonic()))
+        delay = max(0.0, ended + self._filler_after_s - time.monotonic())
+        loop = asyncio.get_running_loop()
+        self._filler_timer = loop.call_later(delay, self._play_filler, turn)
+
+    def _disarm_filler(self) -> None:
+        if self._filler_timer is not None:
+            self._filler_timer.cancel()
+            self._filler_timer = None
+
+    def _play_filler(self, turn: Turn) -> None:
+        # Synchronous, on the loop: no answer chunk can be queued between check and send.
+        self._filler_timer = None
+        if self._fillers is None or turn.barged_in or turn.route != "llm":
+            return
+        if "first_audio_out" in turn.stages or FILLER_AUDIO_OUT in turn.stages:
+            return  # the answer is out already (or this turn had its filler)
+        text, pcm = next(self._fillers)
+        heard_at = time.monotonic() + self._out.queued_frames * FRAME_S
+        turn.mark(FILLER_AUDIO_OUT, heard_at)
+        self._turn = turn  # the turn is audible now: a barge-in or a hang-up ends it
+        self._out.send(pcm)
+        log.debug("turn %d of %s: filler played", turn.index, turn.call_id)
+        if self._on_filler is not None:
+            self._on_filler(turn, text, heard_at)
 
     def _finish(self, turn: Turn) -> None:
         if self._turn is turn:

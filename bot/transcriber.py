@@ -6,27 +6,43 @@ import logging
 
 from bot.frames import DataFrame, EndOfTurn, StageFailed, Transcript
 from bot.processor import Processor
+from bot.speculation import Speculator
+from bot.turn import Turn
 from serve import ASR, ProviderError, StageTimings
 
 log = logging.getLogger(__name__)
 
 
 class Transcriber(Processor):
-    """Transcribes each ``EndOfTurn``; drops turns that hold no words (noise, coughs)."""
+    """Transcribes each ``EndOfTurn``; drops turns that hold no words (noise, coughs).
+
+    When a speculative pass already transcribed exactly this turn during the caller's
+    pause, its transcript is taken instead of running the model again.
+    """
 
     name = "transcriber"
 
-    def __init__(self, asr: ASR, *, sample_rate: int, max_no_speech_prob: float = 0.8) -> None:
+    def __init__(
+        self,
+        asr: ASR,
+        *,
+        sample_rate: int,
+        max_no_speech_prob: float = 0.8,
+        speculator: Speculator | None = None,
+    ) -> None:
         super().__init__()
         self._asr = asr
         self._rate = sample_rate
         self._max_no_speech = max_no_speech_prob
+        self._speculator = speculator
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, EndOfTurn):
             await self.push(frame)
             return
         turn = frame.turn
+        if await self._take_speculation(turn):
+            return
         timings = StageTimings()
         try:
             result = await self._asr.transcribe(turn.audio, self._rate, timings=timings)
@@ -44,3 +60,20 @@ class Transcriber(Processor):
             return
         turn.transcript = text
         await self.push(Transcript(turn=turn, text=text))
+
+    async def _take_speculation(self, turn: Turn) -> bool:
+        """Use the speculative pass over this turn, if there was one; True when handled."""
+        if self._speculator is None or turn.pause_id is None:
+            return False
+        spec = await self._speculator.result_for(turn.pause_id, len(turn.audio))
+        if spec is None:
+            return False
+        turn.speculation = spec
+        turn.model_ms.update(spec.model_ms)
+        turn.mark("transcript_ready")
+        if not spec.transcript:
+            log.debug("turn %d of %s held no words; ignored", turn.index, turn.call_id)
+            return True
+        turn.transcript = spec.transcript
+        await self.push(Transcript(turn=turn, text=spec.transcript))
+        return True

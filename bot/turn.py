@@ -5,7 +5,10 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from bot.speculation import Speculation
 
 #: Stages of a turn in the order they normally happen.
 STAGES = (
@@ -19,6 +22,8 @@ STAGES = (
 )
 
 Route = Literal["exact", "semantic", "llm", "fallback", "none"]
+#: Why the turn ended: enough silence, a speculative pass found a whole request, too long.
+EotReason = Literal["silence", "early", "max_turn", ""]
 
 _turn_ids = itertools.count(1)
 
@@ -43,6 +48,11 @@ class Turn:
     barged_in: bool = False
     error: str | None = None
     stages: dict[str, float] = field(default_factory=dict)
+    eot_reason: EotReason = ""
+    #: The caller's pause that a speculative pass covered (``None``: no pass to reuse).
+    pause_id: int | None = None
+    #: The speculative pass whose transcript (and lookup) this turn used.
+    speculation: Speculation | None = None
     #: Time spent inside each model call (``asr``, ``llm_first_token``, ``tts_first_chunk``...).
     model_ms: dict[str, float] = field(default_factory=dict)
 

@@ -11,6 +11,18 @@ log = logging.getLogger("switchboard.turn")
 
 TurnSink = Callable[[Turn], None]
 
+#: A turn's mark (``Turn.stages``, not one of ``STAGES``) for when the caller began to hear
+#: a filler; ``first_audio_out`` stays the first audio of the answer itself.
+FILLER_AUDIO_OUT = "filler_audio_out"
+
+
+def _stages_ms(turn: Turn) -> dict[str, float]:
+    stages = turn.since_speech_end_ms()
+    filler, origin = turn.stages.get(FILLER_AUDIO_OUT), turn.stages.get("speech_end")
+    if filler is not None and origin is not None:
+        stages[FILLER_AUDIO_OUT] = round((filler - origin) * 1000.0, 1)
+    return stages
+
 
 def turn_record(turn: Turn) -> dict[str, object]:
     """The turn as a flat record. Transcripts are personal data and are left out."""
@@ -22,8 +34,11 @@ def turn_record(turn: Turn) -> dict[str, object]:
         "intent": turn.intent,
         "intent_score": turn.intent_score,
         "barge_in": turn.barged_in,
+        "eot": turn.eot_reason,
+        "speculated": turn.speculation is not None,
+        "filler": FILLER_AUDIO_OUT in turn.stages,
         "error": turn.error,
-        "stages_ms": turn.since_speech_end_ms(),
+        "stages_ms": _stages_ms(turn),
         "model_ms": {k: round(v, 1) for k, v in turn.model_ms.items()},
         "caller_words": len(turn.transcript.split()),
         "answer_words": len(turn.answer.split()),

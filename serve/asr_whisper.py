@@ -2,7 +2,9 @@
 
 Whisper pads every utterance to a 30 s window, so a 2 s utterance costs as much as a 30 s one.
 CTranslate2's encoder also accepts a shorter log-mel input: ``window_s`` pads to that many
-seconds instead and decodes with the lower-level API (see ``_transcribe_window``).
+seconds instead and decodes with the lower-level API (see ``_transcribe_window``). With
+``min_window_s`` the window is fitted to each utterance (its length plus a second, at least
+``min_window_s``, at most ``window_s``): a 2 s question encodes 4 s, not 10 s.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class WhisperASR(ASR):
         compute_type: str = "int8",
         cpu_threads: int = 2,
         window_s: float | None = None,
+        min_window_s: float | None = None,
         timeout_s: float = 5.0,
         retries: int = 1,
         name: str | None = None,
@@ -48,11 +51,14 @@ class WhisperASR(ASR):
         super().__init__(timeout_s=timeout_s, retries=retries, name=name)
         if window_s is not None and not 1.0 <= window_s <= 30.0:
             raise ValueError(f"window_s must be within 1..30 s, got {window_s}")
+        if min_window_s is not None and (window_s is None or not 1.0 <= min_window_s <= window_s):
+            raise ValueError(f"min_window_s must be within 1 s..window_s, got {min_window_s}")
         self.model_path = model_path
         self.device = device
         self.compute_type = compute_type
         self.cpu_threads = cpu_threads
         self.window_s = window_s
+        self.min_window_s = min_window_s
         self._model: Any = None
         self._tokenizer: Any = None
         self._suppress: list[int] = []
@@ -61,6 +67,8 @@ class WhisperASR(ASR):
     def description(self) -> str:
         model = "tiny.en" if self.model_path is None else Path(self.model_path).name
         window = "" if self.window_s is None else f", {self.window_s:g} s window"
+        if self.min_window_s is not None:
+            window = f", {self.min_window_s:g}-{self.window_s:g} s window"
         return f"whisper {model}{window}"
 
     def _load(self) -> None:
@@ -100,8 +108,15 @@ class WhisperASR(ASR):
         if audio.shape[0] == 0:
             return Transcript(text="", confidence=0.0, audio_ms=0.0, no_speech_prob=1.0)
         if self.window_s is not None and audio_ms / 1000.0 <= self.window_s:
-            return self._transcribe_window(audio, audio_ms, self.window_s)
+            return self._transcribe_window(audio, audio_ms, self._fit_window(audio_ms))
         return self._transcribe_full(audio, audio_ms)
+
+    def _fit_window(self, audio_ms: float) -> float:
+        assert self.window_s is not None
+        if self.min_window_s is None:
+            return self.window_s
+        fitted = float(math.ceil(audio_ms / 1000.0 + 1.0))
+        return min(self.window_s, max(self.min_window_s, fitted))
 
     def _max_new_tokens(self, audio_ms: float) -> int:
         wanted = _MIN_NEW_TOKENS + math.ceil(_TOKENS_PER_SECOND * audio_ms / 1000.0)

@@ -221,7 +221,11 @@ async def main(stages: Sequence[str], repeats: int, windows: Sequence[float]) ->
         voices: list[TTS] = [piper]
         if shutil.which("flite"):
             voices += [FliteTTS(voice=v) for v in ("rms", "slt", "awb")]
-        variants: list[ASR] = [WhisperASR(), *(WhisperASR(window_s=w) for w in windows)]
+        variants: list[ASR] = [
+            WhisperASR(),
+            *(WhisperASR(window_s=w) for w in windows),
+            WhisperASR(window_s=max(windows), min_window_s=4.0),
+        ]
         for provider in [*voices[1:], *variants]:
             await _load(provider)
         await bench_asr(variants, voices, repeats)

@@ -11,13 +11,21 @@ from typing import TYPE_CHECKING, Any
 
 import pjsua2 as pj
 
-from telephony.events import CallEnded, DtmfIn, InboundEvent
+from telephony.events import (
+    TRANSFER_TIMEOUT_S,
+    CallEnded,
+    DtmfIn,
+    InboundEvent,
+    TransferResult,
+)
 from telephony.media_port import InboundSink, PcmPort, PlayoutBuffer
 
 if TYPE_CHECKING:
     from telephony.endpoint import _Core
 
 DTMF_IS_END = 1 << 1  # PJMEDIA_STREAM_DTMF_IS_END (pjmedia/stream.h); not exported by SWIG
+
+Transferrer = Callable[[str, float], Awaitable[TransferResult]]
 
 
 class CallHandle:
@@ -34,6 +42,7 @@ class CallHandle:
         sink: InboundSink,
         playout: PlayoutBuffer,
         hangup: Callable[[], Awaitable[None]],
+        transfer: Transferrer | None = None,
         local_rtp_addr: str = "",
         remote_rtp_addr: str = "",
     ) -> None:
@@ -48,6 +57,7 @@ class CallHandle:
         self._sink = sink
         self._playout = playout
         self._hangup = hangup
+        self._transfer = transfer
         self._drained = asyncio.Event()
 
     def __repr__(self) -> str:
@@ -119,6 +129,20 @@ class CallHandle:
         if not self._sink.closed:
             await self._hangup()
 
+    async def transfer(
+        self, target: str, *, timeout_s: float = TRANSFER_TIMEOUT_S
+    ) -> TransferResult:
+        """Blind transfer: send the caller a REFER to ``target`` and wait for the outcome.
+
+        Success once the caller's side reports (by NOTIFY) that the target answered. A
+        refused REFER, a failure NOTIFY, the end of the call, or no final report within
+        ``timeout_s`` is a failure. The call stays up either way: hanging up after a
+        successful transfer is the application's decision.
+        """
+        if self._sink.closed or self._transfer is None:
+            return TransferResult(False, 0, "call ended")
+        return await self._transfer(target, timeout_s)
+
 
 class SipCall(pj.Call):  # type: ignore[misc]
     """pjsua2 call object. Every method runs on the endpoint thread."""
@@ -137,6 +161,8 @@ class SipCall(pj.Call):  # type: ignore[misc]
         self.answered = False
         self.rejected = False
         self.disconnected = False
+        # The pending transfer's outcome goes here (set and called on this thread).
+        self.xfer_done: Callable[[TransferResult], None] | None = None
         self.rx_discard_seen = 0
         self.rx_pkt_seen = 0
         self.tx_pkt_seen = 0
@@ -163,6 +189,13 @@ class SipCall(pj.Call):  # type: ignore[misc]
         # RFC 2833 digits arrive through onDtmfEvent; this one carries SIP INFO digits.
         if prm.method != pj.PJSUA_DTMF_METHOD_RFC2833:
             self.sink.put(DtmfIn(str(prm.digit), int(prm.duration), time.monotonic()))
+
+    def onCallTransferStatus(self, prm: Any) -> None:
+        # 100 "Accepted" when the REFER got its 2xx, then one call per NOTIFY (its sipfrag's
+        # status); a refused REFER or a timed-out subscription comes as a final status.
+        self.core.on_transfer_status(
+            self, int(prm.statusCode), str(prm.reason), bool(prm.finalNotify)
+        )
 
     def onStreamDestroyed(self, prm: Any) -> None:
         self.core.collect_stream_stats(self, int(prm.streamIdx))

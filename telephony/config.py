@@ -25,6 +25,12 @@ class EndpointConfig:
     # than the one in the caller's SDP. Turn off for callers behind NAT that send from an
     # address their SDP does not name (no SBC in front).
     strict_rtp_source: bool = True
+    # Receive jitter buffer (pjmedia's adaptive one), in ms; -1 keeps pjmedia's default.
+    # Its prefetch delays every caller word on its way to the end-of-turn detector.
+    jb_init_ms: int = -1
+    jb_min_pre_ms: int = -1
+    jb_max_pre_ms: int = -1
+    jb_max_ms: int = -1
 
     @property
     def frame_bytes(self) -> int:

@@ -53,6 +53,8 @@ class DialResult:
     sent: npt.NDArray[np.int16]  # what we played, one 20 ms frame per tick
     received: npt.NDArray[np.int16]  # what we heard, same ticks
     dtmf_sent: list[str] = field(default_factory=list)
+    #: Refer-To of each REFER the far end sent (each declined: this caller stays on the call).
+    transfer_requests: list[str] = field(default_factory=list)
     ended_by_remote: bool = False
     codec: str = ""
     error: str = ""
@@ -137,6 +139,12 @@ class _OutboundCall(pj.Call):  # type: ignore[misc]
         self.answered_at: float | None = None
         self.disconnected = False
         self.codec = ""
+        self.transfer_requests: list[str] = []
+
+    def onCallTransferRequest(self, prm: Any) -> None:
+        # A test caller does not follow transfers: it notes the target and declines.
+        self.transfer_requests.append(str(prm.dstUri))
+        prm.statusCode = 603
 
     def onCallState(self, prm: Any) -> None:
         info = self.getInfo()
@@ -251,6 +259,7 @@ def run_call(spec: DialSpec) -> tuple[dict[str, Any], npt.NDArray[np.int16], npt
         ),
         "first_tick_at": port.first_tick_at,
         "dtmf_sent": dtmf_sent,
+        "transfer_requests": call.transfer_requests,
         "ended_by_remote": by_remote and call.disconnected,
         "codec": call.codec,
         "error": error,

@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 
 import pjsua2 as pj
 
-from telephony.call import CallHandle, SipCall
+from telephony.call import CallHandle, SipCall, Transferrer
 from telephony.config import EndpointConfig
-from telephony.events import CallEnded
+from telephony.events import CallEnded, TransferResult
 from telephony.media_port import PcmPort
 from telephony.sdp import has_common_codec, sip_body
 from telephony.sipcheck import request_defect
@@ -69,6 +69,11 @@ STAT_KEYS = (
 
 
 _PROCESS_SLOT = threading.Lock()  # one pjsua2 library per process
+
+
+def _settle(fut: asyncio.Future[TransferResult], result: TransferResult) -> None:
+    if not fut.done():  # not given up on (timed out, or the caller cancelled)
+        fut.set_result(result)
 
 
 class EndpointError(RuntimeError):
@@ -251,6 +256,10 @@ class _Core:
         med.ptime = 20
         med.noVad = True  # continuous RTP: the peer and our timeline both see every tick
         med.ecTailLen = 0
+        med.jbInit = cfg.jb_init_ms
+        med.jbMinPre = cfg.jb_min_pre_ms
+        med.jbMaxPre = cfg.jb_max_pre_ms
+        med.jbMax = cfg.jb_max_ms
         med.maxMediaPorts = max(64, 2 * ep_cfg.uaConfig.maxCalls + 16)
         self.ep.libInit(ep_cfg)
         self.ep.audDevManager().setNullDev()
@@ -409,6 +418,7 @@ class _Core:
             sink=call.sink,
             playout=call.playout,
             hangup=self._make_hangup(call),
+            transfer=self._make_transfer(call),
             local_rtp_addr=str(tp.localRtpName),
             remote_rtp_addr=str(si.remoteRtpAddress),
         )
@@ -429,6 +439,64 @@ class _Core:
             await asyncio.wrap_future(self.submit(on_thread))
 
         return hangup
+
+    def _make_transfer(self, call: SipCall) -> Transferrer:
+        # As for hangup: the closures hold the call's ids, never the SipCall.
+        pjsua_id, sip_call_id, loop = int(call.getId()), call.sip_call_id, self.loop
+
+        async def transfer(target: str, timeout_s: float) -> TransferResult:
+            done: asyncio.Future[TransferResult] = loop.create_future()
+
+            def settle(result: TransferResult) -> None:  # endpoint thread
+                loop.call_soon_threadsafe(_settle, done, result)
+
+            def on_thread() -> str | None:
+                live = self.calls.get(pjsua_id)
+                if live is None or live.sip_call_id != sip_call_id:
+                    return "call ended"
+                if live.disconnected or live.local_hangup:
+                    return "call ended"
+                if live.xfer_done is not None:
+                    return "a transfer is already under way"
+                live.xfer_done = settle
+                try:
+                    live.xfer(target, pj.CallOpParam(True))
+                except pj.Error as exc:  # e.g. a target pjsip cannot parse
+                    live.xfer_done = None
+                    return f"REFER not sent: {exc.info()}"
+                log.info("call %s: REFER sent", sip_call_id)
+                return None
+
+            def forget() -> None:
+                live = self.calls.get(pjsua_id)
+                if live is not None and live.xfer_done is settle:
+                    live.xfer_done = None
+
+            error = await asyncio.wrap_future(self.submit(on_thread))
+            if error is not None:
+                return TransferResult(False, 0, error)
+            try:
+                return await asyncio.wait_for(done, timeout_s)
+            except TimeoutError:
+                self.submit(forget)
+                return TransferResult(False, 408, "no final transfer status in time")
+
+        return transfer
+
+    def on_transfer_status(self, call: SipCall, code: int, reason: str, final: bool) -> None:
+        """pjsua reports the progress of the call's REFER (endpoint thread)."""
+        log.info(
+            "call %s: transfer status %d %s%s",
+            call.sip_call_id,
+            code,
+            reason,
+            " (final)" if final else "",
+        )
+        done = call.xfer_done
+        if done is None or not (final or 200 <= code < 300):
+            return  # nobody waiting, or progress (100 Accepted, 1xx NOTIFYs)
+        call.xfer_done = None
+        done(TransferResult(200 <= code < 300, code, reason))
 
     def _spawn(self, handle: CallHandle) -> None:
         """asyncio thread: run the application's call coroutine."""
@@ -452,6 +520,9 @@ class _Core:
             key = "calls_cancelled" if code == 487 else "calls_failed"
             self.counters[key] += 1
             call.sink.put(CallEnded(f"{code} {info.lastReason}", True, time.monotonic()))
+        if call.xfer_done is not None:
+            done, call.xfer_done = call.xfer_done, None
+            done(TransferResult(False, 0, "call ended"))
         self._close_media(call)
         self.calls.pop(int(info.id), None)
         # pjsua2 must not see its Call object freed inside its own callback.

@@ -32,3 +32,21 @@ class CallEnded:
 
 
 InboundEvent = AudioIn | DtmfIn | CallEnded
+
+#: How long a blind transfer may take to report its outcome (the target may ring a while).
+TRANSFER_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class TransferResult:
+    """How a blind transfer (REFER) ended, as far as the transferring leg can tell.
+
+    ``ok``: the caller's side reported the target answered (a 2xx in a NOTIFY's sipfrag,
+    or a REFER accepted with ``Refer-Sub: false``). Otherwise the REFER was refused, a
+    NOTIFY reported a failure, the call ended, or nothing final came in time. ``status`` is
+    the SIP status behind the outcome (0 when there was none).
+    """
+
+    ok: bool
+    status: int
+    reason: str

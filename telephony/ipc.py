@@ -5,8 +5,10 @@ binary structs followed by raw PCM; rare messages (call started/ended, DTMF, sta
 Both directions share one Unix stream socket per worker (a ``socketpair``).
 
 Worker -> parent: ``Ready``, ``CallStarted``, ``AudioFrame`` (one inbound 20 ms frame with the
-worker's playout counters piggybacked), ``Dtmf``, ``CallStopped``, ``Stats``.
-Parent -> worker: ``SendAudio``, ``ClearPlayout``, ``Hangup``, ``Stop``.
+worker's playout counters piggybacked), ``Dtmf``, ``CallStopped``, ``Stats``,
+``TransferStatus`` (the outcome of a ``Transfer``).
+Parent -> worker: ``SendAudio``, ``ClearPlayout``, ``Hangup``, ``Transfer`` (blind transfer:
+REFER to the caller), ``Stop``.
 
 Times are offsets (``*_ago``: seconds before the message was written) except ``bridge_at`` /
 ``sent_at``, which are ``time.monotonic()`` of the sending process; on Linux that clock is
@@ -45,10 +47,12 @@ class MsgType(IntEnum):
     DTMF = 4
     CALL_STOPPED = 5
     STATS = 6
+    TRANSFER_STATUS = 7
     SEND_AUDIO = 16
     CLEAR_PLAYOUT = 17
     HANGUP = 18
     STOP = 19
+    TRANSFER = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +136,25 @@ class Hangup:
 
 
 @dataclass(frozen=True, slots=True)
+class Transfer:
+    """Send the caller a REFER to ``target``; the worker answers with ``TransferStatus``."""
+
+    key: int
+    target: str
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class TransferStatus:
+    """How the call's ``Transfer`` ended (``telephony.events.TransferResult``)."""
+
+    key: int
+    ok: bool
+    status: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Stop:
     pass
 
@@ -146,6 +169,8 @@ Message = (
     | SendAudio
     | ClearPlayout
     | Hangup
+    | Transfer
+    | TransferStatus
     | Stop
 )
 
@@ -218,6 +243,16 @@ def encode(msg: Message) -> bytes:
         return _frame(MsgType.HANGUP, _KEY.pack(msg.key))
     if isinstance(msg, Stop):
         return _frame(MsgType.STOP, b"")
+    if isinstance(msg, Transfer):
+        return _json_frame(
+            MsgType.TRANSFER,
+            {"key": msg.key, "target": msg.target, "timeout_s": msg.timeout_s},
+        )
+    if isinstance(msg, TransferStatus):
+        return _json_frame(
+            MsgType.TRANSFER_STATUS,
+            {"key": msg.key, "ok": msg.ok, "status": msg.status, "reason": msg.reason},
+        )
     if isinstance(msg, Ready):
         return _json_frame(MsgType.READY, {"pid": msg.pid, "sip_port": msg.sip_port})
     if isinstance(msg, CallStarted):
@@ -306,6 +341,12 @@ def decode(kind: int, payload: bytes) -> Message:
             )
         if kind == MsgType.STATS:
             return Stats({str(k): int(v) for k, v in _json(payload).items()})
+        if kind == MsgType.TRANSFER:
+            d = _json(payload)
+            return Transfer(int(d["key"]), str(d["target"]), float(d["timeout_s"]))
+        if kind == MsgType.TRANSFER_STATUS:
+            d = _json(payload)
+            return TransferStatus(int(d["key"]), bool(d["ok"]), int(d["status"]), str(d["reason"]))
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, IpcError):
             raise

@@ -41,6 +41,8 @@ from telephony.ipc import (
     Ready,
     Stats,
     Stop,
+    Transfer,
+    TransferStatus,
     config_to_json,
     encode,
     encode_send,
@@ -111,6 +113,9 @@ class _Worker(asyncio.Protocol):
     def hangup(self, key: int) -> None:
         self._write(encode(Hangup(key)))
 
+    def transfer(self, key: int, target: str, timeout_s: float) -> None:
+        self._write(encode(Transfer(key, target, timeout_s)))
+
     def stop(self) -> None:
         self._write(encode(Stop()))
 
@@ -159,6 +164,10 @@ class _Worker(asyncio.Protocol):
                 if call is not None:
                     call.on_ended(msg.reason, msg.by_remote, msg.played)
                     node._call_finished(call)
+            elif isinstance(msg, TransferStatus):
+                call = self.calls.get(msg.key)
+                if call is not None:
+                    call.on_transfer_status(msg.ok, msg.status, msg.reason)
             elif isinstance(msg, Stats):
                 self.stats = msg.counters
             elif isinstance(msg, Ready):

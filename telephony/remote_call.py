@@ -18,10 +18,19 @@ import time
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from telephony.events import AudioIn, CallEnded, DtmfIn, InboundEvent
+from telephony.events import (
+    TRANSFER_TIMEOUT_S,
+    AudioIn,
+    CallEnded,
+    DtmfIn,
+    InboundEvent,
+    TransferResult,
+)
 from telephony.ipc import AudioFrame
 
 MAX_QUEUED_EVENTS = 3000  # 60 s of audio not consumed; older frames are dropped beyond that
+#: Beyond the transfer's own timeout (applied in the worker), how long to wait for its reply.
+TRANSFER_REPLY_GRACE_S = 5.0
 
 
 class CallLink(Protocol):
@@ -32,6 +41,8 @@ class CallLink(Protocol):
     def clear_playout(self, key: int) -> None: ...
 
     def hangup(self, key: int) -> None: ...
+
+    def transfer(self, key: int, target: str, timeout_s: float) -> None: ...
 
 
 class RemoteCall:
@@ -64,6 +75,7 @@ class RemoteCall:
         self._events: asyncio.Queue[InboundEvent] = asyncio.Queue()
         self._ended = False
         self._hangup_sent = False
+        self._transfer: asyncio.Future[TransferResult] | None = None
         self._changed = asyncio.Event()  # set on every playout report, clear and end
         self.dropped = 0  # inbound frames dropped because nobody consumed them
         # parent-side accounting
@@ -145,6 +157,23 @@ class RemoteCall:
             self._hangup_sent = True
             self._link.hangup(self.key)
 
+    async def transfer(
+        self, target: str, *, timeout_s: float = TRANSFER_TIMEOUT_S
+    ) -> TransferResult:
+        """Blind transfer: the worker sends the caller a REFER to ``target``; returns its
+        outcome (``CallHandle.transfer``). The call stays up either way."""
+        if self._ended:
+            return TransferResult(False, 0, "call ended")
+        if self._transfer is not None and not self._transfer.done():
+            return TransferResult(False, 0, "a transfer is already under way")
+        done: asyncio.Future[TransferResult] = asyncio.get_running_loop().create_future()
+        self._transfer = done
+        self._link.transfer(self.key, target, timeout_s)
+        try:
+            return await asyncio.wait_for(done, timeout_s + TRANSFER_REPLY_GRACE_S)
+        except TimeoutError:
+            return TransferResult(False, 408, "no transfer status from the worker")
+
     # fed by the node's IPC reader -------------------------------------------------------
     def on_audio(self, frame: AudioFrame, at: float) -> None:
         """An inbound frame, read at ``at``, with the worker's playout counters."""
@@ -162,11 +191,18 @@ class RemoteCall:
         if not self._ended:
             self._events.put_nowait(DtmfIn(digit, duration_ms, at))
 
+    def on_transfer_status(self, ok: bool, status: int, reason: str) -> None:
+        """The worker's ``TransferStatus`` for this call's transfer."""
+        done = self._transfer
+        if done is not None and not done.done():
+            done.set_result(TransferResult(ok, status, reason))
+
     def on_ended(self, reason: str, by_remote: bool, played: int | None = None) -> None:
         if self._ended:
             return
         if played is not None:
             self._w_played = played
         self._ended = True
+        self.on_transfer_status(False, 0, "call ended")
         self._changed.set()
         self._events.put_nowait(CallEnded(reason, by_remote, time.monotonic()))

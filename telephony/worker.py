@@ -43,6 +43,8 @@ from telephony.ipc import (
     SendAudio,
     Stats,
     Stop,
+    Transfer,
+    TransferStatus,
     config_from_json,
     encode,
     encode_audio,
@@ -202,11 +204,24 @@ class Worker:
                 task = asyncio.get_running_loop().create_task(st.handle.hangup())
                 self.aux.add(task)
                 task.add_done_callback(self.aux.discard)
+        elif isinstance(msg, Transfer):
+            task = asyncio.get_running_loop().create_task(self._transfer(msg))
+            self.aux.add(task)
+            task.add_done_callback(self.aux.discard)
         elif isinstance(msg, Stop):
             self.request_stop()
         else:
             log.error("unexpected message from parent: %r", msg)
             self.request_stop()
+
+    async def _transfer(self, msg: Transfer) -> None:
+        """Run the call's blind transfer and report its outcome, whatever it is."""
+        st = self.calls.get(msg.key)
+        if st is None:
+            self.write(encode(TransferStatus(msg.key, False, 0, "call ended")))
+            return
+        result = await st.handle.transfer(msg.target, timeout_s=msg.timeout_s)
+        self.write(encode(TransferStatus(msg.key, result.ok, result.status, result.reason)))
 
     # worker -> parent ------------------------------------------------------------------
     async def on_call(self, handle: CallHandle) -> None:

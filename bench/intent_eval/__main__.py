@@ -1,4 +1,5 @@
-"""``python -m bench.intent_eval``: accuracy, false accepts, confusion and lookup cost."""
+"""``python -m bench.intent_eval``: accuracy, false accepts, confusion and lookup cost, for the
+tuning split and the held-out test split; ``--sweep`` chooses thresholds on tuning only."""
 
 from __future__ import annotations
 
@@ -8,28 +9,56 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from bench.intent_eval import (
-    DATA,
+    CALIBRATIONS,
+    HANGUP_THRESHOLDS,
+    MARGINS,
+    NEGATIVE_MARGINS,
     NONE,
+    SPLITS,
+    THRESHOLDS,
+    TOP_KS,
+    TRANSCRIPTS,
+    EvalSet,
+    Items,
     Outcome,
+    asr_setup,
     asr_transcripts,
     build_index,
+    choose,
+    embed_queries,
     evaluate,
-    load_eval_set,
+    load_eval_sets,
     lookup_cost_ms,
     percentile,
+    rule_of,
+    strictness,
+    sweep,
+    with_prompt,
 )
-from bot.intent_match import Thresholds
+from bot.intent_match import IntentIndex, Thresholds, Vectors
 from bot.profile import load_profile
-from bot.settings import DEFAULT_PROFILE
+from bot.settings import DEFAULT_PROFILE, ModelSettings
 from serve import MiniLMEmbedder
+from serve.registry import ModelSpec, asr_backends
+
+CLEAN = "clean text"
+ASR = "Whisper transcripts"
 
 
-def summary_row(name: str, out: Outcome) -> str:
+def summary_row(split: str, name: str, out: Outcome) -> str:
     return (
-        f"| {name} | {out.positives} | {out.accuracy:.1%} ({out.correct}) | {out.wrong} | "
-        f"{out.missed} | {out.negatives} | {out.false_accepts} ({out.false_accept_rate:.1%}) |"
+        f"| {split} | {name} | {out.positives} | {out.accuracy:.1%} ({out.correct}) | "
+        f"{out.wrong} | {out.missed} | {out.negatives} | "
+        f"{out.false_accepts} ({out.false_accept_rate:.1%}) |"
     )
+
+
+def nearest_negative(index: IntentIndex, name: str, vector: Vectors) -> str:
+    intent = next(i for i in index.intents if i.name == name)
+    return intent.negatives[int(np.argmax(intent.negative_vectors @ vector))]
 
 
 def confusion_table(out: Outcome, names: list[str]) -> list[str]:
@@ -44,95 +73,216 @@ def confusion_table(out: Outcome, names: list[str]) -> list[str]:
     return lines
 
 
+def describe(rule: Thresholds) -> str:
+    return (
+        f"top_k {rule.top_k}, calibration {rule.calibration:g}, threshold {rule.threshold:g}, "
+        f"hangup threshold {rule.hangup_threshold:g}, margin {rule.margin:g}, "
+        f"negative margin {rule.negative_margin:g}"
+    )
+
+
 async def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
-    evalset = load_eval_set(profile)
+    absent: list[str] = []
+    sets = load_eval_sets(profile, absent=absent)
+    splits = [s for s in SPLITS if s in args.splits]
     names = [i.name for i in profile.intents]
-    embedder = MiniLMEmbedder(threads=args.threads)
+    # Whole splits are embedded in one batch: more time than one turn gets.
+    embedder = MiniLMEmbedder(threads=args.threads, timeout_s=120.0)
     await embedder.load()
     await embedder.warmup()
     index = await build_index(profile, embedder)
-    m = profile.intent_matching
-    rule = Thresholds(
-        threshold=m.threshold, margin=m.margin, negative_margin=m.negative_margin, top_k=m.top_k
-    )
+    rule = rule_of(profile.intent_matching)
 
-    texts = {"clean text": [t for t, _ in evalset.items]}
+    # inputs[split][input name] = (items, vectors)
+    inputs: dict[str, dict[str, tuple[Items, Vectors]]] = {}
+    for split in splits:
+        items = sets[split].items
+        inputs[split] = {CLEAN: (items, await embed_queries(embedder, [t for t, _ in items]))}
     if args.asr:
-        texts["Whisper transcripts"] = await asr_transcripts(
-            evalset.items, DATA / "asr_transcripts.json"
-        )
-    truths = [i for _, i in evalset.items]
-    vectors = {k: await embedder.embed(v) for k, v in texts.items()}
-    items = {k: list(zip(v, truths, strict=True)) for k, v in texts.items()}
-    outcomes = {k: evaluate(index, items[k], vectors[k], rule) for k in texts}
+        await add_transcripts(args, sets, splits, embedder, inputs)
 
+    outcomes = {
+        split: {k: evaluate(index, items, vectors, rule) for k, (items, vectors) in per.items()}
+        for split, per in inputs.items()
+    }
+    print(f"## Intent matching ({len(names)} intents; {describe(rule)})\n")
+    if absent:
+        print(f"- not in the profile, so counted as negatives: paraphrases of {absent}")
+    for split in splits:
+        s = sets[split]
+        per = s.per_intent()
+        print(
+            f"- {split}: {len(s.positives)} paraphrases ({min(per.values())}-{max(per.values())} "
+            f"per intent, {len(per)} intents), {len(s.negatives)} negatives"
+        )
     print(
-        f"## Intent matching ({len(names)} intents; top_k {m.top_k}, threshold {m.threshold}, "
-        f"margin {m.margin}, negative margin {m.negative_margin})\n"
+        "\n| split | input | paraphrases | accuracy | wrong intent | to LLM | negatives "
+        "| false accepts |"
     )
-    print("| input | paraphrases | accuracy | wrong intent | to LLM | negatives | false accepts |")
-    print("|---|---|---|---|---|---|---|")
-    for k, out in outcomes.items():
-        print(summary_row(k, out))
-    print("\n### Per intent (correct / n; wrong intent; to LLM)\n")
-    print("| intent | " + " | ".join(outcomes) + " |")
-    print("|---" * (len(outcomes) + 1) + "|")
-    for name in names:
-        cells = []
-        for out in outcomes.values():
-            n = sum(v for (w, _), v in out.confusion.items() if w == name)
-            ok = out.confusion.get((name, name), 0)
-            miss = out.confusion.get((name, NONE), 0)
-            cells.append(f"{ok}/{n}; {n - ok - miss}; {miss}")
-        print(f"| {name} | " + " | ".join(cells) + " |")
-    for k, out in outcomes.items():
-        print(f"\n### Confusion, {k}\n")
-        print("\n".join(confusion_table(out, names)))
-        for text, got, score in out.false_accept_texts:
-            print(f"- false accept: {text!r} -> {got} ({score:.3f})")
-        for text, want, got, score in out.wrong_texts:
-            print(f"- wrong intent: {text!r} ({want}) -> {got} ({score:.3f})")
+    print("|---|---|---|---|---|---|---|---|")
+    for split, per_input in outcomes.items():
+        for k, out in per_input.items():
+            print(summary_row(split, k, out))
+
+    for split, per_input in outcomes.items():
+        print(f"\n### Per intent, {split} split (correct / n; wrong intent; to LLM)\n")
+        print("| intent | " + " | ".join(per_input) + " |")
+        print("|---" * (len(per_input) + 1) + "|")
+        for name in names:
+            cells = []
+            for out in per_input.values():
+                n = sum(v for (w, _), v in out.confusion.items() if w == name)
+                ok = out.confusion.get((name, name), 0)
+                miss = out.confusion.get((name, NONE), 0)
+                cells.append(f"{ok}/{n}; {n - ok - miss}; {miss}")
+            print(f"| {name} | " + " | ".join(cells) + " |")
+    for split, per_input in outcomes.items():
+        for k, out in per_input.items():
+            if split == "test":
+                print(f"\n### Confusion, test split, {k}\n")
+                print("\n".join(confusion_table(out, names)))
+            elif out.false_accept_texts or out.wrong_texts or args.verbose:
+                print(f"\n### Errors, {split} split, {k}\n")
+            for text, got, score in out.false_accept_texts:
+                print(f"- false accept: {text!r} -> {got} ({score:.3f})")
+            for text, want, got, score in out.wrong_texts:
+                print(f"- wrong intent: {text!r} ({want}) -> {got} ({score:.3f})")
+            if args.verbose and split != "test":
+                for text, want, reason, score in out.missed_texts:
+                    print(f"- to LLM: {text!r} ({want}; {reason}, {score:.3f})")
+                vetoes = [(t, i) for t, i in zip(*inputs[split][k], strict=True)]
+                for (text, truth), vector in vetoes:
+                    match = index.exact(text) or index.semantic(vector, rule)
+                    if truth is not None and match.reason == "negative example closer":
+                        negative = nearest_negative(index, match.best or "", vector)
+                        print(f"- vetoed: {text!r} ({truth}) by {negative!r}")
 
     if args.sweep:
-        print("\n### Threshold sweep (accuracy / false accepts)\n")
-        print("| threshold | margin | negative margin | " + " | ".join(outcomes) + " |")
-        print("|---|---|---|" + "---|" * len(outcomes))
-        best: tuple[float, float, float, float] | None = None
-        for t in (0.40, 0.425, 0.45, 0.475, 0.50, 0.55, 0.60):
-            for mg in (0.0, 0.05, 0.075, 0.10, 0.15):
-                for nm in (0.0, 0.05, 0.10):
-                    r = Thresholds(threshold=t, margin=mg, negative_margin=nm, top_k=m.top_k)
-                    swept = [evaluate(index, items[k], vectors[k], r) for k in texts]
-                    cells = [f"{o.accuracy:.1%} / {o.false_accepts}" for o in swept]
-                    print(f"| {t:.3f} | {mg:.3f} | {nm:.2f} | " + " | ".join(cells) + " |")
-                    worst = min(o.accuracy for o in swept)
-                    clean = all(o.false_accepts == 0 for o in swept)
-                    if clean and (best is None or worst > best[0]):
-                        best = (worst, t, mg, nm)
-        if best is not None:
-            print(
-                f"\nBest with no false accept on any input: threshold {best[1]:.2f}, margin "
-                f"{best[2]:.2f}, negative margin {best[3]:.2f} (lowest accuracy {best[0]:.1%})"
-            )
+        print_sweep(index, inputs, rule)
 
-    costs = await lookup_cost_ms(index, embedder, texts["clean text"], rule)
-    print(f"\n### Lookup cost (embed + match, one utterance at a time, {args.threads} threads)\n")
+    texts = [t for split in splits for t, _ in sets[split].items]
+    costs, matching = await lookup_cost_ms(index, embedder, texts, rule)
+    print(
+        f"\n### Lookup cost (normalize + embed + match, one utterance at a time, "
+        f"{args.threads} threads)\n"
+    )
     print("| measure | n | P50 ms | P95 ms | max ms |")
     print("|---|---|---|---|---|")
-    print(
-        f"| MiniLM embed + match | {len(costs)} | {percentile(costs, 50):.1f} | "
-        f"{percentile(costs, 95):.1f} | {max(costs):.1f} |"
-    )
+    for label, values in (("MiniLM embed + match", costs), ("match only", matching)):
+        print(
+            f"| {label} | {len(values)} | {percentile(values, 50):.2f} | "
+            f"{percentile(values, 95):.2f} | {max(values):.2f} |"
+        )
     return 0
+
+
+async def add_transcripts(
+    args: argparse.Namespace,
+    sets: dict[str, EvalSet],
+    splits: list[str],
+    embedder: MiniLMEmbedder,
+    inputs: dict[str, dict[str, tuple[Items, Vectors]]],
+) -> None:
+    """The bot's own ASR (settings' default backend) on each utterance spoken by flite."""
+    settings = ModelSettings()
+    asr = asr_backends.create(settings.asr, ModelSpec(**settings.model_dump()))
+    setup = asr_setup(settings.asr, asr, prompt=args.asr_prompt)
+    loaded = False
+    print(f"ASR: {settings.asr} ({asr.description}), transcripts {setup.key}", file=sys.stderr)
+    for split in splits:
+        items = sets[split].items
+        try:
+            result = await asr_transcripts(items, setup, None, args.transcripts)
+        except KeyError:
+            if not loaded:
+                await asr.load()
+                await asr.warmup()
+                if args.asr_prompt:
+                    with_prompt(asr, args.asr_prompt)
+                loaded = True
+            result = await asr_transcripts(items, setup, asr, args.transcripts)
+            p50, p95 = percentile(result.asr_ms, 50), percentile(result.asr_ms, 95)
+            print(
+                f"{split}: transcribed {result.transcribed}, ASR P50 {p50:.0f}, P95 {p95:.0f} ms",
+                file=sys.stderr,
+            )
+        label = ASR if not args.asr_prompt else f"{ASR} (prompted)"
+        heard = [(text, truth) for text, (_, truth) in zip(result.texts, items, strict=True)]
+        inputs[split][label] = (heard, await embed_queries(embedder, result.texts))
+
+
+def print_sweep(
+    index: IntentIndex, inputs: dict[str, dict[str, tuple[Items, Vectors]]], current: Thresholds
+) -> None:
+    if "tuning" not in inputs:
+        print("\n(--sweep needs the tuning split)")
+        return
+    labels = list(inputs["tuning"])
+    cells = sweep(index, list(inputs["tuning"].values()))
+    print(
+        f"\n### Threshold sweep on the tuning split only ({len(cells)} cells: top_k "
+        f"{', '.join(map(str, TOP_KS))}; calibration {', '.join(map(str, CALIBRATIONS))}; "
+        f"threshold {THRESHOLDS[0]}-{THRESHOLDS[-1]}; margin {MARGINS[0]}-{MARGINS[-1]}; "
+        f"negative margin {NEGATIVE_MARGINS[0]}-{NEGATIVE_MARGINS[-1]}; hangup threshold "
+        f"{', '.join(map(str, HANGUP_THRESHOLDS))})\n"
+    )
+    print("Best cells with no false accept on any tuning input (accuracy per input):\n")
+    head = "| top_k | calibration | threshold | hangup threshold | margin | negative margin | "
+    print(head + " | ".join(labels) + " |")
+    print("|---|---|---|---|---|---|" + "---|" * len(labels))
+    safe = [c for c in cells if c.total_false_accepts == 0]
+    safe.sort(key=lambda c: (c.total_correct, *strictness(c)), reverse=True)
+    for c in safe[:12]:
+        r = c.rule
+        accs = [f"{c.accuracy(n):.1%}" for n in range(len(labels))]
+        print(
+            f"| {r.top_k} | {r.calibration:g} | {r.threshold:g} | {r.hangup_threshold:g} | "
+            f"{r.margin:g} | "
+            f"{r.negative_margin:g} | " + " | ".join(accs) + " |"
+        )
+    print("\nBest per top_k and calibration (no false accept):\n")
+    print("| top_k | " + " | ".join(f"calibration {w:g}" for w in CALIBRATIONS) + " |")
+    print("|---|" + "---|" * len(CALIBRATIONS))
+    for k in TOP_KS:
+        row = []
+        for w in CALIBRATIONS:
+            group = [c for c in safe if c.rule.top_k == k and c.rule.calibration == w]
+            row.append(
+                " / ".join(f"{group[0].accuracy(n):.1%}" for n in range(len(labels)))
+                if group
+                else "-"
+            )
+        print(f"| {k} | " + " | ".join(row) + " |")
+    best = choose(cells)
+    if best is None:
+        print("\nNo cell has zero false accepts on the tuning split.")
+        return
+    chosen = ", ".join(f"{k} {best.accuracy(n):.1%}" for n, k in enumerate(labels))
+    print(
+        "\nChosen on tuning (no false accept on any input, then most correct, then strictest): "
+        f"{describe(best.rule)} ({chosen})"
+    )
+    if best.rule != current:
+        print(f"The profile has: {describe(current)}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="Evaluate the intent cache's matching.")
     parser.add_argument("--profile", type=Path, default=DEFAULT_PROFILE)
-    parser.add_argument("--asr", action="store_true", help="also evaluate on Whisper transcripts")
-    parser.add_argument("--sweep", action="store_true", help="print a threshold/margin sweep")
+    parser.add_argument("--asr", action="store_true", help="also evaluate on ASR transcripts")
+    parser.add_argument("--sweep", action="store_true", help="choose thresholds on tuning")
+    parser.add_argument(
+        "--splits", nargs="+", choices=SPLITS, default=list(SPLITS), help="which splits to run"
+    )
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
+    parser.add_argument(
+        "--asr-prompt",
+        default="",
+        help="experiment: decode the transcripts after this text (Whisper's initial prompt)",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="list tuning misses too")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return asyncio.run(run(args))

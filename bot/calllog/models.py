@@ -60,7 +60,8 @@ class Call(Base):
     arrived_at: Mapped[datetime] = mapped_column(UtcDateTime)
     answered_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
     ended_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
-    #: Why it ended: the telephony reason ("remote hangup"...), or "crashed".
+    #: Why it ended: the telephony reason ("200 OK"...), "bot_hangup", "transferred", or
+    #: "crashed".
     end_reason: Mapped[str | None] = mapped_column(String(64))
 
     __table_args__ = (Index("ix_calls_node_open", "node", "ended_at"),)
@@ -111,8 +112,9 @@ class CallEvent(Base):
         Uuid, ForeignKey("calls.id", ondelete="CASCADE"), index=True
     )
     at: Mapped[datetime] = mapped_column(UtcDateTime)
-    #: "dtmf", "barge_in", "error" (later "transfer").
+    #: "dtmf", "barge_in", "error", "filler", "transfer", "transfer_failed".
     kind: Mapped[str] = mapped_column(String(32))
-    #: The digit, the error text... (DTMF digits can be PINs: purged with transcripts).
+    #: The digit, the error text, the transfer target... (DTMF digits can be PINs: purged
+    #: with transcripts).
     detail: Mapped[str | None] = mapped_column(Text)
     purged_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -10,7 +10,7 @@ import numpy as np
 
 from serve import ASR, LLM, TTS, VAD, ChatMessage, ModelSet, ProviderError, Transcript
 from serve.vad import VadStream
-from telephony.events import AudioIn, CallEnded, InboundEvent
+from telephony.events import AudioIn, CallEnded, InboundEvent, TransferResult
 
 RATE = 8000
 FRAME_BYTES = 320
@@ -122,13 +122,19 @@ class MemoryCall:
 
     sample_rate = RATE
 
-    def __init__(self, call_id: str = "call-1") -> None:
+    def __init__(
+        self, call_id: str = "call-1", transfer_result: TransferResult | None = None
+    ) -> None:
         self.call_id = call_id
         self.sent = bytearray()
         self._queue: list[bytes] = []
         self.cleared = 0
         self._inbound: asyncio.Queue[InboundEvent] = asyncio.Queue()
         self._drained = asyncio.Event()
+        self.hangups = 0
+        #: (target, timeout_s, frames still queued when the REFER went out) per transfer.
+        self.transfers: list[tuple[str, float, int]] = []
+        self.transfer_result = transfer_result or TransferResult(True, 200, "OK")
 
     @property
     def queued_frames(self) -> int:
@@ -151,7 +157,13 @@ class MemoryCall:
         return n
 
     async def hangup(self) -> None:
+        self.hangups += 1
         await self._inbound.put(CallEnded(reason="hangup", by_remote=False, at=time.monotonic()))
+
+    async def transfer(self, target: str, *, timeout_s: float = 30.0) -> TransferResult:
+        self.transfers.append((target, timeout_s, len(self._queue)))
+        await asyncio.sleep(0.05)  # the REFER and its NOTIFY
+        return self.transfer_result
 
     async def receive(self) -> AsyncIterator[InboundEvent]:
         while True:

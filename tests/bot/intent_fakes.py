@@ -55,6 +55,7 @@ def intents(order_answer: str = "Your order ships in three days.") -> list[Inten
             examples=["talk to a person", "speak to an agent"],
             answer="I will put you through.",
             action="transfer",
+            transfer_to="sip:agents@127.0.0.1:5070",
         ),
     ]
 

@@ -63,3 +63,35 @@ async def test_an_endless_turn_is_cut_at_max_turn() -> None:
     cfg = EndpointingConfig(min_speech_ms=100, end_silence_ms=300, max_turn_s=2.0)
     out = await run(tone(5000), cfg=cfg)
     assert sum(isinstance(f, EndOfTurn) for f in out) == 2
+
+
+class LaggingVad:
+    """A VAD whose speech probability stays high long after the audio went quiet."""
+
+    def push(self, frame: bytes) -> float:
+        return 0.9
+
+    def reset(self) -> None:
+        pass
+
+
+async def test_quiet_frames_end_a_turn_the_vad_still_calls_speech() -> None:
+    cfg = EndpointingConfig(min_speech_ms=100, end_silence_ms=300, energy_floor_dbfs=-50.0)
+    ep = Endpointer(LaggingVad(), cfg, call_id="c", bot_speaking=lambda: False)
+    sink = Collector()
+    ep.link(sink)
+    for frame in frames(tone(400) + silence(400), 10.0):
+        await ep.process(frame)
+    assert sum(isinstance(f, EndOfTurn) for f in sink.frames) == 1
+    # without the floor the VAD alone never lets the turn end
+    ep = Endpointer(
+        LaggingVad(),
+        cfg.model_copy(update={"energy_floor_dbfs": None}),
+        call_id="c",
+        bot_speaking=lambda: False,
+    )
+    sink = Collector()
+    ep.link(sink)
+    for frame in frames(tone(400) + silence(400), 10.0):
+        await ep.process(frame)
+    assert not any(isinstance(f, EndOfTurn) for f in sink.frames)

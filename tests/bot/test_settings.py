@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import endpoint_config, model_spec
-from bot.profile import ProfileError, load_profile
+from bot.profile import IntentConfig, ProfileError, load_profile
 from bot.settings import DEFAULT_PROFILE, Settings
 
 
@@ -36,3 +36,18 @@ def test_a_broken_profile_names_the_file_and_field(tmp_path: Path) -> None:
     path.write_text("name = [")
     with pytest.raises(ProfileError, match="not valid TOML"):
         load_profile(path)
+
+
+def test_intent_actions_are_checked() -> None:
+    profile = load_profile(DEFAULT_PROFILE)
+    actions = {i.name: (i.action, i.transfer_to) for i in profile.intents if i.action}
+    assert actions["goodbye"] == ("hangup", None)
+    assert actions["talk_to_person"][0] == "transfer"
+    assert str(actions["talk_to_person"][1]).startswith("sip:")
+    base = {"name": "x", "examples": ["a"], "answer": "b"}
+    with pytest.raises(ValueError, match="needs transfer_to"):
+        IntentConfig.model_validate({**base, "action": "transfer"})
+    with pytest.raises(ValueError, match="without action"):
+        IntentConfig.model_validate({**base, "transfer_to": "sip:a@b"})
+    with pytest.raises(ValueError, match="transfer_to"):
+        IntentConfig.model_validate({**base, "action": "transfer", "transfer_to": "agents"})

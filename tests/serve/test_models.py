@@ -91,7 +91,8 @@ async def test_whisper_transcribes_piper(models: ModelSet, speech: bytes) -> Non
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def windowed_asr() -> WhisperASR:
-    asr = WhisperASR(window_s=10.0)
+    # the bot's default: a window fitted to the utterance, 4 to 10 s
+    asr = WhisperASR(window_s=10.0, min_window_s=4.0)
     await asr.load()
     return asr
 
@@ -102,6 +103,16 @@ async def test_whisper_short_window_transcribes_piper(
     result = await windowed_asr.transcribe(speech, RATE)
     assert words(result.text) == words(PHRASE)
     assert result.confidence > 0.5
+
+
+async def test_whisper_window_fits_the_utterance() -> None:
+    asr = WhisperASR(window_s=10.0, min_window_s=4.0)
+    assert asr._fit_window(1500.0) == 4.0
+    assert asr._fit_window(3200.0) == 5.0
+    assert asr._fit_window(9500.0) == 10.0
+    assert WhisperASR(window_s=10.0)._fit_window(1500.0) == 10.0
+    with pytest.raises(ValueError, match="min_window_s"):
+        WhisperASR(window_s=5.0, min_window_s=6.0)
 
 
 async def test_whisper_hears_nothing_in_silence_and_noise(

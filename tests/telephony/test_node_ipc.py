@@ -8,6 +8,7 @@ import struct
 import pytest
 
 from telephony import AudioIn, CallEnded, DtmfIn, EndpointConfig
+from telephony.events import TransferResult
 from telephony.ipc import (
     HEADER,
     MAX_PAYLOAD,
@@ -27,6 +28,8 @@ from telephony.ipc import (
     SendAudio,
     Stats,
     Stop,
+    Transfer,
+    TransferStatus,
     config_from_json,
     config_to_json,
     encode,
@@ -46,6 +49,8 @@ MESSAGES: list[Message] = [
     SendAudio(7, 99.5, PCM * 3),
     ClearPlayout(7),
     Hangup(7),
+    Transfer(7, "sip:agents@127.0.0.1:5070", 30.0),
+    TransferStatus(7, False, 603, "Decline"),
     Stop(),
 ]
 
@@ -111,6 +116,7 @@ class FakeLink:
         self.sent: list[bytes] = []
         self.clears = 0
         self.hangups = 0
+        self.transfers: list[tuple[int, str, float]] = []
 
     def send_audio(self, key: int, pcm: bytes) -> None:
         self.sent.append(pcm)
@@ -120,6 +126,9 @@ class FakeLink:
 
     def hangup(self, key: int) -> None:
         self.hangups += 1
+
+    def transfer(self, key: int, target: str, timeout_s: float) -> None:
+        self.transfers.append((key, target, timeout_s))
 
 
 def make_call(link: FakeLink) -> RemoteCall:
@@ -215,3 +224,32 @@ async def test_hangup_once_and_unconsumed_audio_is_bounded() -> None:
 def test_audio_frame_layout_is_fixed() -> None:
     frame = encode(AudioFrame(1, 2, 3, 4, 5, 6.0, 7.0, PCM))
     assert len(frame) == HEADER.size + struct.calcsize("<IIIIQdd") + len(PCM)
+
+
+async def test_transfer_waits_for_the_workers_status() -> None:
+    link = FakeLink()
+    call = make_call(link)
+    pending = asyncio.ensure_future(call.transfer("sip:agents@pbx", timeout_s=10.0))
+    await asyncio.sleep(0)
+    assert link.transfers == [(1, "sip:agents@pbx", 10.0)]
+    # A second transfer while the first is out is refused without a message to the worker.
+    again = await call.transfer("sip:other@pbx")
+    assert not again.ok and "under way" in again.reason and len(link.transfers) == 1
+    call.on_transfer_status(True, 200, "OK")
+    assert await pending == TransferResult(True, 200, "OK")
+
+    failing = asyncio.ensure_future(call.transfer("sip:agents@pbx"))
+    await asyncio.sleep(0)
+    call.on_ended("200 OK", True)  # the call ends before the worker reports
+    assert await failing == TransferResult(False, 0, "call ended")
+    after = await call.transfer("sip:agents@pbx")
+    assert (after.ok, after.reason) == (False, "call ended") and len(link.transfers) == 2
+
+
+async def test_transfer_gives_up_when_the_worker_never_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("telephony.remote_call.TRANSFER_REPLY_GRACE_S", 0.05)
+    call = make_call(FakeLink())
+    result = await call.transfer("sip:agents@pbx", timeout_s=0.05)
+    assert (result.ok, result.status) == (False, 408)

@@ -1,0 +1,201 @@
+"""Work started while the caller pauses, kept or thrown away when the turn ends.
+
+When the caller has been silent for ``speculate_after_ms`` the endpointer hands the turn
+so far to a ``Speculator``: it transcribes it and looks the words up in the intent cache
+while the endpointer keeps listening. If the caller speaks again the result is dropped.
+If the silence lasts, the result is used twice:
+
+* the end of the turn comes early when the words are clearly a whole request: a cached
+  intent matched them (the turn ends at once; after the shorter silence below when the
+  intent hangs up or transfers), or the text reads as a finished sentence
+  (``looks_complete``: the turn ends after a shorter silence than usual);
+* when the turn ends, the transcript and the lookup are already there, so neither sits on
+  the path between the caller's last word and the bot's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from bot.intent_cache import Lookup
+from serve import ASR, ProviderError, StageTimings
+
+log = logging.getLogger(__name__)
+
+#: Words after which a sentence is not over ("I want to ...", "my order and ...").
+# fmt: off
+_CONTINUATIONS = frozenset((
+    "a", "an", "the", "and", "or", "but", "so", "because", "if", "that", "than", "then", "to",
+    "of", "for", "from", "with", "without", "about", "my", "your", "our", "their", "his", "her",
+    "its", "this", "these", "those", "is", "are", "was", "were", "am", "be", "been", "being",
+    "do", "does", "did", "have", "has", "had", "will", "would", "can", "could", "should", "may",
+    "might", "must", "shall", "i", "we", "you", "he", "she", "they", "it", "in", "on", "at", "by",
+    "as", "into", "onto", "um", "uh", "er", "erm", "hmm", "like", "also", "very", "really", "just",
+))
+# fmt: on
+_WORD = re.compile(r"[a-z']+")
+
+
+def looks_complete(text: str) -> bool:
+    """True when ``text`` reads as a finished sentence rather than a caller mid-thought.
+
+    Whisper punctuates what it hears: a final ``.``, ``?`` or ``!`` after a word that can
+    end a sentence. Trailing ``...``, a comma or a dangling "and", "to", "my", "um" say the
+    caller is still going.
+    """
+    stripped = text.strip()
+    if not stripped or stripped.endswith(("...", "…", ",", "-")):
+        return False
+    if stripped[-1] not in ".?!":
+        return False
+    words = _WORD.findall(stripped.lower())
+    return bool(words) and words[-1] not in _CONTINUATIONS
+
+
+class IntentLookup(Protocol):
+    """What the speculator needs from the intent cache."""
+
+    async def lookup(self, text: str) -> Lookup: ...
+
+
+@dataclass
+class Speculation:
+    """One speculative pass over the turn so far (``audio_bytes`` long)."""
+
+    pause_id: int
+    audio_bytes: int
+    started_at: float
+    transcript: str = ""
+    no_speech_prob: float = 1.0
+    #: Time inside each model call of the pass (``asr``...).
+    model_ms: dict[str, float] = field(default_factory=dict)
+    lookup: Lookup | None = None
+    #: The words read as a finished sentence (see ``looks_complete``).
+    sentence_done: bool = False
+    finished_at: float | None = None
+    failed: bool = False
+
+    @property
+    def acts(self) -> bool:
+        """The matched intent ends or transfers the call after its answer."""
+        found = self.lookup
+        return found is not None and found.entry is not None and found.entry.action is not None
+
+    @property
+    def hit(self) -> bool:
+        """The intent cache would answer these words."""
+        found = self.lookup
+        return (
+            found is not None
+            and found.entry is not None
+            and found.match.intent is not None
+            and found.match.route != "none"
+        )
+
+
+class Speculator:
+    """Runs one call's speculative transcription and lookup, one pass at a time."""
+
+    def __init__(
+        self,
+        asr: ASR,
+        *,
+        sample_rate: int,
+        cache: IntentLookup | None = None,
+        max_no_speech_prob: float = 0.8,
+    ) -> None:
+        self._asr = asr
+        self._rate = sample_rate
+        self._cache = cache
+        self._max_no_speech = max_no_speech_prob
+        self._task: asyncio.Task[Speculation] | None = None
+        self._current: Speculation | None = None
+        self.started = 0
+        self.discarded = 0
+
+    @property
+    def busy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self, pause_id: int, audio: bytes) -> bool:
+        """Begin a pass over ``audio``; refused (False) while another pass is running."""
+        if self.busy:
+            return False
+        spec = Speculation(pause_id=pause_id, audio_bytes=len(audio), started_at=time.monotonic())
+        self._current = spec
+        self._task = asyncio.create_task(self._run(spec, audio), name="speculation")
+        self.started += 1
+        return True
+
+    def ready(self, pause_id: int) -> Speculation | None:
+        """The finished pass for this pause, if there is one."""
+        spec = self._current
+        if spec is None or spec.pause_id != pause_id or spec.finished_at is None:
+            return None
+        return spec
+
+    async def result_for(self, pause_id: int, audio_bytes: int) -> Speculation | None:
+        """The pass that covered exactly this turn (waiting for it if it is still running).
+
+        ``None`` when the caller spoke after the pass began (another pause, more audio) or
+        the pass failed: the turn is then transcribed as usual.
+        """
+        spec, task = self._current, self._task
+        if spec is None or task is None or spec.pause_id != pause_id:
+            return None
+        if audio_bytes < spec.audio_bytes:
+            return None
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(task)
+        if spec.failed or spec.finished_at is None:
+            return None
+        return spec
+
+    async def settle(self) -> None:
+        """Wait for the running pass, if any, to finish."""
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.shield(self._task)
+
+    def discard(self) -> None:
+        """The caller spoke again: whatever the running pass finds is not used."""
+        if self._current is not None:
+            self.discarded += 1
+        self._current = None
+        # The ASR call runs on a worker thread and cannot be stopped midway; the pass
+        # finishes in the background and its result is ignored.
+
+    async def close(self) -> None:
+        task, self._task, self._current = self._task, None, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _run(self, spec: Speculation, audio: bytes) -> Speculation:
+        timings = StageTimings()
+        try:
+            result = await self._asr.transcribe(audio, self._rate, timings=timings)
+            spec.no_speech_prob = result.no_speech_prob
+            text = result.text.strip()
+            if text and result.no_speech_prob <= self._max_no_speech:
+                spec.transcript = text
+                if self._cache is not None:
+                    try:
+                        spec.lookup = await self._cache.lookup(text)
+                    except ProviderError as exc:
+                        log.debug("speculative lookup failed: %s", exc)
+                spec.sentence_done = looks_complete(text)
+        except ProviderError as exc:
+            log.debug("speculative transcription failed: %s", exc)
+            spec.failed = True
+        finally:
+            spec.model_ms = dict(timings.durations_ms)
+            spec.finished_at = time.monotonic()
+        return spec

@@ -1,0 +1,342 @@
+"""Intent actions, fillers and the conversation history, on an in-memory call.
+
+Fakes only at the boundaries (scripted models, an in-memory call); the intent cache, the
+pipeline and the call log (SQLite) are the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from bot.calllog import CallLog
+from bot.calllog.migrate import upgrade_async
+from bot.calllog.models import Call, CallEvent
+from bot.calllog.store import make_engine
+from bot.intent_cache import IntentCache
+from bot.intent_store import MemoryStore
+from bot.profile import BotProfile, IntentConfig
+from bot.prompts import PromptAudio
+from bot.session import CallSession
+from bot.turn import Turn
+from bot.turnlog import FILLER_AUDIO_OUT, turn_record
+from telephony.events import TransferResult
+from tests.bot.fakes import (
+    MemoryCall,
+    ScriptedASR,
+    ScriptedLLM,
+    ToneTTS,
+    fake_models,
+    silence,
+    tone,
+)
+from tests.bot.intent_fakes import MATCHING, WordsEmbedder, intents
+from tests.bot.test_session import voiced_ms
+from tests.calllog.helpers import open_log
+
+TARGET = "sip:agents@127.0.0.1:5070"
+GOODBYE = "Thank you for calling us today goodbye"  # 7 words: 700 ms of tone
+ORDER_ANSWER = "Your order ships in three days."
+
+PROFILE = BotProfile(
+    name="t",
+    greeting="Hello there caller",  # 300 ms
+    apology="Sorry about that",
+    transfer_failed="Nobody can take your call now",  # 600 ms
+    system_prompt="Be brief.",
+    fillers=["One moment please while I look", "Just a second"],  # 600 ms, 300 ms
+    filler_after_ms=300,
+    intents=[
+        *intents(ORDER_ANSWER),
+        IntentConfig(
+            name="goodbye",
+            examples=["goodbye for now", "that is all thanks"],
+            answer=GOODBYE,
+            action="hangup",
+        ),
+    ],
+    intent_matching=MATCHING,
+)
+
+
+class LoggedCall(MemoryCall):
+    remote_uri = "sip:caller@pbx"
+    local_uri = "sip:bot@node"
+
+    def __init__(self, transfer_result: TransferResult | None) -> None:
+        super().__init__("call-actions", transfer_result)
+        self.answered_at = time.monotonic()
+        self.queued_at_hangup: list[int] = []
+
+    async def hangup(self) -> None:
+        self.queued_at_hangup.append(self.queued_frames)
+        await super().hangup()
+
+
+@dataclass
+class Bot:
+    call: LoggedCall
+    task: asyncio.Task[None]
+    turns: list[Turn]
+    asr: ScriptedASR
+    llm: ScriptedLLM
+    log: CallLog
+    url: str
+    log_open: bool = True
+
+    async def say(self, text: str, *, lead_ms: int = 0) -> None:
+        """The caller says ``text`` (as 400 ms of voice; the ASR reads ``text``)."""
+        self.asr.text = text
+        await self.call.play(silence(lead_ms) + tone(400))
+
+    async def until(self, cond: Callable[[], bool], timeout_s: float = 15.0) -> None:
+        """Let the call run (caller silent, bot audio playing out) until ``cond()``."""
+        deadline = time.monotonic() + timeout_s
+        while not cond():
+            assert time.monotonic() < deadline, "condition not met in time"
+            await self.call.tick(silence(20))
+
+    async def hang_up(self) -> None:
+        await self.call.end()
+        await asyncio.wait_for(self.task, 10)
+
+    async def close_log(self) -> None:
+        if self.log_open:
+            self.log_open = False
+            await self.log.close()
+
+    async def records(self) -> tuple[dict[str, Any], list[tuple[str, str | None]]]:
+        """The call's row and its events, once the call log is closed."""
+        await self.close_log()
+        engine = make_engine(self.url)
+        try:
+            async with engine.connect() as conn:
+                row = (await conn.execute(select(Call.__table__))).mappings().one()
+                events = (
+                    await conn.execute(
+                        select(CallEvent.kind, CallEvent.detail).order_by(CallEvent.at)
+                    )
+                ).all()
+        finally:
+            await engine.dispose()
+        return dict(row), [(e.kind, e.detail) for e in events]
+
+
+async def start(
+    tmp_path: Path,
+    *,
+    llm: ScriptedLLM | None = None,
+    transfer_result: TransferResult | None = None,
+    profile: BotProfile = PROFILE,
+) -> Bot:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'calllog.db'}"
+    await upgrade_async(url)
+    log = await open_log(url, tmp_path / "spool")
+    tts, embedder = ToneTTS(), WordsEmbedder()
+    await embedder.load()
+    asr, llm = ScriptedASR(""), llm or ScriptedLLM(["Okay."])
+    models = await fake_models(asr, llm, tts)
+    prompts = PromptAudio(8000)
+    assert profile.transfer_failed is not None
+    for text in (profile.greeting, profile.apology, profile.transfer_failed, *profile.fillers):
+        await prompts.add(tts, text)
+    cache = IntentCache(MemoryStore(), embedder, tts, voice="tone")
+    await cache.publish(profile.intents, profile.intent_matching)
+    call = LoggedCall(transfer_result)
+    turns: list[Turn] = []
+
+    def on_turn(turn: Turn) -> None:
+        turns.append(turn)
+        log.turn_finished(turn)
+
+    session = CallSession(
+        call, models, profile, prompts, on_turn=on_turn, call_log=log, intent_cache=cache
+    )
+    task = asyncio.create_task(session.run())
+    bot = Bot(call, task, turns, asr, llm, log, url)
+    await bot.until(lambda: len(call.sent) > 0 and call.queued_frames == 0)  # the greeting
+    return bot
+
+
+Start = Callable[..., Awaitable[Bot]]
+
+
+@pytest.fixture
+async def started(tmp_path: Path) -> AsyncIterator[Start]:
+    """``await started(**options)``: a bot on a call; the call and its log end after."""
+    bots: list[Bot] = []
+
+    async def make(**options: Any) -> Bot:
+        bot = await start(tmp_path, **options)
+        bots.append(bot)
+        return bot
+
+    yield make
+    for bot in bots:
+        if not bot.task.done():
+            await bot.call.end()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(bot.task, 10)
+        await bot.close_log()
+
+
+# -- actions -------------------------------------------------------------------------
+
+
+async def test_goodbye_is_answered_then_the_bot_hangs_up(started: Start) -> None:
+    bot = await started()
+    await bot.say("goodbye for now")
+    await bot.until(bot.task.done)  # the bot ends the call by itself
+    assert bot.call.hangups == 1
+    assert bot.call.queued_at_hangup == [0]  # ...once the whole answer had played
+    assert voiced_ms(bot.call.sent) == 300 + 700
+    ((turn),) = bot.turns
+    assert (turn.route, turn.intent, turn.answer) == ("exact", "goodbye", GOODBYE)
+    row, events = await bot.records()
+    assert row["end_reason"] == "bot_hangup" and row["ended_at"] is not None
+    assert events == []
+
+
+async def test_transfer_after_the_answer_then_the_bot_leaves(started: Start) -> None:
+    bot = await started()
+    await bot.say("talk to a person")
+    await bot.until(bot.task.done)
+    # One REFER, to the intent's target, sent once the answer had played out.
+    assert bot.call.transfers == [(TARGET, PROFILE.transfer_timeout_s, 0)]
+    assert bot.call.hangups == 1  # the transfer succeeded: the bot's leg ends
+    assert voiced_ms(bot.call.sent) == 300 + 500  # greeting, "I will put you through."
+    row, events = await bot.records()
+    assert row["end_reason"] == "transferred"
+    assert events == [("transfer", TARGET)]
+
+
+async def test_a_failed_transfer_is_apologised_for_and_the_call_goes_on(started: Start) -> None:
+    bot = await started(transfer_result=TransferResult(False, 486, "Busy Here"))
+    await bot.say("talk to a person")
+    await bot.until(lambda: voiced_ms(bot.call.sent) == 300 + 500 + 600)  # + transfer_failed
+    await bot.until(lambda: bot.call.queued_frames == 0)
+    assert len(bot.call.transfers) == 1 and bot.call.hangups == 0
+    await bot.say("when are you open", lead_ms=200)
+    await bot.until(lambda: len(bot.turns) == 2)
+    await bot.hang_up()
+    assert [t.intent for t in bot.turns] == ["talk_to_person", "opening_hours"]
+    assert bot.call.hangups == 0
+    row, events = await bot.records()
+    assert row["end_reason"] == "bye"
+    assert events == [("transfer", TARGET), ("transfer_failed", "486 Busy Here")]
+
+
+@pytest.mark.parametrize("request_text", ["goodbye for now", "talk to a person"])
+async def test_a_barge_in_over_the_answer_cancels_its_action(
+    started: Start, request_text: str
+) -> None:
+    bot = await started()
+    await bot.say(request_text)
+    await bot.until(lambda: bot.call.queued_frames > 0)  # the answer has started
+    await bot.say("when are you open")  # ...and the caller talks over it
+    await bot.until(lambda: len(bot.turns) == 2)
+    await bot.call.play(silence(1500))
+    assert not bot.task.done()
+    await bot.hang_up()
+    assert bot.turns[0].barged_in and bot.turns[1].intent == "opening_hours"
+    assert bot.call.hangups == 0 and bot.call.transfers == []
+    row, events = await bot.records()
+    assert row["end_reason"] == "bye"
+    assert [kind for kind, _ in events] == ["barge_in"]
+
+
+# -- fillers -------------------------------------------------------------------------
+
+
+async def test_a_slow_answer_gets_one_filler_then_follows_it(started: Start) -> None:
+    # The first word comes 1.2 s after the model is asked: the filler (at 300 ms) plays
+    # first, and only once; the answer queues behind it.
+    bot = await started(llm=ScriptedLLM(["Your order", " ships today."], delay_s=1.2))
+    await bot.say("is my parcel insured")
+    await bot.until(lambda: len(bot.turns) == 1)
+    await bot.hang_up()
+    ((turn),) = bot.turns
+    assert turn.route == "llm" and turn.answer == "Your order ships today."
+    filler_at, answer_at = turn.stages[FILLER_AUDIO_OUT], turn.stages["first_audio_out"]
+    assert filler_at - turn.stages["eot_decided"] >= 0.3 - 0.001
+    # first_audio_out is the answer's own first audio, heard after the whole filler.
+    assert answer_at >= filler_at + 0.6 - 0.03
+    assert voiced_ms(bot.call.sent) == 300 + 600 + 400  # greeting, filler, answer
+    record = turn_record(turn)
+    stages = record["stages_ms"]
+    assert record["filler"] is True and isinstance(stages, dict)
+    assert stages[FILLER_AUDIO_OUT] < stages["first_audio_out"]
+    _, events = await bot.records()
+    assert events == [("filler", "One moment please while I look")]
+
+
+async def test_fillers_rotate_and_stay_off_cached_answers(started: Start) -> None:
+    bot = await started(llm=ScriptedLLM(["Sure."], delay_s=1.0))
+    await bot.say("is my parcel insured")
+    await bot.until(lambda: len(bot.turns) == 1)
+    await bot.say("when are you open", lead_ms=200)  # cached: never a filler
+    await bot.until(lambda: len(bot.turns) == 2)
+    await bot.say("do you sell gift cards", lead_ms=200)
+    await bot.until(lambda: len(bot.turns) == 3)
+    await bot.hang_up()
+    assert [t.route for t in bot.turns] == ["llm", "exact", "llm"]
+    assert [FILLER_AUDIO_OUT in t.stages for t in bot.turns] == [True, False, True]
+    _, events = await bot.records()
+    assert events == [("filler", "One moment please while I look"), ("filler", "Just a second")]
+
+
+async def test_no_filler_when_the_answer_is_out_in_time(started: Start) -> None:
+    patient = PROFILE.model_copy(update={"filler_after_ms": 5000})
+    bot = await started(llm=ScriptedLLM(["Sure."]), profile=patient)
+    await bot.say("is my parcel insured")
+    await bot.until(lambda: len(bot.turns) == 1)
+    await bot.call.play(silence(500))
+    await bot.hang_up()
+    ((turn),) = bot.turns
+    assert turn.route == "llm" and FILLER_AUDIO_OUT not in turn.stages
+    assert turn_record(turn)["filler"] is False
+    assert voiced_ms(bot.call.sent) == 300 + 100
+    _, events = await bot.records()
+    assert events == []
+
+
+async def test_a_filler_is_cut_by_a_barge_in(started: Start) -> None:
+    bot = await started(llm=ScriptedLLM(["Sure."], delay_s=3.0))
+    await bot.say("is my parcel insured")
+    await bot.until(lambda: bot.call.queued_frames > 0)  # the filler has started
+    sent_before = voiced_ms(bot.call.sent)
+    await bot.say("hello")  # the caller talks over the filler
+    await bot.hang_up()
+    assert bot.call.cleared > 0  # the rest of the filler was dropped
+    assert voiced_ms(bot.call.sent) - sent_before < 600
+    assert bot.turns[0].barged_in and FILLER_AUDIO_OUT in bot.turns[0].stages
+    _, events = await bot.records()
+    assert [kind for kind, _ in events] == ["filler", "barge_in"]
+
+
+# -- history -------------------------------------------------------------------------
+
+
+async def test_a_cached_answer_joins_the_llm_history(started: Start) -> None:
+    llm = ScriptedLLM(["By card, yes."])
+    bot = await started(llm=llm)
+    await bot.say("where is my order")
+    await bot.until(lambda: len(bot.turns) == 1)
+    await bot.say("and can I pay by card", lead_ms=200)
+    await bot.until(lambda: len(bot.turns) == 2)
+    await bot.hang_up()
+    assert [t.route for t in bot.turns] == ["exact", "llm"]
+    ((prompt),) = llm.prompts
+    assert [(m.role, m.content) for m in prompt[1:]] == [
+        ("user", "where is my order"),
+        ("assistant", ORDER_ANSWER),
+        ("user", "and can I pay by card"),
+    ]

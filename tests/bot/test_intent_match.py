@@ -1,0 +1,95 @@
+"""The matching rule on hand-made vectors: normalization, calibration, the hang-up threshold."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bot.intent_match import (
+    COHESION_REFERENCE,
+    IntentIndex,
+    IntentVectors,
+    Thresholds,
+    normalize,
+    query_text,
+)
+
+NO_NEGATIVES = np.zeros((0, 4), np.float32)
+
+
+def unit(*rows: list[float]) -> np.ndarray:
+    v = np.asarray(rows, dtype=np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def test_normalize_drops_hesitations() -> None:
+    assert normalize("Um, where's my ORDER?") == "where's my order"
+    assert normalize("I, uh, want a refund") == "i want a refund"
+    assert normalize("Uhm... erm.") == ""
+
+
+def test_query_text_keeps_the_sentence_and_drops_hesitations_and_loops() -> None:
+    assert query_text("Um, where's my order?") == "where's my order?"
+    assert query_text("Uh. Hello?") == "Hello?"
+    assert query_text("What's your number. What's your number? What's your") == (
+        "What's your number."
+    )
+    assert query_text("Is it late? Yes it is.") == "Is it late? Yes it is."
+    assert query_text("Hmm.") == ""
+
+
+def test_no_words_is_no_match() -> None:
+    e = np.eye(4, dtype=np.float32)
+    index = IntentIndex([IntentVectors("a", ("x",), (), e[[0]], NO_NEGATIVES)])
+    found = index.exact("Um...")
+    assert found is not None and found.intent is None and found.reason == "no words"
+
+
+def test_calibration_holds_a_cohesive_intent_to_closer_matches() -> None:
+    # "tight": two near-identical examples; "loose": two different ones.
+    tight = unit([1, 0.05, 0, 0], [1, -0.05, 0, 0])
+    loose = unit([0, 1, 0.6, 0], [0, 1, -0.6, 0])
+    index = IntentIndex(
+        [
+            IntentVectors("tight", ("t1", "t2"), (), tight, NO_NEGATIVES),
+            IntentVectors("loose", ("l1", "l2"), (), loose, NO_NEGATIVES),
+        ]
+    )
+    cohesion = index.cohesion(2)
+    assert cohesion[0] > COHESION_REFERENCE > cohesion[1]
+    query = unit([1, 0.9, 0, 0])[0]
+    plain = index.semantic(query, Thresholds(threshold=0.5, margin=0.0, negative_margin=0.0))
+    assert plain.intent == "tight"
+    rule = Thresholds(threshold=0.5, margin=0.0, negative_margin=0.0, calibration=1.0)
+    calibrated = index.semantic(query, rule)
+    assert calibrated.intent == "loose"
+
+
+def test_hangup_threshold_applies_to_intents_that_hang_up() -> None:
+    e = np.eye(4, dtype=np.float32)
+    index = IntentIndex(
+        [
+            IntentVectors("bye", ("bye",), (), e[[0]], NO_NEGATIVES, action="hangup"),
+            IntentVectors("agent", ("agent",), (), e[[1]], NO_NEGATIVES, action="transfer"),
+            IntentVectors("hours", ("hours",), (), e[[2]], NO_NEGATIVES),
+        ]
+    )
+    rule = Thresholds(threshold=0.5, margin=0.0, negative_margin=0.0, top_k=1)
+    strict = Thresholds(
+        threshold=0.5, margin=0.0, negative_margin=0.0, top_k=1, hangup_threshold=0.8
+    )
+    for row, name in ((0, "bye"), (1, "agent"), (2, "hours")):
+        query = unit([*(0.7 if i == row else 0.0 for i in range(3)), 0.71])[0]
+        assert index.semantic(query, rule).intent == name
+        expected = None if name == "bye" else name
+        assert index.semantic(query, strict).intent == expected
+
+
+def test_negatives_are_held_to_the_similarity() -> None:
+    examples = unit([1, 0, 0, 0], [1, 0.2, 0, 0])
+    negative = unit([1, 0, 0.5, 0])
+    index = IntentIndex([IntentVectors("a", ("x", "y"), ("n",), examples, negative)])
+    query = unit([1, 0, 0.45, 0])[0]
+    rule = Thresholds(threshold=0.5, margin=0.0, negative_margin=0.0, top_k=2)
+    found = index.semantic(query, rule)
+    assert found.reason == "negative example closer"
+    assert found.negative_score >= found.similarity

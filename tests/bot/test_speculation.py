@@ -1,0 +1,197 @@
+"""Transcription and intent lookup during the caller's pause, and the early end of a turn."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bot.endpointer import Endpointer
+from bot.frames import AudioIn, EndOfTurn, Transcript
+from bot.intent_cache import Lookup
+from bot.intent_match import Match
+from bot.intent_store import CacheEntry
+from bot.processor import Collector
+from bot.profile import EndpointingConfig
+from bot.speculation import Speculator, looks_complete
+from bot.transcriber import Transcriber
+from tests.bot.fakes import FRAME_BYTES, EnergyStream, ScriptedASR, silence, tone
+
+CFG = EndpointingConfig(
+    min_speech_ms=100,
+    end_silence_ms=500,
+    speculate_after_ms=160,
+    sentence_end_silence_ms=300,
+    barge_in_ms=200,
+)
+
+
+class FakeLookup:
+    """The intent cache's answer for one phrase (the boundary the speculator calls)."""
+
+    def __init__(self, hit_text: str | None) -> None:
+        self.hit_text = hit_text
+        self.calls: list[str] = []
+
+    async def lookup(self, text: str) -> Lookup:
+        self.calls.append(text)
+        if text != self.hit_text:
+            return Lookup(
+                match=Match(route="none", intent=None, score=0.2), entry=None, lookup_ms=1
+            )
+        entry = CacheEntry(
+            key="k",
+            name="order_status",
+            answer="It ships tomorrow.",
+            action=None,
+            examples=(text,),
+            negatives=(),
+            example_vectors=None,  # type: ignore[arg-type]
+            negative_vectors=None,  # type: ignore[arg-type]
+            audio=b"\x00\x00" * 160,
+            sample_rate=8000,
+        )
+        match = Match(route="semantic", intent="order_status", score=0.8)
+        return Lookup(match=match, entry=entry, lookup_ms=1)
+
+
+async def drive(
+    pcm: bytes, asr: ScriptedASR, lookup: FakeLookup | None, cfg: EndpointingConfig = CFG
+) -> tuple[list[object], int | None, Speculator]:
+    """Feed 20 ms frames; return the frames out and the silence (ms) at the end of turn."""
+    await asr.load()
+    spec = Speculator(asr, sample_rate=8000, cache=lookup)
+    ep = Endpointer(EnergyStream(), cfg, call_id="c", bot_speaking=lambda: False, speculator=spec)
+    sink = Collector()
+    ep.link(sink)
+    ended_at_ms: int | None = None
+    silent_ms = 0
+    for i in range(0, len(pcm), FRAME_BYTES):
+        frame = pcm[i : i + FRAME_BYTES]
+        silent_ms = silent_ms + 20 if not any(frame) else 0
+        await ep.process(AudioIn(pcm=frame, at=10.0 + i / 16000))
+        await spec.settle()  # the pass finishes within the frame (a fast model)
+        if ended_at_ms is None and any(isinstance(f, EndOfTurn) for f in sink.frames):
+            ended_at_ms = silent_ms
+    return sink.frames, ended_at_ms, spec
+
+
+def turn_of(frames: list[object]) -> EndOfTurn:
+    ends = [f for f in frames if isinstance(f, EndOfTurn)]
+    assert len(ends) == 1, frames
+    return ends[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "complete"),
+    [
+        ("Where is my order?", True),
+        ("I'd like to speak to someone.", True),
+        ("Yes.", True),
+        ("I want to.", False),
+        ("Where is my order and", False),
+        ("Can you tell me, um.", False),
+        ("So I was wondering...", False),
+        ("I placed it last week,", False),
+        ("", False),
+    ],
+)
+def test_looks_complete(text: str, complete: bool) -> None:
+    assert looks_complete(text) is complete
+
+
+async def test_a_cached_intent_ends_the_turn_without_waiting_out_the_silence() -> None:
+    asr = ScriptedASR("Where's my parcel?")
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(600), asr, FakeLookup("Where's my parcel?")
+    )
+    end = turn_of(frames)
+    assert end.turn.eot_reason == "early"
+    assert ended_at is not None and ended_at <= 200, ended_at  # not 500 ms
+    assert end.turn.pause_id is not None
+
+
+async def test_a_finished_sentence_ends_after_the_shorter_silence() -> None:
+    asr = ScriptedASR("I have a question about my bill.")
+    frames, ended_at, _ = await drive(tone(600) + silence(600), asr, FakeLookup(None))
+    assert turn_of(frames).turn.eot_reason == "early"
+    assert ended_at == 300
+
+
+async def test_an_unfinished_sentence_waits_for_the_full_silence() -> None:
+    asr = ScriptedASR("I want to")
+    frames, ended_at, _ = await drive(tone(600) + silence(600), asr, FakeLookup(None))
+    assert turn_of(frames).turn.eot_reason == "silence"
+    assert ended_at == 500
+
+
+async def test_early_end_can_be_switched_off() -> None:
+    cfg = CFG.model_copy(update={"early_end": False})
+    asr = ScriptedASR("Where's my parcel?")
+    frames, ended_at, spec = await drive(
+        tone(600) + silence(600), asr, FakeLookup("Where's my parcel?"), cfg
+    )
+    assert turn_of(frames).turn.eot_reason == "silence"
+    assert ended_at == 500
+    assert spec.started == 1  # still transcribed ahead of time
+
+
+async def test_speaking_again_discards_the_pass() -> None:
+    asr = ScriptedASR("I want to")
+    pcm = tone(400) + silence(240) + tone(400) + silence(600)
+    frames, _, spec = await drive(pcm, asr, FakeLookup(None))
+    assert spec.started == 2 and spec.discarded == 1
+    turn = turn_of(frames).turn
+    # the turn holds both stretches of speech, and only the last pause's pass can serve it
+    assert len(turn.audio) >= 2 * 8000 * 0.8
+    assert spec.ready(turn.pause_id or -1) is not None
+
+
+async def test_the_transcriber_reuses_the_pass_and_never_runs_asr_again() -> None:
+    asr = ScriptedASR("Where's my parcel?")
+    lookup = FakeLookup("Where's my parcel?")
+    frames, _, spec = await drive(tone(600) + silence(600), asr, lookup)
+    calls = asr.calls
+    transcriber = Transcriber(asr, sample_rate=8000, speculator=spec)
+    sink = Collector()
+    transcriber.link(sink)
+    await transcriber.process(turn_of(frames))
+    assert asr.calls == calls == 1
+    (out,) = sink.frames
+    assert isinstance(out, Transcript) and out.text == "Where's my parcel?"
+    assert out.turn.speculation is not None and out.turn.speculation.hit
+    assert lookup.calls == ["Where's my parcel?"]
+
+
+async def test_a_turn_that_outgrew_the_pass_is_transcribed_again() -> None:
+    asr = ScriptedASR("I want to")
+    await asr.load()
+    spec = Speculator(asr, sample_rate=8000)
+    assert spec.start(1, tone(400))
+    await spec.settle()
+    assert await spec.result_for(2, 100_000) is None  # another pause: the caller spoke
+    assert await spec.result_for(1, 10) is None  # less audio than the pass covered
+    assert await spec.result_for(1, 100_000) is not None
+
+
+async def test_no_second_pass_while_one_runs() -> None:
+    asr = ScriptedASR("hello")
+    await asr.load()
+    spec = Speculator(asr, sample_rate=8000)
+    assert spec.start(1, tone(200))
+    assert not spec.start(2, tone(200))
+    await spec.close()
+
+
+async def test_an_intent_that_hangs_up_waits_for_the_longer_silence() -> None:
+    class ActingLookup(FakeLookup):
+        async def lookup(self, text: str) -> Lookup:
+            found = await super().lookup(text)
+            assert found.entry is not None
+            entry = dataclasses.replace(found.entry, action="hangup")
+            return dataclasses.replace(found, entry=entry)
+
+    asr = ScriptedASR("Bye now")  # no final punctuation: only the hit could end it early
+    frames, ended_at, _ = await drive(tone(600) + silence(600), asr, ActingLookup("Bye now"))
+    assert turn_of(frames).turn.eot_reason == "early"
+    assert ended_at == 300
