@@ -128,5 +128,10 @@ class Responder(Processor):
             ChatMessage(role="user", content=user),
             ChatMessage(role="assistant", content=answer or "..."),
         ]
-        keep = 2 * self._profile.llm.history_turns
-        self._history = self._history[-keep:] if keep else []
+        turns = self._profile.llm.history_turns
+        if len(self._history) > 2 * turns:
+            # Trim to half in one go rather than one turn per answer: the prompt's prefix
+            # then stays the same for several turns, and llama.cpp reuses its KV cache for
+            # it instead of evaluating the whole history again on every answer.
+            keep = 2 * ((turns + 1) // 2)
+            self._history = self._history[-keep:] if keep else []

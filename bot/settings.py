@@ -52,6 +52,9 @@ class ModelSettings(BaseModel):
     vad: str = "silero"
     embedder: str | None = None
     threads: int = Field(2, ge=1)
+    #: Niceness of the LLM's thread (0-19): when every core is busy, the caller's speech
+    #: work (VAD, ASR, cached answers) runs first and the LLM takes what is left.
+    llm_nice: int = Field(10, ge=0, le=19)
 
 
 def default_data_dir() -> Path:

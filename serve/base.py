@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
@@ -42,6 +43,15 @@ def shared_executor() -> ThreadPoolExecutor:
         return _shared_executor
 
 
+def _renice(nice: int) -> None:
+    """Set the calling thread's niceness (Linux: per thread; threads it starts inherit it)."""
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        except (OSError, AttributeError):
+            logger.warning("could not set thread niceness %d", nice)
+
+
 @dataclass
 class _Metrics:
     count: int = 0
@@ -66,6 +76,10 @@ class Provider(abc.ABC):
     thread_safe: bool = True
     """False: calls run one at a time on the provider's own thread (llama.cpp is not
     thread-safe); True: on the shared pool."""
+    thread_nice: int = 0
+    """Niceness of the provider's own thread (providers that are not thread-safe). A
+    positive value lets work on the caller's critical path (VAD, ASR, intent lookup) take
+    the CPU first when every core is busy."""
 
     def __init__(self, *, timeout_s: float, retries: int = 1, name: str | None = None) -> None:
         if name is not None:
@@ -123,7 +137,12 @@ class Provider(abc.ABC):
         if self.thread_safe:
             return shared_executor()
         if self._own_executor is None:
-            self._own_executor = ThreadPoolExecutor(1, thread_name_prefix=f"serve-{self.name}")
+            self._own_executor = ThreadPoolExecutor(
+                1,
+                thread_name_prefix=f"serve-{self.name}",
+                initializer=_renice,
+                initargs=(self.thread_nice,),
+            )
         return self._own_executor
 
     async def _in_thread(self, fn: Callable[[], T]) -> T:

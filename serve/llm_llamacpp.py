@@ -41,11 +41,13 @@ class LlamaCppLLM(LLM):
         model_path: str | None = None,
         n_ctx: int = 2048,
         n_threads: int = 2,
+        thread_nice: int = 0,
         timeout_s: float = 10.0,
         retries: int = 1,
         name: str | None = None,
     ) -> None:
         super().__init__(timeout_s=timeout_s, retries=retries, name=name)
+        self.thread_nice = thread_nice
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.n_threads = n_threads

@@ -42,6 +42,8 @@ class ModelSpec:
     vad: str = "silero"
     embedder: str | None = "minilm"
     threads: int = 2
+    #: Niceness of the LLM's thread: under full load, speech work goes first (serve/base.py).
+    llm_nice: int = 10
 
 
 @dataclass
@@ -106,7 +108,7 @@ llm_backends.register(
     # holds a core (ASR, TTS, other calls) two threads ran 30x slower than one (25 s vs 0.8 s
     # for 42 tokens, measured here on 2 cores under load).
     "llama-cpp",
-    lambda s: LlamaCppLLM(model_path=s.llm_model_path, n_threads=1),
+    lambda s: LlamaCppLLM(model_path=s.llm_model_path, n_threads=1, thread_nice=s.llm_nice),
 )
 tts_backends.register("piper", lambda s: PiperTTS(voice_path=s.tts_voice_path))
 tts_backends.register("flite", lambda s: FliteTTS(voice=s.tts_voice_path or "kal"))

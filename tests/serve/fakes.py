@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -29,6 +30,8 @@ class FakeASR(ASR):
         self.failures = list(failures)
         self.thread_safe = thread_safe
         self.calls = 0
+        #: The niceness of the thread the last call ran on.
+        self.niceness = 0
         self.running = 0
         self.max_running = 0
         self.idle = threading.Event()
@@ -40,6 +43,7 @@ class FakeASR(ASR):
 
     def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcript:
         with self._lock:
+            self.niceness = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
             self.calls += 1
             self.running += 1
             self.idle.clear()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from contextlib import aclosing
 from typing import TypeVar
@@ -169,6 +170,18 @@ async def test_thread_unsafe_provider_runs_one_call_at_a_time() -> None:
     unsafe = await loaded(FakeASR(delays_s=[0.1, 0.1], thread_safe=False))
     await asyncio.gather(unsafe.transcribe(PCM, 16000), unsafe.transcribe(PCM, 16000))
     assert unsafe.max_running == 1
+
+
+async def test_a_provider_thread_can_yield_the_cpu_to_speech_work() -> None:
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    polite = FakeASR(thread_safe=False)
+    polite.thread_nice = 7
+    await loaded(polite)
+    await polite.transcribe(PCM, 16000)
+    assert polite.niceness == min(19, base + 7)
+    shared = await loaded(FakeASR())
+    await shared.transcribe(PCM, 16000)
+    assert shared.niceness == base  # the shared pool keeps the process's niceness
 
 
 async def test_llm_stream_yields_pieces_and_records_timings() -> None:
