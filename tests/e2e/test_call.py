@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -47,11 +48,15 @@ async def test_baresip_call_greeting_answer_and_transcript(
     assert len(answer.split()) >= 2, answer
 
     # On the bot's side: it heard what the caller said, and timed every stage.
-    # (all of this call's turns: a pause inside the question may end a turn early). Whisper
-    # tiny.en on G.711 audio mishears a word or two ("I placed it" -> "high place to"):
-    # 4 words of 9 wrong or missing still fail.
+    # (all of this call's turns). Whisper tiny.en on G.711 audio mishears a word or two
+    # ("I placed it" -> "high place to").
+    # A pause inside the question can split it into turns whose transcripts overlap (the
+    # early turn's answer is cut by the caller going on), so count the question's words
+    # heard: 6 of 9 or more.
     heard = " ".join(r["transcript"] for r in bot.records("turn_text", since=first_line))
-    assert word_error_rate(QUESTION, heard) <= 0.35, heard
+    said = re.findall(r"[a-z']+", QUESTION.lower())
+    got = set(re.findall(r"[a-z']+", heard.lower()))
+    assert sum(w in got for w in said) >= 6, heard
     turns = bot.records("turn", since=first_line)
     assert turns, "no turn log line"
     stages = turns[-1]["stages_ms"]
