@@ -54,6 +54,8 @@ from bench.wire import FRAME_MS, is_voiced, percentile, voiced_frames
 from bot.caller_voice import FLITE_VOICES, speak, write_wav
 from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.settings import DEFAULT_PROFILE
+from bot.turn import STAGES as TURN_STAGES
+from serve.bench import wer
 
 RATE = 8000
 FRAME_SAMPLES = RATE * FRAME_MS // 1000
@@ -377,6 +379,8 @@ class LogTurn:
     barged_in: bool
     stages: dict[str, float]
     model_ms: dict[str, float]
+    #: What the bot's ASR heard in this turn.
+    transcript: str | None = None
 
     @property
     def route_class(self) -> str:
@@ -400,15 +404,8 @@ class LogTurn:
         return {name: (s[b] - s[a]) * 1000 for name, (a, b) in spans.items() if a in s and b in s}
 
 
-LOG_STAGES = (
-    "speech_end",
-    "eot_decided",
-    "transcript_ready",
-    "route_decided",
-    "first_token",
-    "first_audio_out",
-    "response_done",
-)
+#: The stage marks a call-log turn row holds (``<name>_at`` columns).
+LOG_STAGES = TURN_STAGES
 
 
 @dataclass
@@ -455,6 +452,7 @@ def read_call_log(db: Path) -> dict[str, LoggedCall]:
                         barged_in=bool(row.barged_in),
                         stages=stages,
                         model_ms=dict(row.model_ms or {}),
+                        transcript=row.transcript,
                     )
                 )
     finally:
@@ -504,6 +502,30 @@ def join_turns(
     return out
 
 
+def heard_texts(
+    wire: Sequence[WireTurn], logged: Sequence[LogTurn], to_capture: Callable[[float], float]
+) -> list[str | None]:
+    """What the bot's ASR heard of each scripted question: the transcripts of every logged
+    turn whose speech end lies in the question's window (a question the bot split at a
+    pause is two turns), in order; None when the question was not found on the wire."""
+    out: list[str | None] = []
+    for i, turn in enumerate(wire):
+        if turn.caller_start is None:
+            out.append(None)
+            continue
+        later = [w.caller_start for w in wire[i + 1 :] if w.caller_start is not None]
+        start, end = turn.caller_start - SLACK_S, later[0] if later else np.inf
+        parts = [
+            t.transcript
+            for t in logged
+            if t.transcript
+            and "speech_end" in t.stages
+            and start <= to_capture(t.stages["speech_end"]) < end
+        ]
+        out.append(" ".join(parts))
+    return out
+
+
 # --------------------------------------------------------------------------- results
 
 
@@ -528,6 +550,14 @@ class TurnResult:
     inbound_ms: float | None = None
     #: The bot's first audio out to its first voiced packet on the wire (send path).
     outbound_ms: float | None = None
+    #: The question as scripted, and what the bot's ASR heard of it (None: not on the wire).
+    said: str = ""
+    heard: str | None = None
+
+    @property
+    def word_errors(self) -> tuple[int, int] | None:
+        """(word edits, words said) of the bot's transcript against the script."""
+        return None if self.heard is None else wer(self.said, self.heard)
 
     @property
     def overhead_ms(self) -> float | None:
@@ -652,6 +682,7 @@ def evaluate(run: Collected) -> Results:
         turns = measure_turns(call, caller.script.turns)
         logged_call = run.log.get(call.call_id, LoggedCall())
         logged = join_turns(turns, logged_call.turns, run.to_capture)
+        heard = heard_texts(turns, logged_call.turns, run.to_capture)
         fillers = filler_turns(turns, map(run.to_capture, logged_call.fillers))
         why = []
         if call.status != 200:
@@ -682,8 +713,8 @@ def evaluate(run: Collected) -> Results:
                 bot_packets=len(call.down),
             )
         )
-        for turn, script_turn, log_turn, filler in zip(
-            turns, caller.script.turns, logged, fillers, strict=True
+        for turn, script_turn, log_turn, filler, text in zip(
+            turns, caller.script.turns, logged, fillers, heard, strict=True
         ):
             inbound = outbound = None
             if log_turn is not None and not filler:
@@ -707,6 +738,8 @@ def evaluate(run: Collected) -> Results:
                     filler=filler,
                     inbound_ms=inbound,
                     outbound_ms=outbound,
+                    said=script_turn.text,
+                    heard=text,
                 )
             )
     return res
@@ -980,6 +1013,22 @@ def report(res: Results, command: str) -> str:
         dropped_lines += [
             f"- concurrency {level}, call {c.call} ({c.voice}): {c.why}" for c in calls if c.dropped
         ]
+    wer_table = [
+        "| concurrency | route | questions | words said | word errors | WER | "
+        "questions heard exactly |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for level in res.levels:
+        turns = [t for t in res.turns if t.concurrency == level and t.word_errors is not None]
+        for route in [*route_order(t.route for t in turns), "all"]:
+            mine = [t for t in turns if route in ("all", t.route)]
+            counted = [e for e in (t.word_errors for t in mine) if e is not None]
+            errors, said = sum(e for e, _ in counted), sum(n for _, n in counted)
+            rate = f"{errors / said:.1%}" if said else "-"
+            wer_table.append(
+                f"| {level} | {route} | {len(mine)} | {said} | {errors} | {rate} | "
+                f"{sum(e == 0 for e, _ in counted)} |"
+            )
     stage_head = " | ".join(f"{STAGE_TITLES[s]} P50 / P95" for s in STAGES)
     stages_table = [
         f"| concurrency | route | turns | {stage_head} | wire v2v P50 / P95 | "
@@ -1035,6 +1084,15 @@ def report(res: Results, command: str) -> str:
         *calls_table,
         "",
         *(dropped_lines or ["No dropped calls."]),
+        "",
+        "## What the bot heard",
+        "",
+        "Word error rate of the bot's own speech recognition on the callers' questions: "
+        "each question's script against the transcripts of the call-log turns that ended "
+        "inside it (a question split at a pause is two turns), case and punctuation "
+        "ignored. Route: the route of the turn that answered the question.",
+        "",
+        *wer_table,
         "",
         "## The bot's own clock",
         "",

@@ -74,8 +74,11 @@ class Endpointer(Processor):
         self._bot_speaking = bot_speaking
         self._frame_ms = frame_ms
         self._clock = clock
+        # The voiced run that starts a turn (up to ``barge_in_ms``) and ``preroll_ms``
+        # before it: the VAD calls a word voiced only after its first sounds.
+        longest_run = max(config.min_speech_ms, config.barge_in_ms)
         self._preroll: collections.deque[bytes] = collections.deque(
-            maxlen=max(1, config.preroll_ms // frame_ms)
+            maxlen=max(1, -(-(longest_run + config.preroll_ms) // frame_ms))
         )
         self._in_speech = False
         self._voiced_run_ms = 0
@@ -111,8 +114,10 @@ class Endpointer(Processor):
             return
         self._in_speech = True
         self._silence_ms = 0
-        self._audio = bytearray(b"".join(self._preroll))
-        self._turn_ms = len(self._preroll) * self._frame_ms
+        keep = -(-(self._voiced_run_ms + self._cfg.preroll_ms) // self._frame_ms)
+        kept = list(self._preroll)[-keep:]
+        self._audio = bytearray(b"".join(kept))
+        self._turn_ms = len(kept) * self._frame_ms
         self._preroll.clear()
         self._last_voiced_at = frame.at
         self._new_pause()

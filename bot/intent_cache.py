@@ -235,7 +235,8 @@ class IntentCache:
                 negative_margin=m["negative_margin"],
                 top_k=int(m.get("top_k", 2)),
                 calibration=m.get("calibration", 0.0),
-                hangup_threshold=m.get("hangup_threshold", 0.0),
+                # "hangup_threshold": its name in an index an earlier node published.
+                action_threshold=m.get("action_threshold", m.get("hangup_threshold", 0.0)),
             ),
         )
 

@@ -5,7 +5,8 @@ docs/intent-cache.md): an exact match of the normalized text with one intent's e
 otherwise each intent is scored by the mean similarity of its ``top_k`` nearest examples,
 less ``calibration`` times how much more alike its own examples are than usual (its
 cohesion, ``COHESION_REFERENCE``). The best intent wins only if that score is at least
-``threshold`` (``hangup_threshold`` for an intent whose action hangs up), leads the
+``threshold`` (``action_threshold`` for an intent with an action: a hang-up or a transfer),
+leads the
 best other intent by ``margin``, and none of that intent's negative examples comes within
 ``negative_margin`` of its similarity.
 """
@@ -86,9 +87,10 @@ class Thresholds:
     top_k: int = 2
     #: Its score is that similarity less ``calibration`` * (its cohesion - reference).
     calibration: float = 0.0
-    #: The score needed by an intent whose action is ``hangup`` (hanging up on a caller is
-    #: worse than a wrong answer), when higher than ``threshold``.
-    hangup_threshold: float = 0.0
+    #: The score needed by an intent with an action (``hangup``, ``transfer``), when higher
+    #: than ``threshold``: hanging up on or transferring a misheard caller costs more than
+    #: a wrong answer.
+    action_threshold: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -218,8 +220,8 @@ class IntentIndex:
         negative = float(scores.negative[best])
         name = self.intents[best].name
         needed = rule.threshold
-        if self.intents[best].action == "hangup":
-            needed = max(needed, rule.hangup_threshold)
+        if self.intents[best].action is not None:
+            needed = max(needed, rule.action_threshold)
         if score < needed:
             reason = "below threshold"
         elif score - runner_up < rule.margin:

@@ -6,7 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bot.intent_match import normalize
 
@@ -26,6 +26,8 @@ class EndpointingConfig(BaseModel):
     vad_threshold: float = Field(0.5, gt=0.0, lt=1.0)
     min_speech_ms: int = Field(120, ge=20)
     end_silence_ms: int = Field(500, ge=60)
+    #: Audio kept from before the first frame the VAD called voiced (a word's first
+    #: sounds, which the VAD hears late): the turn's audio starts there.
     preroll_ms: int = Field(200, ge=0)
     max_turn_s: float = Field(20.0, gt=1.0)
     barge_in_ms: int = Field(200, ge=20)
@@ -88,10 +90,12 @@ class IntentMatchingConfig(BaseModel):
     calibration: float = Field(0.0, ge=0.0, le=2.0)
     #: Score needed for a hit.
     threshold: float = Field(0.45, gt=0.0, le=1.0)
-    #: Score needed for a hit on an intent whose ``action`` is ``hangup``, when higher than
-    #: ``threshold`` (0: no more): hanging up on a misheard caller costs more than a wrong
-    #: answer.
-    hangup_threshold: float = Field(0.0, ge=0.0, le=1.0)
+    #: Score needed for a hit on an intent with an ``action`` (hang up, transfer), when
+    #: higher than ``threshold`` (0: no more): acting on a misheard caller costs more than
+    #: a wrong answer. ``hangup_threshold``, its earlier name, is still read.
+    action_threshold: float = Field(
+        0.0, ge=0.0, le=1.0, validation_alias=AliasChoices("action_threshold", "hangup_threshold")
+    )
     #: Lead over the best other intent's score needed for a hit.
     margin: float = Field(0.075, ge=0.0, le=1.0)
     #: The hit is refused when one of the intent's negative examples is at least as similar

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,7 @@ class WhisperASR(ASR):
         parts = list(segments)
         if not parts:
             return Transcript(text="", confidence=0.0, audio_ms=audio_ms, no_speech_prob=1.0)
-        text = " ".join(s.text.strip() for s in parts).strip()
+        text = drop_repeats(" ".join(s.text.strip() for s in parts).strip())
         avg_logprob = float(np.mean([s.avg_logprob for s in parts]))
         no_speech = max(float(s.no_speech_prob) for s in parts)
         return Transcript(
@@ -180,11 +181,38 @@ class WhisperASR(ASR):
         if silent or not any(c.isalnum() for c in text):
             return Transcript(text="", confidence=0.0, audio_ms=audio_ms, no_speech_prob=no_speech)
         return Transcript(
-            text=text,
+            text=drop_repeats(text),
             confidence=_confidence(avg_logprob),
             audio_ms=audio_ms,
             no_speech_prob=no_speech,
         )
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def drop_repeats(text: str) -> str:
+    """Greedy decoding of a short utterance sometimes loops, writing the sentence again
+    ("I'd like to pay with PayPal. And I pay with PayPal."): keep a sentence once, and drop
+    a repeat that is cut short or starts with a joining word."""
+    kept: list[str] = []
+    previous: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        words = _WORD.findall(sentence.lower())
+        if not words:
+            continue
+        core = words[1:] if words[0] in ("and", "so") and len(words) > 2 else words
+        if previous and (previous[: len(words)] == words or _tail(previous, core)):
+            continue
+        kept.append(sentence)
+        previous = words
+    return " ".join(kept)
+
+
+def _tail(previous: list[str], core: list[str]) -> bool:
+    """``core`` is the end of ``previous`` said again, or its start cut short."""
+    return len(core) >= 2 and (previous[-len(core) :] == core or previous[: len(core)] == core)
 
 
 def _confidence(avg_logprob: float) -> float:

@@ -135,7 +135,7 @@ def rule_of(m: IntentMatchingConfig) -> Thresholds:
         negative_margin=m.negative_margin,
         top_k=m.top_k,
         calibration=m.calibration,
-        hangup_threshold=m.hangup_threshold,
+        action_threshold=m.action_threshold,
     )
 
 
@@ -241,7 +241,7 @@ THRESHOLDS = tuple(round(0.30 + 0.0125 * n, 4) for n in range(33))  # 0.30 .. 0.
 MARGINS = (0.0, 0.025, 0.05, 0.075, 0.10, 0.125, 0.15)
 NEGATIVE_MARGINS = (0.0, 0.025, 0.05, 0.075, 0.10, 0.125)
 #: 0: an intent that hangs up needs no more than the others.
-HANGUP_THRESHOLDS = (0.0, 0.5, 0.55, 0.6, 0.65, 0.7)
+ACTION_THRESHOLDS = (0.0, 0.5, 0.55, 0.6, 0.65, 0.7)
 
 
 @dataclass(frozen=True)
@@ -267,7 +267,7 @@ class SweepCell:
 
 #: No limits at all: every utterance gets its best intent (``sweep`` then applies the limits).
 _OPEN = Thresholds(
-    threshold=-np.inf, margin=-np.inf, negative_margin=-np.inf, hangup_threshold=-np.inf
+    threshold=-np.inf, margin=-np.inf, negative_margin=-np.inf, action_threshold=-np.inf
 )
 
 
@@ -283,12 +283,12 @@ def sweep(
     once with no limits; the limits are then the same comparisons as ``IntentIndex.judge``,
     over the whole grid at once."""
     names = {intent.name: n for n, intent in enumerate(index.intents)}
-    hangs_up = {intent.name for intent in index.intents if intent.action == "hangup"}
+    acting = {intent.name for intent in index.intents if intent.action is not None}
     cells: list[SweepCell] = []
     thresholds = np.asarray(THRESHOLDS)[:, None, None, None, None]
     margins = np.asarray(MARGINS)[None, :, None, None, None]
     negative_margins = np.asarray(NEGATIVE_MARGINS)[None, None, :, None, None]
-    hangup_thresholds = np.asarray(HANGUP_THRESHOLDS)[None, None, None, :, None]
+    action_thresholds = np.asarray(ACTION_THRESHOLDS)[None, None, None, :, None]
     for k in top_ks:
         prepared = [(items, prepare(index, items, vectors, k)) for items, vectors in inputs]
         for w in calibrations:
@@ -302,8 +302,8 @@ def sweep(
                 score = np.array([m.score for m in matches])
                 lead = score - np.array([m.runner_up_score for m in matches])
                 gap = np.array([m.similarity - m.negative_score for m in matches])
-                hanging = np.array([m.best in hangs_up for m in matches])
-                needed = np.where(hanging, np.maximum(thresholds, hangup_thresholds), thresholds)
+                acts = np.array([m.best in acting for m in matches])
+                needed = np.where(acts, np.maximum(thresholds, action_thresholds), thresholds)
                 accepted = (score >= needed) & (lead >= margins) & (gap > negative_margins)
                 accepted = np.where(exact, exact_hit, accepted)
                 got = np.array([names.get(m.best or "", -1) for m in matches])
@@ -316,11 +316,11 @@ def sweep(
                 enumerate(THRESHOLDS),
                 enumerate(MARGINS),
                 enumerate(NEGATIVE_MARGINS),
-                enumerate(HANGUP_THRESHOLDS),
+                enumerate(ACTION_THRESHOLDS),
             )
             for (i, t), (j, mg), (n, nm), (a, at) in grid:
                 if at and at <= t:
-                    continue  # the same cell as hangup_threshold 0
+                    continue  # the same cell as action_threshold 0
                 cells.append(
                     SweepCell(
                         rule=Thresholds(
@@ -329,7 +329,7 @@ def sweep(
                             negative_margin=nm,
                             top_k=k,
                             calibration=w,
-                            hangup_threshold=at,
+                            action_threshold=at,
                         ),
                         correct=tuple(int(c[i, j, n, a]) for c in correct),
                         false_accepts=tuple(int(f[i, j, n, a]) for f in false_accepts),
@@ -341,12 +341,12 @@ def sweep(
 
 def strictness(cell: SweepCell) -> tuple[float, float, float, float, float, int]:
     r = cell.rule
-    return (r.threshold, r.hangup_threshold, r.margin, r.negative_margin, -r.calibration, -r.top_k)
+    return (r.threshold, r.action_threshold, r.margin, r.negative_margin, -r.calibration, -r.top_k)
 
 
 def choose(cells: Sequence[SweepCell]) -> SweepCell | None:
     """The objective: no false accept on any input, then the most correct answers over all
-    inputs; among equals the strictest cell (highest threshold, then hangup threshold,
+    inputs; among equals the strictest cell (highest threshold, then action threshold,
     margin, negative margin; then the least calibration and the smallest top_k), the one
     least likely to accept an unseen near-miss."""
     safe = [c for c in cells if c.total_false_accepts == 0]

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.intent_eval import (
+    ACTION_THRESHOLDS,
     CALIBRATIONS,
-    HANGUP_THRESHOLDS,
     MARGINS,
     NEGATIVE_MARGINS,
     NONE,
@@ -76,7 +76,7 @@ def confusion_table(out: Outcome, names: list[str]) -> list[str]:
 def describe(rule: Thresholds) -> str:
     return (
         f"top_k {rule.top_k}, calibration {rule.calibration:g}, threshold {rule.threshold:g}, "
-        f"hangup threshold {rule.hangup_threshold:g}, margin {rule.margin:g}, "
+        f"action threshold {rule.action_threshold:g}, margin {rule.margin:g}, "
         f"negative margin {rule.negative_margin:g}"
     )
 
@@ -224,11 +224,11 @@ def print_sweep(
         f"\n### Threshold sweep on the tuning split only ({len(cells)} cells: top_k "
         f"{', '.join(map(str, TOP_KS))}; calibration {', '.join(map(str, CALIBRATIONS))}; "
         f"threshold {THRESHOLDS[0]}-{THRESHOLDS[-1]}; margin {MARGINS[0]}-{MARGINS[-1]}; "
-        f"negative margin {NEGATIVE_MARGINS[0]}-{NEGATIVE_MARGINS[-1]}; hangup threshold "
-        f"{', '.join(map(str, HANGUP_THRESHOLDS))})\n"
+        f"negative margin {NEGATIVE_MARGINS[0]}-{NEGATIVE_MARGINS[-1]}; action threshold "
+        f"{', '.join(map(str, ACTION_THRESHOLDS))})\n"
     )
     print("Best cells with no false accept on any tuning input (accuracy per input):\n")
-    head = "| top_k | calibration | threshold | hangup threshold | margin | negative margin | "
+    head = "| top_k | calibration | threshold | action threshold | margin | negative margin | "
     print(head + " | ".join(labels) + " |")
     print("|---|---|---|---|---|---|" + "---|" * len(labels))
     safe = [c for c in cells if c.total_false_accepts == 0]
@@ -237,7 +237,7 @@ def print_sweep(
         r = c.rule
         accs = [f"{c.accuracy(n):.1%}" for n in range(len(labels))]
         print(
-            f"| {r.top_k} | {r.calibration:g} | {r.threshold:g} | {r.hangup_threshold:g} | "
+            f"| {r.top_k} | {r.calibration:g} | {r.threshold:g} | {r.action_threshold:g} | "
             f"{r.margin:g} | "
             f"{r.negative_margin:g} | " + " | ".join(accs) + " |"
         )

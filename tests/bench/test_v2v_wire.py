@@ -20,6 +20,7 @@ from bench.v2v_wire import (
     calls_on_wire,
     evaluate,
     greeting_ms,
+    heard_texts,
     join_turns,
     main,
     measure_turns,
@@ -176,7 +177,9 @@ def test_unanswered_question_and_bot_hangup() -> None:
     assert second.bot_start is None and second.v2v_ms is None
 
 
-def log_turn(seq: int, route: str, speech_end: float, first_audio_after: float) -> LogTurn:
+def log_turn(
+    seq: int, route: str, speech_end: float, first_audio_after: float, transcript: str = ""
+) -> LogTurn:
     return LogTurn(
         seq=seq,
         route=route,
@@ -191,7 +194,23 @@ def log_turn(seq: int, route: str, speech_end: float, first_audio_after: float) 
             "first_audio_out": speech_end + first_audio_after,
         },
         model_ms={},
+        transcript=transcript or None,
     )
+
+
+def test_heard_texts_joins_a_question_split_into_turns() -> None:
+    wire = [
+        WireTurn(0, 10.0, 11.0, 11.7, False),
+        WireTurn(1, 20.0, 21.0, 22.1, False),
+        WireTurn(2, None, None, None, False),  # not found on the wire
+    ]
+    a = log_turn(1, "semantic", 11.2, 0.5, "Where is my order?")
+    b1 = log_turn(2, "llm", 20.6, 0.9, "I placed it")
+    b2 = log_turn(3, "llm", 21.2, 0.9, "last week.")
+    silent = log_turn(4, "none", 21.5, 0.1)  # no transcript: nothing heard
+    heard = heard_texts(wire, [a, b1, b2, silent], lambda t: t)
+    assert heard == ["Where is my order?", "I placed it last week.", None]
+    assert heard_texts(wire[:1], [], lambda t: t) == [""]
 
 
 def test_join_by_order_and_by_time() -> None:
@@ -241,8 +260,8 @@ def test_evaluate_joins_routes_fillers_and_overhead() -> None:
     ends = [fake.times[i] for i in fake.last_caller_packet]
     logged = LoggedCall(
         turns=[
-            log_turn(1, "semantic", 1000 + ends[0] + 0.15, 0.45),
-            log_turn(2, "llm", 1000 + ends[1] + 0.15, 2.5),
+            log_turn(1, "semantic", 1000 + ends[0] + 0.15, 0.45, "First question."),
+            log_turn(2, "llm", 1000 + ends[1] + 0.15, 2.5, "Second quest on"),
         ],
         fillers=[1000 + ends[1] + 1.1],
     )
@@ -260,6 +279,10 @@ def test_evaluate_joins_routes_fillers_and_overhead() -> None:
     assert "| 1 | cache | 1 | 700 | 700 | 700 | 700 | 0 |" in text
     assert "| 1 | llm | 1 | 1100 | 1100 | 1100 | 1100 | 1 |" in text
     assert "No dropped calls." in text
+    assert (first.word_errors, second.word_errors) == ((0, 2), (2, 2))
+    assert "| 1 | cache | 1 | 2 | 0 | 0.0% | 1 |" in text
+    assert "| 1 | llm | 1 | 2 | 2 | 100.0% | 0 |" in text
+    assert "| 1 | all | 2 | 4 | 2 | 50.0% | 1 |" in text
 
 
 def test_evaluate_counts_dropped_calls() -> None:

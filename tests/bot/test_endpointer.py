@@ -95,3 +95,14 @@ async def test_quiet_frames_end_a_turn_the_vad_still_calls_speech() -> None:
     for frame in frames(tone(400) + silence(400), 10.0):
         await ep.process(frame)
     assert not any(isinstance(f, EndOfTurn) for f in sink.frames)
+
+
+async def test_a_barge_in_keeps_the_first_sounds_of_the_caller_s_words() -> None:
+    # The turn starts only after 200 ms of speech over the bot; its audio must still hold
+    # the whole voiced run and the preroll before it, or the first word loses its onset.
+    cfg = EndpointingConfig(min_speech_ms=100, end_silence_ms=300, barge_in_ms=200)
+    out = await run(silence(400) + tone(600) + silence(400), bot_speaking=True, cfg=cfg)
+    turn = next(f for f in out if isinstance(f, EndOfTurn)).turn
+    voiced_and_tail = 2 * 8 * (600 + 300)
+    preroll = 2 * 8 * cfg.preroll_ms
+    assert len(turn.audio) == voiced_and_tail + preroll

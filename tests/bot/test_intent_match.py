@@ -64,7 +64,7 @@ def test_calibration_holds_a_cohesive_intent_to_closer_matches() -> None:
     assert calibrated.intent == "loose"
 
 
-def test_hangup_threshold_applies_to_intents_that_hang_up() -> None:
+def test_action_threshold_applies_to_intents_that_hang_up_or_transfer() -> None:
     e = np.eye(4, dtype=np.float32)
     index = IntentIndex(
         [
@@ -75,12 +75,12 @@ def test_hangup_threshold_applies_to_intents_that_hang_up() -> None:
     )
     rule = Thresholds(threshold=0.5, margin=0.0, negative_margin=0.0, top_k=1)
     strict = Thresholds(
-        threshold=0.5, margin=0.0, negative_margin=0.0, top_k=1, hangup_threshold=0.8
+        threshold=0.5, margin=0.0, negative_margin=0.0, top_k=1, action_threshold=0.8
     )
     for row, name in ((0, "bye"), (1, "agent"), (2, "hours")):
         query = unit([*(0.7 if i == row else 0.0 for i in range(3)), 0.71])[0]
         assert index.semantic(query, rule).intent == name
-        expected = None if name == "bye" else name
+        expected = None if name in ("bye", "agent") else name
         assert index.semantic(query, strict).intent == expected
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from bot.app import endpoint_config, model_spec
-from bot.profile import IntentConfig, ProfileError, load_profile
+from bot.profile import IntentConfig, IntentMatchingConfig, ProfileError, load_profile
 from bot.settings import DEFAULT_PROFILE, Settings
 
 
@@ -51,3 +51,10 @@ def test_intent_actions_are_checked() -> None:
         IntentConfig.model_validate({**base, "transfer_to": "sip:a@b"})
     with pytest.raises(ValueError, match="transfer_to"):
         IntentConfig.model_validate({**base, "action": "transfer", "transfer_to": "agents"})
+
+
+def test_the_action_threshold_is_read_under_its_earlier_name_too() -> None:
+    assert IntentMatchingConfig.model_validate({"hangup_threshold": 0.7}).action_threshold == 0.7
+    assert IntentMatchingConfig.model_validate({"action_threshold": 0.6}).action_threshold == 0.6
+    with pytest.raises(ValueError, match="action_threshold"):
+        IntentMatchingConfig.model_validate({"action_threshold": 1.5})
