@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from contextlib import aclosing
 
@@ -41,6 +43,7 @@ class Responder(Processor):
         self._history: list[ChatMessage] = []
         self._current: Turn | None = None
         self._partial: list[str] = []
+        self._prefilling: asyncio.Task[bool] | None = None
 
     @property
     def busy(self) -> bool:
@@ -56,9 +59,27 @@ class Responder(Processor):
             # Answered before it reached the model (a cached answer): the model must still
             # know what was said, or a follow-up question loses its context.
             self._remember(frame.turn.transcript, frame.turn.answer)
+            self._prefill()
             await self.push(frame)
         else:
             await self.push(frame)
+
+    async def stop(self) -> None:
+        if self._prefilling is not None:
+            self._prefilling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._prefilling
+        await super().stop()
+
+    def _prefill(self) -> None:
+        """While the caller hears a cached answer, let the model read the conversation so
+        far, so that an LLM answer to the next question starts from its new words only."""
+        if self._prefilling is not None and not self._prefilling.done():
+            return
+        messages = [ChatMessage(role="system", content=self._profile.system_prompt)]
+        self._prefilling = asyncio.create_task(
+            self._llm.prefill([*messages, *self._history]), name="llm-prefill"
+        )
 
     async def on_interrupt(self) -> None:
         turn = self._current

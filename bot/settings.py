@@ -51,7 +51,10 @@ class ModelSettings(BaseModel):
     tts_voice_path: str | None = None
     vad: str = "silero"
     embedder: str | None = None
-    threads: int = Field(2, ge=1)
+    #: Threads of each speech model (ASR, embedder). One: with every call's speech work
+    #: in parallel, two threads per model fought over 2 cores (10 calls: cache route P95
+    #: 682 ms with 2, 568 ms with 1; one call: P50 341 ms with 2, 314 ms with 1).
+    threads: int = Field(1, ge=1)
     #: Niceness of the LLM's thread (0-19): when every core is busy, the caller's speech
     #: work (VAD, ASR, cached answers) runs first and the LLM takes what is left.
     llm_nice: int = Field(10, ge=0, le=19)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterator
+
 import numpy as np
 import numpy.typing as npt
 import soxr
@@ -35,3 +37,32 @@ def resample(samples: Float32Array, in_rate: int, out_rate: int) -> Float32Array
         return samples
     out: Float32Array = soxr.resample(samples, in_rate, out_rate).astype(np.float32, copy=False)
     return out
+
+
+#: A sample louder than this (about -44 dBFS) is sound; synthesizers lead in with 40-60 ms
+#: under it.
+LEAD_SILENCE_PEAK = 200
+
+
+def trim_leading_silence(
+    chunks: Iterator[bytes], sample_rate: int, *, keep_ms: int = 10
+) -> Generator[bytes, None, None]:
+    """Pass 16-bit PCM ``chunks`` on without the silence they start with, but ``keep_ms``
+    of it before the first sound: on a call, leading silence is time the caller waits for
+    the first word. Closes ``chunks`` when closed itself. All-silent input yields nothing."""
+    keep = sample_rate * keep_ms // 1000
+    held = np.zeros(0, dtype="<i2")
+    try:
+        for chunk in chunks:
+            samples = np.concatenate([held, np.frombuffer(chunk, dtype="<i2")])
+            loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > LEAD_SILENCE_PEAK)
+            if not loud.size:
+                held = samples[-keep:] if keep else samples[:0]
+                continue
+            yield samples[max(0, int(loud[0]) - keep) :].tobytes()
+            yield from chunks
+            return
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -10,6 +11,8 @@ from typing import Literal
 
 from serve.base import Provider
 from serve.timing import StageTimings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,9 @@ class LLM(Provider):
 
     def __init__(self, *, timeout_s: float = 10.0, retries: int = 1, name: str | None = None):
         super().__init__(timeout_s=timeout_s, retries=retries, name=name)
+        #: Answers asked for and not finished yet (any call's).
+        self._outstanding = 0
+        self.prefills = 0
 
     def stream(
         self,
@@ -47,12 +53,45 @@ class LLM(Provider):
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         prompt = tuple(messages)
-        return self._stream(
-            "llm_first_token",
-            "llm_total",
-            lambda: self._stream_impl(prompt, max_tokens, temperature),
-            timings,
+        return self._counted(
+            self._stream(
+                "llm_first_token",
+                "llm_total",
+                lambda: self._stream_impl(prompt, max_tokens, temperature),
+                timings,
+            )
         )
+
+    async def _counted(self, pieces: AsyncGenerator[str, None]) -> AsyncGenerator[str, None]:
+        self._outstanding += 1
+        try:
+            async with aclosing(pieces):
+                async for piece in pieces:
+                    yield piece
+        finally:
+            self._outstanding -= 1
+
+    async def prefill(self, messages: list[ChatMessage]) -> bool:
+        """Evaluate ``messages`` ahead of the next question, so that a model which keeps the
+        previous prompt's state (llama.cpp's KV cache) has only the new words to read then.
+        Best effort: done only when no answer is being generated or waiting (never delays
+        one), by models that implement it; True when it ran. Errors are not raised."""
+        if not messages or self._outstanding or not self.loaded or not self.can_prefill:
+            return False
+        prompt = tuple(messages)
+        try:
+            await self._in_thread(lambda: self._prefill_impl(prompt))
+        except Exception as exc:
+            log.debug("%s: prefill failed: %s", self.name, exc)
+            return False
+        self.prefills += 1
+        return True
+
+    #: Whether ``_prefill_impl`` does anything.
+    can_prefill = False
+
+    def _prefill_impl(self, messages: Sequence[ChatMessage]) -> None:
+        """Blocking: evaluate ``messages`` into the model's state (runs on a worker thread)."""
 
     async def warmup(self) -> None:
         """Generate one token for a tiny prompt."""

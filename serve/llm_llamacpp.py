@@ -72,6 +72,18 @@ class LlamaCppLLM(LLM):
             verbose=False,
         )
 
+    can_prefill = True
+
+    def _prefill_impl(self, messages: Sequence[ChatMessage]) -> None:
+        # The chat template of these messages, then the assistant's header, and one token:
+        # the next prompt (these messages and a new user message) shares all but the
+        # header with it, and llama.cpp re-evaluates only what follows the common prefix.
+        self._llama.create_chat_completion(
+            messages=[{"role": m.role, "content": m.content} for m in messages],
+            max_tokens=1,
+            temperature=0.0,
+        )
+
     def _stream_impl(
         self, messages: Sequence[ChatMessage], max_tokens: int, temperature: float
     ) -> Iterator[str]:

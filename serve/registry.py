@@ -41,7 +41,7 @@ class ModelSpec:
     tts_voice_path: str | None = None
     vad: str = "silero"
     embedder: str | None = "minilm"
-    threads: int = 2
+    threads: int = 1
     #: Niceness of the LLM's thread: under full load, speech work goes first (serve/base.py).
     llm_nice: int = 10
 

@@ -6,6 +6,7 @@ import abc
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import aclosing
 
+from serve.audio import trim_leading_silence
 from serve.base import Provider
 from serve.timing import StageTimings
 
@@ -21,13 +22,14 @@ class TTS(Provider):
     def synthesize(
         self, text: str, *, sample_rate: int = 8000, timings: StageTimings | None = None
     ) -> AsyncGenerator[bytes, None]:
-        """Yield 16-bit mono PCM chunks at ``sample_rate``, the first one as early as possible."""
+        """Yield 16-bit mono PCM chunks at ``sample_rate``, the first one as early as possible
+        and without the silence synthesizers lead in with (10 ms of it kept)."""
         if sample_rate <= 0:
             raise ValueError(f"sample_rate must be positive, got {sample_rate}")
         return self._stream(
             "tts_first_chunk",
             "tts_total",
-            lambda: self._synthesize_impl(text, sample_rate),
+            lambda: trim_leading_silence(self._synthesize_impl(text, sample_rate), sample_rate),
             timings,
         )
 

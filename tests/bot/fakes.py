@@ -73,12 +73,18 @@ class ScriptedLLM(LLM):
         self.delay_s = delay_s
         self.fail = fail
         self.prompts: list[Sequence[ChatMessage]] = []
+        self.prefilled: list[Sequence[ChatMessage]] = []
 
     def _load(self) -> None:
         pass
 
     async def warmup(self) -> None:
         pass
+
+    can_prefill = True
+
+    def _prefill_impl(self, messages: Sequence[ChatMessage]) -> None:
+        self.prefilled.append(messages)
 
     def _stream_impl(
         self, messages: Sequence[ChatMessage], max_tokens: int, temperature: float

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from bot.frames import Transcript
+import asyncio
+
+from bot.frames import ResponseDone, Transcript
 from bot.processor import Collector
 from bot.profile import load_profile
 from bot.responder import Responder
 from bot.settings import DEFAULT_PROFILE
 from bot.turn import Turn
+from serve import ChatMessage
 from tests.bot.fakes import ScriptedLLM
 
 
@@ -31,3 +34,39 @@ async def test_history_is_trimmed_in_halves_so_the_prompt_prefix_is_reused() -> 
     last = llm.prompts[-1]
     assert [m.content for m in last if m.role == "user"][-1] == "question 8"
     assert len(last) <= 1 + 2 * 4 + 1
+
+
+async def test_a_cached_answer_has_the_model_read_the_history_before_the_next_question() -> None:
+    profile = load_profile(DEFAULT_PROFILE)
+    llm = ScriptedLLM(["Sure."])
+    await llm.load()
+    responder = Responder(llm, profile, apology_pcm=b"")
+    sink = Collector()
+    responder.link(sink)
+    turn = Turn(call_id="c", transcript="Where is my order?", answer="It is on its way.")
+    await responder.process(ResponseDone(turn=turn))
+    assert isinstance(sink.frames[-1], ResponseDone)
+    for _ in range(100):  # the model reads in the background
+        if llm.prefilled:
+            break
+        await asyncio.sleep(0.01)
+    [read] = llm.prefilled
+    assert [m.role for m in read] == ["system", "user", "assistant"]
+    assert read[-1].content == "It is on its way."
+    # the next LLM prompt starts with exactly what was read
+    await responder.process(Transcript(turn=Turn(call_id="c"), text="Can I change it?"))
+    assert list(llm.prompts[-1][: len(read)]) == list(read)
+    await responder.stop()
+
+
+async def test_no_prefill_while_an_answer_is_being_generated() -> None:
+    llm = ScriptedLLM(["a", "b"], delay_s=0.05)
+    await llm.load()
+    prompt = [ChatMessage("system", "s"), ChatMessage("user", "u")]
+    pieces = llm.stream(prompt)
+    first = await anext(pieces)
+    assert first == "a"
+    assert await llm.prefill(prompt) is False  # an answer is outstanding
+    await pieces.aclose()
+    assert await llm.prefill(prompt) is True
+    assert llm.prefills == 1 and llm.prefilled == [tuple(prompt)]

@@ -111,8 +111,12 @@ class FakeLLM(LLM):
             self.stopped.set()
 
 
+#: 10 ms of a loud 8 kHz square wave: sound, not silence, for the leading-silence trim.
+LOUD_10MS = np.tile(np.array([4000, -4000], dtype="<i2"), 40).tobytes()
+
+
 class FakeTTS(TTS):
-    """One 10 ms chunk of silence per word."""
+    """One 10 ms chunk of sound per word (at 8 kHz)."""
 
     def __init__(self) -> None:
         super().__init__(timeout_s=1.0, name="fake-tts")
@@ -122,7 +126,7 @@ class FakeTTS(TTS):
 
     def _synthesize_impl(self, text: str, sample_rate: int) -> Iterator[bytes]:
         for _ in text.split():
-            yield bytes(sample_rate // 100 * 2)
+            yield LOUD_10MS
 
 
 class FakeEmbedder(Embedder):

@@ -20,7 +20,7 @@ from serve import (
     ProviderUnavailable,
     StageTimings,
 )
-from tests.serve.fakes import FakeASR, FakeEmbedder, FakeLLM, FakeTTS, FakeVAD
+from tests.serve.fakes import LOUD_10MS, FakeASR, FakeEmbedder, FakeLLM, FakeTTS, FakeVAD
 
 PCM = bytes(3200)  # 100 ms at 16 kHz
 PROMPT = [ChatMessage("system", "be brief"), ChatMessage("user", "hello")]
@@ -277,7 +277,7 @@ async def test_tts_stream_and_empty_text() -> None:
     tts = await loaded(FakeTTS())
     timings = StageTimings()
     chunks = [c async for c in tts.synthesize("two words", sample_rate=8000, timings=timings)]
-    assert chunks == [bytes(160), bytes(160)]
+    assert chunks == [LOUD_10MS, LOUD_10MS]
     assert {"tts_first_chunk", "tts_total"} <= timings.durations_ms.keys()
     assert [c async for c in tts.synthesize("")] == []
 

@@ -218,6 +218,31 @@ async def test_llm_reuses_the_system_prompt_kv_cache(models: ModelSet) -> None:
     assert warm.durations_ms["llm_first_token"] < 0.7 * cold.durations_ms["llm_first_token"]
 
 
+async def test_llm_prefill_reads_the_history_ahead_of_the_question(models: ModelSet) -> None:
+    def cached_turn(n: int) -> list[ChatMessage]:
+        """A question and a cached answer the caller heard; the model has not read them."""
+        return [
+            ChatMessage("user", f"Question {n}: where is my order, and when will it come?"),
+            ChatMessage("assistant", f"Answer {n}: your order left our warehouse. " * 4),
+        ]
+
+    history = [ChatMessage("system", SYSTEM + " Today's reference is test-prefill.")]
+    question = ChatMessage("user", "How?")
+    _ = [p async for p in models.llm.stream([*history, question], max_tokens=1)]
+    # Without a prefill: the next answer first reads the cached turn, then the question.
+    history += cached_turn(1)
+    unread = StageTimings()
+    _ = [p async for p in models.llm.stream([*history, question], max_tokens=1, timings=unread)]
+    # With one: the model read the next cached turn while the caller listened to it.
+    history += cached_turn(2)
+    before = models.llm.prefills
+    assert await models.llm.prefill(history)
+    assert models.llm.prefills == before + 1
+    read = StageTimings()
+    _ = [p async for p in models.llm.stream([*history, question], max_tokens=1, timings=read)]
+    assert read.durations_ms["llm_first_token"] < 0.6 * unread.durations_ms["llm_first_token"]
+
+
 @pytest.mark.skipif(shutil.which("flite") is None, reason="Debian flite is not installed")
 async def test_flite_round_trip(models: ModelSet) -> None:
     tts = FliteTTS(voice="rms")
