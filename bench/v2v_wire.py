@@ -855,26 +855,6 @@ async def run_level(
     await asyncio.gather(*(one(k, c) for k, c in enumerate(callers)))
 
 
-def bench_profile(src: Path, dst: Path) -> Path:
-    """A copy of the bot profile ``src`` without its intents' actions (transfer, hang-up).
-
-    A caller asking for a person would otherwise be transferred away mid-script; the
-    benchmark keeps every call to its script. Everything else is the profile as it is.
-    """
-    section = ""
-    kept = []
-    for line in src.read_text(encoding="utf-8").splitlines(keepends=True):
-        stripped = line.strip()
-        if stripped.startswith("["):
-            section = stripped
-        key = stripped.split("=", 1)[0].strip()
-        if section == "[[intents]]" and "=" in stripped and key in ("action", "transfer_to"):
-            continue
-        kept.append(line)
-    dst.write_text("".join(kept), encoding="utf-8")
-    return dst
-
-
 class CaptureDenied(RuntimeError):
     """The raw socket could not be opened (not root)."""
 
@@ -917,9 +897,11 @@ async def collect(
             "SWITCHBOARD_SIP__MAX_CALLS": str(max(*levels, 4)),
             "SWITCHBOARD_SIP__RTP_PORT_START": str(bot_rtp.start),
             "SWITCHBOARD_SIP__RTP_PORT_RANGE": str(len(bot_rtp)),
+            # Intents are matched as configured, but a transfer or hang-up would end a call
+            # before its script: the bot answers and records the action instead.
+            "SWITCHBOARD_CALL_ACTIONS": "false",
         }
-        source = profile or Path(os.environ.get("SWITCHBOARD_PROFILE") or DEFAULT_PROFILE)
-        bot_profile = bench_profile(source, work / "profile.toml")
+        bot_profile = profile or Path(os.environ.get("SWITCHBOARD_PROFILE") or DEFAULT_PROFILE)
         callers: list[Caller] = []
         # Capture first: without root this fails before a bot is started for nothing.
         capture = Capture(PortFilter([bot_rtp, caller_rtp]))
@@ -1067,8 +1049,10 @@ def report(res: Results, command: str) -> str:
         "match (ready audio), llm the language model; unjoined: no call-log turn found. "
         'When the answer is slow the bot plays a filler ("one moment please") first: '
         "voice-to-voice then measures the filler, the first thing the caller hears. The bot "
-        "runs a copy of its profile without intent actions (transfer, hang-up), so that "
-        "every call plays its whole script. The capture needs root (a raw packet socket).",
+        "matches intents as configured but runs with their actions off "
+        "(`SWITCHBOARD_CALL_ACTIONS=false`: a transfer or hang-up is recorded, not done), so "
+        "that every call plays its whole script. The capture needs root (a raw packet "
+        "socket).",
         "",
         "## Voice-to-voice per route",
         "",

@@ -132,6 +132,7 @@ class BotNode:
             on_turn=on_turn,
             call_log=call_log,
             intent_cache=self.intent_cache,
+            call_actions=self.settings.call_actions,
         )
         task = asyncio.current_task()
         if task is not None:

@@ -47,8 +47,11 @@ class CallControl(Processor):
         transfer_timeout_s: float,
         call_log: CallLog | None = None,
         tail_s: float = TAIL_S,
+        enabled: bool = True,
     ) -> None:
         super().__init__()
+        #: False: an action is recorded (``action_skipped``) and not carried out.
+        self.enabled = enabled
         self._call = call
         self._say = say
         self._failed = failed
@@ -77,6 +80,11 @@ class CallControl(Processor):
         if not isinstance(frame, CallAction):
             return  # the end of the pipeline
         await asyncio.sleep(self._tail_s)
+        if not self.enabled:
+            log.info("call %s: %s skipped (actions are off)", self._call.call_id, frame.action)
+            if self._call_log is not None:
+                self._call_log.event(self._call.call_id, "action_skipped", frame.action)
+            return
         if frame.action == "hangup":
             log.info("call %s: hanging up after turn %d", self._call.call_id, frame.turn.index)
             self._ended_by = "bot_hangup"

@@ -48,6 +48,7 @@ class CallSession:
         on_turn: TurnSink = log_turn,
         call_log: CallLog | None = None,
         intent_cache: IntentCache | None = None,
+        call_actions: bool = True,
     ) -> None:
         self.call = call
         self._call_log = call_log
@@ -91,6 +92,7 @@ class CallSession:
             failed=PlayAudio(turn=None, pcm=prompts.get(failed), text=failed),
             transfer_timeout_s=profile.transfer_timeout_s,
             call_log=call_log,
+            enabled=call_actions,
         )
         last.link(self.responder).link(self.speaker).link(self.control)
         self._processors += [self.responder, self.speaker, self.control]

@@ -58,6 +58,9 @@ class ModelSettings(BaseModel):
     #: Niceness of the LLM's thread (0-19): when every core is busy, the caller's speech
     #: work (VAD, ASR, cached answers) runs first and the LLM takes what is left.
     llm_nice: int = Field(10, ge=0, le=19)
+    #: Niceness of the synthesizer's own thread: a caller's finished turn is transcribed
+    #: before the next sentence of another call's LLM answer is synthesized.
+    tts_nice: int = Field(5, ge=0, le=19)
 
 
 def default_data_dir() -> Path:
@@ -111,6 +114,10 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = "json"
     #: Also log what callers and the bot said. Transcripts are personal data: off by default.
     log_transcripts: bool = False
+    #: Carry out the intents' actions (transfer, hang-up). False: the bot answers as the
+    #: profile says and records an ``action_skipped`` call event instead: for load tests,
+    #: and for trying a profile on a line that must not be transferred.
+    call_actions: bool = True
     #: How often the event loop's lateness is written as a ``loop_lag`` log line (s).
     loop_lag_report_s: float = Field(60.0, gt=0.0)
     #: The call log's database: ``postgresql+psycopg://...`` or ``sqlite+aiosqlite:///...``.

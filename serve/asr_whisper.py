@@ -193,26 +193,42 @@ _WORD = re.compile(r"[a-z0-9']+")
 
 
 def drop_repeats(text: str) -> str:
-    """Greedy decoding of a short utterance sometimes loops, writing the sentence again
-    ("I'd like to pay with PayPal. And I pay with PayPal."): keep a sentence once, and drop
-    a repeat that is cut short or starts with a joining word."""
+    """Greedy decoding of a short utterance sometimes loops, writing the sentence again,
+    often changed a little ("Can I pay with PayPal? Can I pay with Pay Bill"): keep a
+    sentence once, and drop one that says the previous one again, cut short or with
+    another ending."""
     kept: list[str] = []
     previous: list[str] = []
     for sentence in _SENTENCE_END.split(text):
-        words = _WORD.findall(sentence.lower())
+        words = _core(_WORD.findall(sentence.lower()))
         if not words:
             continue
-        core = words[1:] if words[0] in ("and", "so") and len(words) > 2 else words
-        if previous and (previous[: len(words)] == words or _tail(previous, core)):
+        if previous and _says_again(previous, words):
             continue
         kept.append(sentence)
         previous = words
     return " ".join(kept)
 
 
-def _tail(previous: list[str], core: list[str]) -> bool:
-    """``core`` is the end of ``previous`` said again, or its start cut short."""
-    return len(core) >= 2 and (previous[-len(core) :] == core or previous[: len(core)] == core)
+def _core(words: list[str]) -> list[str]:
+    """The words without a joining word in front ("And you connect me...")."""
+    return words[1:] if len(words) > 2 and words[0] in ("and", "so") else words
+
+
+def _says_again(previous: list[str], words: list[str]) -> bool:
+    """``words`` repeat ``previous``: its start (at least 4 words, then at most one word
+    more than ``previous``: a longer sentence adds something), all of ``words`` at its
+    start (at least 2 words), or its last words (at least 2)."""
+    same = 0
+    for a, b in zip(previous, words, strict=False):
+        if a != b:
+            break
+        same += 1
+    if same >= 4 and len(words) <= len(previous) + 1:
+        return True
+    if same == len(words) and (same >= 2 or len(previous) == 1):
+        return True
+    return len(words) >= 2 and previous[-len(words) :] == words
 
 
 def _confidence(avg_logprob: float) -> float:

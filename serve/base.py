@@ -76,8 +76,12 @@ class Provider(abc.ABC):
     thread_safe: bool = True
     """False: calls run one at a time on the provider's own thread (llama.cpp is not
     thread-safe); True: on the shared pool."""
+    own_thread: bool = False
+    """True: a thread-safe provider still runs on its own thread, so that its long jobs
+    (synthesizing a sentence) never queue in front of the shared pool's short, urgent ones
+    (transcribing the turn a caller just finished)."""
     thread_nice: int = 0
-    """Niceness of the provider's own thread (providers that are not thread-safe). A
+    """Niceness of the provider's own thread (not thread-safe, or ``own_thread``). A
     positive value lets work on the caller's critical path (VAD, ASR, intent lookup) take
     the CPU first when every core is busy."""
 
@@ -134,7 +138,7 @@ class Provider(abc.ABC):
         self._metrics = _Metrics()
 
     def _executor(self) -> Executor:
-        if self.thread_safe:
+        if self.thread_safe and not self.own_thread:
             return shared_executor()
         if self._own_executor is None:
             self._own_executor = ThreadPoolExecutor(

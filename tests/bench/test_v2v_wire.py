@@ -15,7 +15,6 @@ from bench.v2v_wire import (
     Results,
     WireTurn,
     bench_command,
-    bench_profile,
     build_script,
     calls_on_wire,
     evaluate,
@@ -317,20 +316,6 @@ def test_plan_questions() -> None:
     assert all(q in CACHE_QUESTIONS for q, p in both if p == "cache")
     assert all(q in OPEN_QUESTIONS for q, p in both if p == "llm")
     assert {p for _, p in plan_questions("cache", 3, caller=0)} == {"cache"}
-
-
-def test_bench_profile_drops_intent_actions(tmp_path: Path) -> None:
-    src = tmp_path / "in.toml"
-    src.write_text(
-        'name = "x"\naction = "kept: not in an intent"\n'
-        '[[intents]]\nname = "a"\naction = "transfer"\ntransfer_to = "sip:p@h"\nanswer = "A"\n'
-        "[llm]\nmax_tokens = 6\n"
-    )
-    out = bench_profile(src, tmp_path / "out.toml").read_text()
-    assert out == (
-        'name = "x"\naction = "kept: not in an intent"\n'
-        '[[intents]]\nname = "a"\nanswer = "A"\n[llm]\nmax_tokens = 6\n'
-    )
 
 
 @pytest.mark.sip

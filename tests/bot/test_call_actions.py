@@ -136,6 +136,7 @@ async def start(
     llm: ScriptedLLM | None = None,
     transfer_result: TransferResult | None = None,
     profile: BotProfile = PROFILE,
+    call_actions: bool = True,
 ) -> Bot:
     url = f"sqlite+aiosqlite:///{tmp_path / 'calllog.db'}"
     await upgrade_async(url)
@@ -158,7 +159,14 @@ async def start(
         log.turn_finished(turn)
 
     session = CallSession(
-        call, models, profile, prompts, on_turn=on_turn, call_log=log, intent_cache=cache
+        call,
+        models,
+        profile,
+        prompts,
+        on_turn=on_turn,
+        call_log=log,
+        intent_cache=cache,
+        call_actions=call_actions,
     )
     task = asyncio.create_task(session.run())
     bot = Bot(call, task, turns, asr, llm, log, url)
@@ -216,6 +224,23 @@ async def test_transfer_after_the_answer_then_the_bot_leaves(started: Start) -> 
     row, events = await bot.records()
     assert row["end_reason"] == "transferred"
     assert events == [("transfer", TARGET)]
+
+
+async def test_with_actions_off_the_bot_answers_records_and_stays(started: Start) -> None:
+    bot = await started(call_actions=False)
+    await bot.say("talk to a person")
+    await bot.until(lambda: len(bot.turns) == 1)
+    await bot.say("goodbye for now")
+    await bot.until(lambda: len(bot.turns) == 2)
+    await asyncio.sleep(0.6)  # past the tail after each answer, when an action would run
+    assert not bot.task.done()
+    assert bot.call.transfers == [] and bot.call.hangups == 0
+    assert [t.intent for t in bot.turns] == ["talk_to_person", "goodbye"]
+    await bot.call.end()
+    await bot.until(bot.task.done)
+    row, events = await bot.records()
+    assert row["end_reason"] != "bot_hangup"
+    assert events == [("action_skipped", "transfer"), ("action_skipped", "hangup")]
 
 
 async def test_a_failed_transfer_is_apologised_for_and_the_call_goes_on(started: Start) -> None:

@@ -14,6 +14,12 @@ from serve.asr_whisper import drop_repeats
         ),
         ("Where is my order? Where is my", "Where is my order?"),
         ("Where is my order? My order.", "Where is my order?"),
+        ("Can am I pay with PayPal? Can am i pay with Pay Bill", "Can am I pay with PayPal?"),
+        (
+            "and you connect me to life, agent. And you connect Me to a life",
+            "and you connect me to life, agent.",
+        ),
+        ("Agent. Agent.", "Agent."),
     ],
 )
 def test_a_looped_sentence_is_kept_once(heard: str, kept: str) -> None:
