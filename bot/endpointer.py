@@ -48,9 +48,9 @@ class Endpointer(Processor):
     is talking, in which case an ``Interrupt`` goes out first) and ends after
     ``end_silence_ms`` of silence. With a ``Speculator``, the turn so far is transcribed
     (and looked up) once the caller has paused for ``speculate_after_ms``; when that pass
-    finds a cached intent the turn ends then, and when its words read as a finished
-    sentence it ends after ``sentence_end_silence_ms``, without waiting out
-    ``end_silence_ms``.
+    finds a cached intent in words that read as a finished sentence the turn ends then,
+    and when it finds either one it ends after ``sentence_end_silence_ms``, without
+    waiting out ``end_silence_ms``.
     Frame times come from the frames, so tests can drive it on a virtual clock.
     """
 
@@ -164,10 +164,11 @@ class Endpointer(Processor):
         done = self._speculator.ready(self._pause_id)
         if done is None:
             return False
-        if done.hit and not done.acts:
+        if done.hit and not done.acts and done.sentence_done:
             return True
-        # A finished-looking sentence, or an intent that would hang up or transfer: a
-        # little more silence first, in case the caller was only pausing.
+        # A finished-looking sentence, an intent that would hang up or transfer, or a
+        # cached intent in words that trail off ("Do you ship to..." is near "Do you ship
+        # to Canada?"): a little more silence first, in case the caller was only pausing.
         return (done.sentence_done or done.hit) and (
             self._silence_ms >= self._cfg.sentence_end_silence_ms
         )

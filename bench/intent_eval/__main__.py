@@ -30,6 +30,7 @@ from bench.intent_eval import (
     choose,
     embed_queries,
     evaluate,
+    evaluate_prefixes,
     load_eval_sets,
     lookup_cost_ms,
     percentile,
@@ -161,6 +162,31 @@ async def run(args: argparse.Namespace) -> int:
     if args.sweep:
         print_sweep(index, inputs, rule)
 
+    if args.prefixes:
+        print(
+            "\n### Partial utterances (clean text: the first 2 to n-1 words of each, as a "
+            "speculative lookup sees them at a pause)\n"
+        )
+        print(
+            "| split | paraphrase prefixes | own intent | wrong intent | negative prefixes "
+            "| false accepts |"
+        )
+        print("|---|---|---|---|---|---|")
+        found = {
+            split: await evaluate_prefixes(index, embedder, sets[split].items, rule)
+            for split in splits
+        }
+        for split, pre in found.items():
+            print(
+                f"| {split} | {pre.paraphrase_prefixes} | {pre.own_intent} | {len(pre.wrong)} "
+                f"| {pre.negative_prefixes} | {len(pre.false_accepts)} |"
+            )
+        for split, pre in found.items():
+            for prefix, text, got in pre.false_accepts:
+                print(f"- {split}, false accept: {prefix!r} (of {text!r}) -> {got}")
+            for prefix, text, want, got in pre.wrong:
+                print(f"- {split}, wrong intent: {prefix!r} (of {text!r}, {want}) -> {got}")
+
     texts = [t for split in splits for t, _ in sets[split].items]
     costs, matching = await lookup_cost_ms(index, embedder, texts, rule)
     print(
@@ -281,6 +307,9 @@ def main() -> int:
         "--asr-prompt",
         default="",
         help="experiment: decode the transcripts after this text (Whisper's initial prompt)",
+    )
+    parser.add_argument(
+        "--prefixes", action="store_true", help="also match the first words of each utterance"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list tuning misses too")
     args = parser.parse_args()

@@ -16,16 +16,19 @@ from bench.intent_eval import (
     AsrSetup,
     choose,
     evaluate,
+    evaluate_prefixes,
     load_eval_sets,
     read_split,
     read_transcripts,
     sweep,
     voice_keys,
+    word_prefixes,
     write_transcripts,
 )
-from bot.intent_match import IntentIndex, IntentVectors, normalize
+from bot.intent_match import IntentIndex, IntentVectors, Thresholds, normalize
 from bot.profile import load_profile
 from bot.settings import DEFAULT_PROFILE
+from tests.bot.intent_fakes import WordsEmbedder
 
 
 def test_the_test_split_is_large_enough() -> None:
@@ -178,3 +181,35 @@ def test_voices_take_turns_within_a_split() -> None:
     keys = voice_keys(items)
     assert [k.split("|")[0] for k in keys] == ["slt", "rms", "awb", "kal16", "slt"]
     assert len(set(keys)) == 5
+
+
+def test_word_prefixes_are_every_proper_start_of_two_words_or_more() -> None:
+    items: list[tuple[str, str | None]] = [("Where is my order?", "order_status"), ("Hi", None)]
+    assert word_prefixes(items) == [
+        ("Where is", "Where is my order?", "order_status"),
+        ("Where is my", "Where is my order?", "order_status"),
+    ]
+
+
+async def test_partial_utterances_count_own_wrong_and_false_accepts() -> None:
+    embedder = WordsEmbedder()
+    await embedder.load()
+    examples = {"hours": ("when are you open",), "person": ("talk to a person",)}
+    intents = []
+    for name, texts in examples.items():
+        vectors = await embedder.embed(list(texts))
+        empty = np.zeros((0, vectors.shape[1]), np.float32)
+        intents.append(IntentVectors(name, texts, (), vectors, empty))
+    index = IntentIndex(intents)
+    rule = Thresholds(threshold=0.6, margin=0.1, negative_margin=0.0, top_k=1)
+    items: list[tuple[str, str | None]] = [
+        ("when are you open on sunday", "hours"),  # its start is the example itself
+        ("talk to a person about hours", "hours"),  # its start means another intent
+        ("talk to a person now please", None),  # a negative whose start matches
+    ]
+    out = await evaluate_prefixes(index, embedder, items, rule)
+    assert out.paraphrase_prefixes == 4 + 4 and out.negative_prefixes == 4
+    assert ("when are you open", "when are you open on sunday", "hours") not in out.wrong
+    assert out.own_intent >= 1
+    assert ("talk to a person", "talk to a person about hours", "hours", "person") in out.wrong
+    assert ("talk to a person", "talk to a person now please", "person") in out.false_accepts

@@ -111,6 +111,15 @@ async def test_a_cached_intent_ends_the_turn_without_waiting_out_the_silence() -
     assert end.turn.pause_id is not None
 
 
+async def test_a_cached_intent_in_words_that_trail_off_waits_for_the_shorter_silence() -> None:
+    # "Do you ship to" is close to "Do you ship to Canada?": the caller may be mid-sentence
+    # ("...to PO boxes?"), so the hit alone does not end the turn at once.
+    asr = ScriptedASR("Do you ship to")
+    frames, ended_at, _ = await drive(tone(600) + silence(600), asr, FakeLookup("Do you ship to"))
+    assert turn_of(frames).turn.eot_reason == "early"
+    assert ended_at == 300
+
+
 async def test_a_finished_sentence_ends_after_the_shorter_silence() -> None:
     asr = ScriptedASR("I have a question about my bill.")
     frames, ended_at, _ = await drive(tone(600) + silence(600), asr, FakeLookup(None))
