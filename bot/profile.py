@@ -39,8 +39,8 @@ class EndpointingConfig(BaseModel):
     #: (0: never). Shorter than ``end_silence_ms``; a pause this long inside a sentence
     #: costs one wasted transcription, nothing else.
     speculate_after_ms: int = Field(100, ge=0)
-    #: End the turn early on what that pass found: at once on a cached intent, after
-    #: ``sentence_end_silence_ms`` when the words read as a finished sentence.
+    #: End the turn early on what that pass found: at once on a cached intent in words that
+    #: read as a finished sentence, after ``sentence_end_silence_ms`` on either one.
     early_end: bool = True
     sentence_end_silence_ms: int = Field(300, ge=20)
 
