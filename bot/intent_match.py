@@ -6,9 +6,8 @@ otherwise each intent is scored by the mean similarity of its ``top_k`` nearest 
 less ``calibration`` times how much more alike its own examples are than usual (its
 cohesion, ``COHESION_REFERENCE``). The best intent wins only if that score is at least
 ``threshold`` (``action_threshold`` for an intent with an action: a hang-up or a transfer),
-leads the
-best other intent by ``margin``, and none of that intent's negative examples comes within
-``negative_margin`` of its similarity.
+leads the best other intent by ``margin``, and none of that intent's negative examples
+comes within ``negative_margin`` of its similarity.
 """
 
 from __future__ import annotations
