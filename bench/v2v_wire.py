@@ -54,7 +54,7 @@ from bench.wire import FRAME_MS, is_voiced, percentile, voiced_frames
 from bot.caller_voice import FLITE_VOICES, speak, write_wav
 from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.settings import DEFAULT_PROFILE
-from bot.turn import STAGES as TURN_STAGES
+from bot.turn import STAGES as LOG_STAGES
 from serve.bench import wer
 
 RATE = 8000
@@ -404,10 +404,6 @@ class LogTurn:
         return {name: (s[b] - s[a]) * 1000 for name, (a, b) in spans.items() if a in s and b in s}
 
 
-#: The stage marks a call-log turn row holds (``<name>_at`` columns).
-LOG_STAGES = TURN_STAGES
-
-
 @dataclass
 class LoggedCall:
     """A call in the bot's call log: its turns in order, and when fillers played."""
@@ -467,6 +463,32 @@ def _utc_seconds(at: dt.datetime) -> float:
     return at.timestamp()
 
 
+Window = tuple[float, float]
+
+
+def question_windows(turns: Sequence[WireTurn], slack_s: float) -> list[Window | None]:
+    """Each question's window on the capture clock: ``slack_s`` before its first voiced
+    packet to the next question's first one (None: the question is not on the wire)."""
+    out: list[Window | None] = []
+    for i, turn in enumerate(turns):
+        later = [w.caller_start for w in turns[i + 1 :] if w.caller_start is not None]
+        out.append(
+            None
+            if turn.caller_start is None
+            else (turn.caller_start - slack_s, later[0] if later else np.inf)
+        )
+    return out
+
+
+def ended_inside(
+    turn: LogTurn, window: Window | None, to_capture: Callable[[float], float]
+) -> bool:
+    """Did the logged ``turn``'s speech end lie in ``window``?"""
+    if window is None or "speech_end" not in turn.stages:
+        return False
+    return window[0] <= to_capture(turn.stages["speech_end"]) < window[1]
+
+
 def join_turns(
     wire: Sequence[WireTurn], logged: Sequence[LogTurn], to_capture: Callable[[float], float]
 ) -> list[LogTurn | None]:
@@ -479,19 +501,10 @@ def join_turns(
     whose speech end lies in the window.
     """
     answered = [t for t in logged if t.route != "none"]
-    windows: list[tuple[float, float] | None] = []
-    for i, turn in enumerate(wire):
-        later = [w.caller_start for w in wire[i + 1 :] if w.caller_start is not None]
-        windows.append(
-            None
-            if turn.caller_start is None
-            else (turn.caller_start - SLACK_S, later[0] if later else np.inf)
-        )
+    windows = question_windows(wire, SLACK_S)
 
-    def inside(t: LogTurn, window: tuple[float, float] | None) -> bool:
-        if window is None or "speech_end" not in t.stages:
-            return False
-        return window[0] <= to_capture(t.stages["speech_end"]) < window[1]
+    def inside(t: LogTurn, window: Window | None) -> bool:
+        return ended_inside(t, window, to_capture)
 
     if len(answered) == len(wire) and all(map(inside, answered, windows)):
         return list(answered)
@@ -508,22 +521,14 @@ def heard_texts(
     """What the bot's ASR heard of each scripted question: the transcripts of every logged
     turn whose speech end lies in the question's window (a question the bot split at a
     pause is two turns), in order; None when the question was not found on the wire."""
-    out: list[str | None] = []
-    for i, turn in enumerate(wire):
-        if turn.caller_start is None:
-            out.append(None)
-            continue
-        later = [w.caller_start for w in wire[i + 1 :] if w.caller_start is not None]
-        start, end = turn.caller_start - SLACK_S, later[0] if later else np.inf
-        parts = [
-            t.transcript
-            for t in logged
-            if t.transcript
-            and "speech_end" in t.stages
-            and start <= to_capture(t.stages["speech_end"]) < end
-        ]
-        out.append(" ".join(parts))
-    return out
+    return [
+        None
+        if window is None
+        else " ".join(
+            t.transcript for t in logged if t.transcript and ended_inside(t, window, to_capture)
+        )
+        for window in question_windows(wire, SLACK_S)
+    ]
 
 
 # --------------------------------------------------------------------------- results
@@ -628,15 +633,10 @@ class Collected:
 def filler_turns(turns: Sequence[WireTurn], fillers: Iterable[float]) -> list[bool]:
     """For each turn, did a filler (capture-clock times) play between its question and the next?"""
     at = sorted(fillers)
-    out = []
-    for i, turn in enumerate(turns):
-        if turn.caller_start is None:
-            out.append(False)
-            continue
-        later = [w.caller_start for w in turns[i + 1 :] if w.caller_start is not None]
-        until = later[0] if later else np.inf
-        out.append(any(turn.caller_start < t < until for t in at))
-    return out
+    return [
+        window is not None and any(window[0] < t < window[1] for t in at)
+        for window in question_windows(turns, 0.0)
+    ]
 
 
 def evaluate(run: Collected) -> Results:

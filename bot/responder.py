@@ -76,10 +76,14 @@ class Responder(Processor):
         far, so that an LLM answer to the next question starts from its new words only."""
         if self._prefilling is not None and not self._prefilling.done():
             return
-        messages = [ChatMessage(role="system", content=self._profile.system_prompt)]
         self._prefilling = asyncio.create_task(
-            self._llm.prefill([*messages, *self._history]), name="llm-prefill"
+            self._llm.prefill(self._prompt()), name="llm-prefill"
         )
+
+    def _prompt(self, *new: ChatMessage) -> list[ChatMessage]:
+        """The system prompt, the conversation so far, then ``new``."""
+        system = ChatMessage(role="system", content=self._profile.system_prompt)
+        return [system, *self._history, *new]
 
     async def on_interrupt(self) -> None:
         turn = self._current
@@ -94,11 +98,7 @@ class Responder(Processor):
         turn.route = "llm"
         turn.mark("route_decided")
         await self.push(AnswerPending(turn=turn))  # the speaker fills a long wait
-        messages = [
-            ChatMessage(role="system", content=self._profile.system_prompt),
-            *self._history,
-            ChatMessage(role="user", content=text),
-        ]
+        messages = self._prompt(ChatMessage(role="user", content=text))
         splitter = ClauseSplitter()
         timings = StageTimings()
         spoke = False
