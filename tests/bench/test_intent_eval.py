@@ -18,6 +18,7 @@ from bench.intent_eval import (
     evaluate,
     evaluate_prefixes,
     load_eval_sets,
+    ranking,
     read_split,
     read_transcripts,
     sweep,
@@ -139,6 +140,39 @@ def test_the_sweep_decides_as_the_matcher_does() -> None:
         out = evaluate(index, items, vectors, cell.rule)
         assert (cell.correct[0], cell.false_accepts[0]) == (out.correct, out.false_accepts)
     assert any(c.total_correct for c in cells) and any(c.total_false_accepts for c in cells)
+
+
+def test_ranking_counts_the_nearest_intent_and_the_best_single_threshold() -> None:
+    def unit(*v: float) -> np.ndarray:
+        a = np.asarray(v, dtype=np.float32)
+        return a / np.linalg.norm(a)
+
+    none = np.zeros((0, 3), np.float32)
+    index = IntentIndex(
+        [
+            IntentVectors("a", ("a",), (), unit(1, 0, 0)[None, :], none),
+            IntentVectors("b", ("b",), (), unit(0, 1, 0)[None, :], none),
+        ]
+    )
+    items: list[tuple[str, str | None]] = [
+        ("close to a", "a"),  # score 0.99: above every negative
+        ("loosely a", "a"),  # score 0.8: below the best negative (0.9)
+        ("nearer b than a", "a"),  # the nearest intent is wrong
+        ("a near-miss", None),  # 0.9 for a
+        ("far away", None),
+    ]
+    vectors = np.asarray(
+        [
+            unit(0.99, np.sqrt(1 - 0.99**2), 0),
+            unit(0.8, 0, 0.6),
+            unit(0.3, 0.9, 0.3),
+            unit(0.9, 0, np.sqrt(1 - 0.81)),
+            unit(0, 0, 1),
+        ]
+    )
+    found = ranking(index, items, vectors, top_k=1)
+    assert found.nearest_right == pytest.approx(2 / 3)
+    assert found.one_threshold == pytest.approx(1 / 3)
 
 
 def test_choose_wants_no_false_accept_then_accuracy_then_strictness() -> None:
