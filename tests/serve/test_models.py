@@ -230,7 +230,9 @@ async def test_llm_cancel_mid_stream_stops_generation(models: ModelSet) -> None:
 
 
 async def test_llm_reuses_the_system_prompt_kv_cache(models: ModelSet) -> None:
-    system = SYSTEM + " Today's reference is test-kv."  # a prefix no earlier test has used
+    # Different from its first token on: llama.cpp reuses the longest cached prefix, so a
+    # marker at the end would leave SYSTEM (read by earlier tests) cached for the cold run.
+    system = "Reference test-kv. " + SYSTEM
     cold, warm = StageTimings(), StageTimings()
     first = [ChatMessage("system", system), ChatMessage("user", "Do you ship abroad?")]
     second = [ChatMessage("system", system), ChatMessage("user", "Can I pay by card?")]
