@@ -44,6 +44,7 @@ class Responder(Processor):
         self._current: Turn | None = None
         self._partial: list[str] = []
         self._prefilling: asyncio.Task[bool] | None = None
+        self._open = False  # counted among the model's conversations
 
     @property
     def busy(self) -> bool:
@@ -64,7 +65,16 @@ class Responder(Processor):
         else:
             await self.push(frame)
 
+    def start(self) -> None:
+        if not self._open:
+            self._open = True
+            self._llm.conversation_opened()
+        super().start()
+
     async def stop(self) -> None:
+        if self._open:
+            self._open = False
+            self._llm.conversation_closed()
         if self._prefilling is not None:
             self._prefilling.cancel()
             with contextlib.suppress(asyncio.CancelledError):

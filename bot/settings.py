@@ -58,6 +58,9 @@ class ModelSettings(BaseModel):
     #: Niceness of the LLM's thread (0-19): when every core is busy, the caller's speech
     #: work (VAD, ASR, cached answers) runs first and the LLM takes what is left.
     llm_nice: int = Field(10, ge=0, le=19)
+    #: Longest wait of the CPU LLM (llama.cpp), before each token, while callers' speech
+    #: is being transcribed or looked up (ms; 0: never waits). On a GPU node: no effect.
+    llm_yield_ms: int = Field(250, ge=0, le=5000)
     #: Niceness of the synthesizer's own thread: a caller's finished turn is transcribed
     #: before the next sentence of another call's LLM answer is synthesized.
     tts_nice: int = Field(5, ge=0, le=19)

@@ -25,6 +25,7 @@ from typing import Protocol
 
 from bot.intent_cache import Lookup
 from serve import ASR, ProviderError, StageTimings
+from serve.priority_pool import Priority, Urgency, priority
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,9 @@ class Speculation:
     sentence_done: bool = False
     finished_at: float | None = None
     failed: bool = False
+    #: Where the pass's jobs stand in the shared pool's queue: behind turns that have
+    #: ended, until this turn ends too; withdrawn when the caller speaks again.
+    priority: Priority = field(default_factory=lambda: Priority(Urgency.AHEAD), repr=False)
 
     @property
     def acts(self) -> bool:
@@ -151,6 +155,7 @@ class Speculator:
             return None
         if audio_bytes < spec.audio_bytes:
             return None
+        spec.priority.raise_to(Urgency.NOW)  # the caller is now waiting for it
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(task)
         if spec.failed or spec.finished_at is None:
@@ -167,9 +172,11 @@ class Speculator:
         """The caller spoke again: whatever the running pass finds is not used."""
         if self._current is not None:
             self.discarded += 1
+            # A pass still waiting for a worker never runs (and the next one can start);
+            # an ASR call already running cannot be stopped midway: the pass finishes in
+            # the background and its result is ignored.
+            self._current.priority.withdraw()
         self._current = None
-        # The ASR call runs on a worker thread and cannot be stopped midway; the pass
-        # finishes in the background and its result is ignored.
 
     async def close(self) -> None:
         task, self._task, self._current = self._task, None, None
@@ -179,6 +186,11 @@ class Speculator:
                 await task
 
     async def _run(self, spec: Speculation, audio: bytes) -> Speculation:
+        # This task's jobs (ASR, then the lookup's embedding) carry the pass's priority.
+        with priority(spec.priority):
+            return await self._pass(spec, audio)
+
+    async def _pass(self, spec: Speculation, audio: bytes) -> Speculation:
         timings = StageTimings()
         try:
             result = await self._asr.transcribe(audio, self._rate, timings=timings)

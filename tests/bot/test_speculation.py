@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import threading
 
 import pytest
 
@@ -15,6 +17,8 @@ from bot.processor import Collector
 from bot.profile import EndpointingConfig
 from bot.speculation import Speculator, looks_complete
 from bot.transcriber import Transcriber
+from serve.base import SHARED_WORKERS, shared_executor
+from serve.priority_pool import Urgency
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, ScriptedASR, silence, tone
 
 CFG = EndpointingConfig(
@@ -204,3 +208,59 @@ async def test_an_intent_that_hangs_up_waits_for_the_longer_silence() -> None:
     frames, ended_at, _ = await drive(tone(600) + silence(600), asr, ActingLookup("Bye now"))
     assert turn_of(frames).turn.eot_reason == "early"
     assert ended_at == 300
+
+
+def occupy_shared_pool() -> threading.Event:
+    """Keep every worker of the shared pool busy until the returned event is set."""
+    release = threading.Event()
+    started = threading.Barrier(SHARED_WORKERS + 1)
+
+    def hold() -> None:
+        started.wait(5.0)
+        release.wait(5.0)
+
+    for _ in range(SHARED_WORKERS):
+        shared_executor().submit(hold)
+    started.wait(5.0)
+    return release
+
+
+async def test_a_pass_still_waiting_for_a_worker_is_withdrawn_when_the_caller_speaks() -> None:
+    asr = ScriptedASR("I want to")
+    await asr.load()
+    spec = Speculator(asr, sample_rate=8000)
+    release = occupy_shared_pool()
+    try:
+        assert spec.start(1, tone(200))
+        await asyncio.sleep(0.01)
+        assert spec.busy  # queued behind the busy workers
+        spec.discard()  # the caller speaks again
+        for _ in range(100):
+            if not spec.busy:
+                break
+            await asyncio.sleep(0.01)
+        assert not spec.busy  # the next pause can start a pass at once
+        assert spec.start(2, tone(400))
+    finally:
+        release.set()
+    found = await spec.result_for(2, 100_000)
+    assert found is not None and found.transcript == "I want to"
+    assert asr.calls == 1  # the withdrawn pass never ran
+
+
+async def test_the_turn_ending_makes_its_pass_as_urgent_as_any_ended_turn() -> None:
+    asr = ScriptedASR("Where is my order?")
+    await asr.load()
+    spec = Speculator(asr, sample_rate=8000)
+    release = occupy_shared_pool()
+    try:
+        assert spec.start(1, tone(200))
+        waiting = spec._current
+        assert waiting is not None and waiting.priority.level == Urgency.AHEAD
+        result = asyncio.create_task(spec.result_for(1, 100_000))
+        await asyncio.sleep(0.01)
+        assert waiting.priority.level == Urgency.NOW
+    finally:
+        release.set()
+    found = await result
+    assert found is not None and found.transcript == "Where is my order?"
