@@ -27,10 +27,12 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import itertools
 import os
 import pickle
 import platform
+import random
 import shutil
 import signal
 import sys
@@ -124,8 +126,10 @@ def build_script(
     lead_s: float,
     answer_window_s: float,
     say: Callable[[str, str], bytes] = lambda text, voice: speak(text, voice=voice),
+    think_s: Callable[[], float] = lambda: 0.0,
 ) -> Script:
-    """Silence for the greeting, then each (text, planned route) and silence for its answer."""
+    """Silence for the greeting, then each (text, planned route) and silence for its answer
+    (``answer_window_s``, plus ``think_s()`` more: callers who take their time)."""
     parts = [bytes(int(lead_s * RATE) * 2)]
     at = int(lead_s * RATE) / RATE
     turns = []
@@ -133,8 +137,9 @@ def build_script(
         pcm = say(text, voice)
         first, last = voiced_bounds(pcm)
         turns.append(ScriptTurn(text, planned, at + first, at + last))
-        parts += [pcm, bytes(int(answer_window_s * RATE) * 2)]
-        at += len(pcm) / 2 / RATE + int(answer_window_s * RATE) / RATE
+        gap = int((answer_window_s + think_s()) * RATE)
+        parts += [pcm, bytes(gap * 2)]
+        at += len(pcm) / 2 / RATE + gap / RATE
     return Script(voice=voice, turns=tuple(turns), pcm=b"".join(parts))
 
 
@@ -877,11 +882,18 @@ async def collect(
     lead_s: float = 5.0,
     answer_window_s: float = 12.0,
     stagger_s: float = 0.25,
+    think_jitter_s: float = 0.0,
     codec: str = "PCMU",
     questions: Callable[[int], list[tuple[str, str]]] | None = None,
     profile: Path | None = None,
 ) -> Collected:
-    """Start a bot, run every level's callers under a capture; the packets and call log."""
+    """Start a bot, run every level's callers under a capture; the packets and call log.
+
+    With ``think_jitter_s`` each silence after a question lasts up to that much longer
+    (uniform, the same for every run: seeded by the caller's number), so that the calls
+    drift apart as independent callers do; without it every call keeps the same rhythm and
+    the questions of a level end within ``level * stagger_s`` of each other, every time.
+    """
     exe = shutil.which("baresip")
     if exe is None:
         raise RuntimeError("baresip is not installed (apt-get install baresip-core)")
@@ -916,8 +928,13 @@ async def collect(
                     batch = []
                     for _ in range(level):
                         i = len(callers)
+                        think = random.Random(i)
                         script = build_script(
-                            plan(i), next(voices), lead_s=lead_s, answer_window_s=answer_window_s
+                            plan(i),
+                            next(voices),
+                            lead_s=lead_s,
+                            answer_window_s=answer_window_s,
+                            think_s=functools.partial(think.uniform, 0.0, think_jitter_s),
                         )
                         caller = Caller(level, i, free_udp_port(), script)
                         capture.filter.add(caller.sip_port)
@@ -1171,6 +1188,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--stagger", type=float, default=0.25, help="s between call starts in a level"
     )
+    parser.add_argument(
+        "--think-jitter",
+        type=float,
+        default=0.0,
+        help="up to this many s more silence after each question (random, seeded per caller):"
+        " calls drift apart instead of every caller finishing a question at the same moment",
+    )
     parser.add_argument("--codec", choices=("PCMU", "PCMA"), default="PCMU")
     parser.add_argument(
         "--profile", type=Path, help="bot profile (default: $SWITCHBOARD_PROFILE or the default)"
@@ -1200,6 +1224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     lead_s=args.lead,
                     answer_window_s=args.answer_window,
                     stagger_s=args.stagger,
+                    think_jitter_s=args.think_jitter,
                     codec=args.codec,
                     profile=args.profile,
                 )

@@ -369,3 +369,19 @@ def test_is_voiced_matches_voiced_frames() -> None:
     assert is_voiced(loud) and bool(voiced_frames(loud)[0])
     assert not is_voiced(faint) and not bool(voiced_frames(faint)[0])
     assert not is_voiced(np.zeros(0, dtype=np.int16))
+
+
+def test_build_script_adds_each_callers_think_time_after_a_question() -> None:
+    extra = iter([0.5, 1.5])
+    script = build_script(
+        [("first question", "cache"), ("second question", "llm")],
+        "slt",
+        lead_s=2.0,
+        answer_window_s=3.0,
+        say=fake_say,
+        think_s=lambda: next(extra),
+    )
+    utterance = len(fake_say("", "")) / 2 / RATE
+    first, second = script.turns
+    assert second.start_s - first.start_s == pytest.approx(utterance + 3.0 + 0.5)
+    assert script.seconds == pytest.approx(2.0 + 2 * (utterance + 3.0) + 0.5 + 1.5)
