@@ -10,6 +10,8 @@ import sys
 import time
 from contextlib import aclosing
 
+from threadpoolctl import threadpool_limits
+
 from bot.call_port import CallPort
 from bot.calllog import CallLog
 from bot.calllog.config import open_call_log
@@ -160,6 +162,11 @@ def _progress(message: str) -> None:
 
 async def run_node(settings: Settings) -> None:
     """Run a bot node until SIGINT or SIGTERM."""
+    # numpy's BLAS (OpenBLAS) starts a thread per core, and after each product its threads
+    # spin waiting for the next one: every Whisper pass (its log-mel features) then burnt
+    # ~100 ms of a second core besides its own ~120 ms. Every model here already has its
+    # own thread; the BLAS gets one too.
+    threadpool_limits(limits=1, user_api="blas")
     profile = load_profile(settings.profile)
     node = BotNode(settings, profile)
     stop = asyncio.Event()
