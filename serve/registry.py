@@ -100,16 +100,6 @@ embedder_backends: Backends[Embedder] = Backends("embedder")
 # As many CTranslate2 workers as the shared pool has threads: each call's transcription
 # runs beside another's instead of queueing inside the library (two at once: 315 ms for
 # both with one worker, 167 ms with two, measured here).
-def _llama_cpp(s: ModelSpec) -> LlamaCppLLM:
-    llm = LlamaCppLLM(model_path=s.llm_model_path, n_threads=1, thread_nice=s.llm_nice)
-    if s.llm_yield_ms > 0:
-        # On the cores that transcribe callers: each token waits (up to llm_yield_ms)
-        # until the shared pool has no speech work. Niceness alone left it most of a core
-        # while callers' transcriptions ran three times slower than on an idle node.
-        llm.yield_to, llm.yield_max_s = shared_executor().wait_idle, s.llm_yield_ms / 1000.0
-    return llm
-
-
 asr_backends.register(
     "whisper",
     lambda s: WhisperASR(
@@ -129,13 +119,22 @@ asr_backends.register(
         min_window_s=4.0,
     ),
 )
-llm_backends.register(
+
+
+def _llama_cpp(s: ModelSpec) -> LlamaCppLLM:
     # One thread: llama.cpp's threads spin on a barrier each token, and when another model
     # holds a core (ASR, TTS, other calls) two threads ran 30x slower than one (25 s vs 0.8 s
     # for 42 tokens, measured here on 2 cores under load).
-    "llama-cpp",
-    _llama_cpp,
-)
+    llm = LlamaCppLLM(model_path=s.llm_model_path, n_threads=1, thread_nice=s.llm_nice)
+    if s.llm_yield_ms > 0:
+        # On the cores that transcribe callers: each token waits (up to llm_yield_ms)
+        # until the shared pool has no speech work. With niceness alone, a transcription
+        # beside it took 166 ms; with the wait, 133 ms (measured here on 2 cores).
+        llm.yield_to, llm.yield_max_s = shared_executor().wait_idle, s.llm_yield_ms / 1000.0
+    return llm
+
+
+llm_backends.register("llama-cpp", _llama_cpp)
 
 
 def _piper(s: ModelSpec) -> PiperTTS:
