@@ -19,6 +19,7 @@ call log (SQLite in its data folder), joined to the wire by SIP Call-ID and turn
         --route both [--write]
 
 ``--write`` writes ``docs/latency.md`` and ``docs/latency.png`` (needs matplotlib).
+``--cpu-limit 1`` runs it all on one core's worth of CPU (``bench/cpu_limit.py``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from bench.botproc import ROOT, run_bot
+from bench.cpu_limit import CpuLimitUnavailable, cpu_limit
 from bench.ports import free_udp_port
 from bench.rtp_capture import Addr, Capture, Packet, PortFilter, decode, parse_rtp, parse_sip
 from bench.voice_to_voice import CACHE_QUESTIONS, OPEN_QUESTIONS
@@ -193,6 +195,14 @@ class Media:
     def voiced_between(self, start: float, end: float) -> bool:
         return bool((self.voiced & (self.t >= start) & (self.t <= end)).any())
 
+    def longest_silence(self, after: float, before: float = np.inf) -> float | None:
+        """The longest stretch in (after, last voiced packet before ``before``) with no
+        voiced packet: how long a listener waited in silence. None: nothing voiced."""
+        hit = self.t[self.voiced & (self.t > after) & (self.t < before)]
+        if not len(hit):
+            return None
+        return float(np.diff(np.concatenate(([after], hit))).max())
+
 
 def _unwrap(values: npt.NDArray[np.int64], modulus: int) -> npt.NDArray[np.int64]:
     """A wrapping counter as a monotone-ish one (steps taken as the shortest way round)."""
@@ -313,6 +323,9 @@ class WireTurn:
     caller_end: float | None  # last voiced packet of the question
     bot_start: float | None  # first voiced bot packet after it
     overlapped: bool  # the bot was talking when the question ended
+    #: The longest the caller heard nothing from the question's end to the answer's end
+    #: (fillers break the wait; the answer's own pauses count too).
+    silence_s: float | None = None
 
     @property
     def v2v_ms(self) -> float | None:
@@ -366,6 +379,7 @@ def measure_turns(call: WireCall, script: Sequence[ScriptTurn]) -> list[WireTurn
                 caller_end=end,
                 bot_start=call.down.first_voiced(end, before),
                 overlapped=call.down.voiced_between(end - OVERLAP_S, end),
+                silence_s=call.down.longest_silence(end, before),
             )
         )
     return out
@@ -563,6 +577,8 @@ class TurnResult:
     #: The question as scripted, and what the bot's ASR heard of it (None: not on the wire).
     said: str = ""
     heard: str | None = None
+    #: The longest the caller heard nothing while waiting for (and through) the answer.
+    silence_ms: float | None = None
 
     @property
     def word_errors(self) -> tuple[int, int] | None:
@@ -745,6 +761,7 @@ def evaluate(run: Collected) -> Results:
                     outbound_ms=outbound,
                     said=script_turn.text,
                     heard=text,
+                    silence_ms=None if turn.silence_s is None else turn.silence_s * 1000,
                 )
             )
     return res
@@ -977,8 +994,9 @@ def route_order(routes: Iterable[str]) -> list[str]:
 def report(res: Results, command: str) -> str:
     """The results as Markdown tables."""
     lines = [
-        "| concurrency | route | turns | P50 ms | P95 ms | P99 ms | max ms | after a filler |",
-        "|---|---|---|---|---|---|---|---|",
+        "| concurrency | route | turns | P50 ms | P95 ms | P99 ms | max ms | after a filler | "
+        "longest silence P95 / max ms |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for level in res.levels:
         turns = [t for t in res.turns if t.concurrency == level]
@@ -986,9 +1004,11 @@ def report(res: Results, command: str) -> str:
             mine = [t for t in turns if t.route == route and t.v2v_ms is not None]
             v = [t.v2v_ms for t in mine if t.v2v_ms is not None]
             top = f"{max(v):.0f}" if v else "-"
+            quiet = [t.silence_ms for t in mine if t.silence_ms is not None]
+            longest = f"{_pct(quiet, 95)} / {max(quiet):.0f}" if quiet else "-"
             lines.append(
                 f"| {level} | {route} | {len(v)} | {_pct(v, 50)} | {_pct(v, 95)} | "
-                f"{_pct(v, 99)} | {top} | {sum(t.filler for t in mine)} |"
+                f"{_pct(v, 99)} | {top} | {sum(t.filler for t in mine)} | {longest} |"
             )
     calls_table = [
         "| concurrency | calls | dropped | greeting P50 ms | P95 ms | P99 ms | "
@@ -1065,7 +1085,9 @@ def report(res: Results, command: str) -> str:
         "to the INVITE on the wire. Routes come from the bot's call log: cache is an intent "
         "match (ready audio), llm the language model; unjoined: no call-log turn found. "
         'When the answer is slow the bot plays a filler ("one moment please") first: '
-        "voice-to-voice then measures the filler, the first thing the caller hears. The bot "
+        "voice-to-voice then measures the filler, the first thing the caller hears. Longest "
+        "silence: per turn, the longest stretch without a voiced bot packet from the question's "
+        "end to the answer's end (a dead line while the caller waits). The bot "
         "matches intents as configured but runs with their actions off "
         "(`SWITCHBOARD_CALL_ACTIONS=false`: a transfer or hang-up is recorded, not done), so "
         "that every call plays its whole script. The capture needs root (a raw packet "
@@ -1197,6 +1219,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--codec", choices=("PCMU", "PCMA"), default="PCMU")
     parser.add_argument(
+        "--cpu-limit",
+        type=float,
+        metavar="CORES",
+        help="run the bot and its callers on this many cores' worth of CPU (a cgroup quota,"
+        " needs root): how much headroom a result has, whatever the machine's speed that day",
+    )
+    parser.add_argument(
         "--profile", type=Path, help="bot profile (default: $SWITCHBOARD_PROFILE or the default)"
     )
     parser.add_argument(
@@ -1216,19 +1245,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not isinstance(run, Collected):
                 raise SystemExit(f"{args.analyze}: not a file written by --save")
         else:
-            run = asyncio.run(
-                collect(
-                    levels,
-                    args.turns_per_call,
-                    args.route,
-                    lead_s=args.lead,
-                    answer_window_s=args.answer_window,
-                    stagger_s=args.stagger,
-                    think_jitter_s=args.think_jitter,
-                    codec=args.codec,
-                    profile=args.profile,
+            limited = args.cpu_limit is not None
+            with cpu_limit(args.cpu_limit) if limited else contextlib.nullcontext():
+                run = asyncio.run(
+                    collect(
+                        levels,
+                        args.turns_per_call,
+                        args.route,
+                        lead_s=args.lead,
+                        answer_window_s=args.answer_window,
+                        stagger_s=args.stagger,
+                        think_jitter_s=args.think_jitter,
+                        codec=args.codec,
+                        profile=args.profile,
+                    )
                 )
-            )
+    except CpuLimitUnavailable as exc:
+        print(f"cannot limit the benchmark's CPU: {exc}", file=sys.stderr)
+        return 2
     except CaptureDenied as exc:
         print(
             f"cannot capture packets on the loopback interface: {exc}\n"

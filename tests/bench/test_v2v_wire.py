@@ -12,6 +12,7 @@ from bench.v2v_wire import (
     Collected,
     LoggedCall,
     LogTurn,
+    Media,
     Results,
     WireTurn,
     bench_command,
@@ -153,10 +154,24 @@ def test_greeting_and_voice_to_voice_per_scripted_question() -> None:
     assert greeting_ms(call) == pytest.approx((fake.t0 + 5 * 0.02 - fake.answered) * 1000)
     turns = measure_turns(call, fake.script.turns)
     assert [t.v2v_ms for t in turns] == pytest.approx([700.0, 1100.0])
+    # each answer is one unbroken stretch: the only silence is the wait for it
+    assert [t.silence_s for t in turns] == pytest.approx([0.7, 1.1])
     for turn, last in zip(turns, fake.last_caller_packet, strict=True):
         # the pause inside the question did not end it early
         assert turn.caller_end == pytest.approx(fake.times[last])
         assert not turn.overlapped
+
+
+def test_longest_silence_is_broken_by_a_filler_and_ends_with_the_answer() -> None:
+    t = np.arange(0, 8.0, 0.02)
+    # a filler from 1.0 to 1.5 s, the answer from 4.0 to 5.0 s with a 0.3 s pause in it
+    voiced = ((t >= 1.0) & (t < 1.5)) | ((t >= 4.0) & (t < 5.0) & ~((t >= 4.4) & (t < 4.7)))
+    rows = [(float(x), i, 160 * i, bool(v), 0) for i, (x, v) in enumerate(zip(t, voiced))]
+    media = Media.build(rows)
+    # from the last filler packet (1.48 s) to the answer's first (4.0 s)
+    assert media.longest_silence(0.0) == pytest.approx(2.52)
+    assert media.longest_silence(0.0, before=3.0) == pytest.approx(1.0)
+    assert media.longest_silence(5.5) is None
 
 
 def test_bot_talking_when_the_question_ends_is_overlapped() -> None:
