@@ -120,9 +120,11 @@ class BotProfile(BaseModel):
     transfer_timeout_s: float = Field(30.0, gt=0.0, le=300.0)
     #: Short phrases synthesized ahead, to play while the bot works ("One moment."): one of
     #: them, in turn, when an LLM answer's first audio is not out ``filler_after_ms`` after
-    #: the caller's turn ended.
+    #: the caller's turn ended, and another each ``filler_every_ms`` after the last one
+    #: ended while the answer is still silent (0: one filler a turn).
     fillers: list[str] = []
     filler_after_ms: int = Field(1000, ge=0)
+    filler_every_ms: int = Field(0, ge=0)
     intents: list[IntentConfig] = []
     intent_matching: IntentMatchingConfig = IntentMatchingConfig()
 

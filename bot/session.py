@@ -64,6 +64,7 @@ class CallSession:
             on_turn=on_turn,
             fillers=[(text, prompts.get(text)) for text in profile.fillers],
             filler_after_s=profile.filler_after_ms / 1000.0,
+            filler_every_s=profile.filler_every_ms / 1000.0,
             on_filler=self._filler_played,
         )
         self.responder = Responder(models.llm, profile, apology_pcm=apology)

@@ -40,6 +40,8 @@ class Speaker(Processor):
     Fillers: when the LLM starts on an answer (``AnswerPending``) and the answer's first
     audio has not gone out ``filler_after_s`` after the caller's turn ended, one filler
     (the next of ``fillers``, in turn) is queued; the answer's audio queues behind it.
+    With ``filler_every_s`` another follows that long after each filler ends, for as long
+    as the answer stays silent.
     """
 
     name = "speaker"
@@ -54,6 +56,7 @@ class Speaker(Processor):
         on_turn: TurnSink,
         fillers: Sequence[tuple[str, bytes]] = (),
         filler_after_s: float = 1.0,
+        filler_every_s: float = 0.0,
         on_filler: FillerSink | None = None,
     ) -> None:
         super().__init__()
@@ -66,6 +69,7 @@ class Speaker(Processor):
         self._apologised: set[int] = set()
         self._fillers = itertools.cycle(fillers) if fillers else None
         self._filler_after_s = filler_after_s
+        self._filler_every_s = filler_every_s
         self._on_filler = on_filler
         self._filler_timer: asyncio.TimerHandle | None = None
         self.busy = False
@@ -153,16 +157,23 @@ class Speaker(Processor):
         self._filler_timer = None
         if self._fillers is None or turn.barged_in or turn.route != "llm":
             return
-        if "first_audio_out" in turn.stages or FILLER_AUDIO_OUT in turn.stages:
-            return  # the answer is out already (or this turn had its filler)
+        if "first_audio_out" in turn.stages or "response_done" in turn.stages:
+            return  # the answer is out already, or there is none to wait for
         text, pcm = next(self._fillers)
         heard_at = time.monotonic() + self._out.queued_frames * FRAME_S
-        turn.mark(FILLER_AUDIO_OUT, heard_at)
+        turn.mark(FILLER_AUDIO_OUT, heard_at)  # the first filler's; later ones are events
         self._turn = turn  # the turn is audible now: a barge-in or a hang-up ends it
         self._out.send(pcm)
         log.debug("turn %d of %s: filler played", turn.index, turn.call_id)
         if self._on_filler is not None:
             self._on_filler(turn, text, heard_at)
+        if self._filler_every_s > 0:
+            # Still silent a while after this filler ends: another, so the line never
+            # sounds dead while a busy model works (the model's timeout bounds the wait).
+            ends_at = heard_at + len(pcm) / 2 / self._rate
+            delay = max(0.0, ends_at + self._filler_every_s - time.monotonic())
+            loop = asyncio.get_running_loop()
+            self._filler_timer = loop.call_later(delay, self._play_filler, turn)
 
     def _finish(self, turn: Turn) -> None:
         if self._turn is turn:

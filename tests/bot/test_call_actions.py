@@ -333,6 +333,49 @@ async def test_no_filler_when_the_answer_is_out_in_time(started: Start) -> None:
     assert events == []
 
 
+async def test_a_long_wait_gets_a_filler_every_so_often_until_the_answer(
+    started: Start,
+) -> None:
+    # Fillers at 0.3 s (600 ms long), 1.1 s (300 ms) and 1.6 s (600 ms); the first word
+    # comes at 1.9 s and queues behind the third; the one due at 2.4 s never plays.
+    chatty = PROFILE.model_copy(update={"filler_every_ms": 200})
+    llm = ScriptedLLM(["Your order ships today."], delay_s=1.9)
+    bot = await started(llm=llm, profile=chatty)
+    await bot.say("is my parcel insured")
+    await bot.until(lambda: len(bot.turns) == 1)
+    await bot.call.play(silence(1000))
+    await bot.hang_up()
+    ((turn),) = bot.turns
+    assert turn.route == "llm" and turn.answer == "Your order ships today."
+    _, events = await bot.records()
+    assert events == [
+        ("filler", "One moment please while I look"),
+        ("filler", "Just a second"),
+        ("filler", "One moment please while I look"),
+    ]
+    assert voiced_ms(bot.call.sent) == 300 + 600 + 300 + 600 + 400
+    # The turn's mark is the first filler's; the answer is heard after the last one.
+    assert turn.stages[FILLER_AUDIO_OUT] - turn.stages["eot_decided"] < 0.3 + 0.15
+    assert turn.stages["first_audio_out"] - turn.stages[FILLER_AUDIO_OUT] >= 1.3 + 0.6 - 0.03
+
+
+async def test_fillers_stop_when_the_model_times_out_and_the_apology_plays(
+    started: Start,
+) -> None:
+    chatty = PROFILE.model_copy(update={"filler_every_ms": 200})
+    bot = await started(llm=ScriptedLLM(["Too late."], delay_s=5.0), profile=chatty)
+    await bot.say("is my parcel insured")
+    await bot.until(lambda: len(bot.turns) == 1)
+    await bot.call.play(silence(1500))
+    await bot.hang_up()
+    ((turn),) = bot.turns
+    assert turn.error is not None and "llm" in turn.error
+    _, events = await bot.records()
+    # The model's 2 s timeout: fillers at 0.3, 1.1 and 1.6 s, then the apology, then none.
+    assert [kind for kind, _ in events] == ["filler", "filler", "filler", "error"]
+    assert voiced_ms(bot.call.sent) == 300 + 600 + 300 + 600 + len(PROFILE.apology.split()) * 100
+
+
 async def test_a_filler_is_cut_by_a_barge_in(started: Start) -> None:
     bot = await started(llm=ScriptedLLM(["Sure."], delay_s=3.0))
     await bot.say("is my parcel insured")
