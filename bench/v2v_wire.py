@@ -652,12 +652,15 @@ class Collected:
 
 
 def filler_turns(turns: Sequence[WireTurn], fillers: Iterable[float]) -> list[bool]:
-    """For each turn, did a filler (capture-clock times) play between its question and the next?"""
+    """For each turn, did a filler (capture-clock times) play between the end of its question
+    and the start of the next? (One that starts as the caller starts speaking belongs to the
+    turn before: the voice-to-voice of this one still measures its own answer.)"""
     at = sorted(fillers)
-    return [
-        window is not None and any(window[0] < t < window[1] for t in at)
-        for window in question_windows(turns, 0.0)
-    ]
+    out = []
+    for turn, window in zip(turns, question_windows(turns, 0.0), strict=True):
+        end = turn.caller_end
+        out.append(window is not None and end is not None and any(end < t < window[1] for t in at))
+    return out
 
 
 def evaluate(run: Collected) -> Results:

@@ -17,6 +17,7 @@ from bot.frames import (
     ResponseDone,
     Speak,
     SystemFrame,
+    UserStartedSpeaking,
 )
 from bot.processor import Processor
 from bot.turn import Turn
@@ -41,7 +42,7 @@ class Speaker(Processor):
     audio has not gone out ``filler_after_s`` after the caller's turn ended, one filler
     (the next of ``fillers``, in turn) is queued; the answer's audio queues behind it.
     With ``filler_every_s`` another follows that long after each filler ends, for as long
-    as the answer stays silent.
+    as the answer stays silent and the caller does not start speaking again.
     """
 
     name = "speaker"
@@ -66,6 +67,8 @@ class Speaker(Processor):
         self._apology = apology_pcm
         self._on_turn = on_turn
         self._turn: Turn | None = None
+        #: An LLM turn the caller is waiting on (``AnswerPending``), audible or not yet.
+        self._pending: Turn | None = None
         self._apologised: set[int] = set()
         self._fillers = itertools.cycle(fillers) if fillers else None
         self._filler_after_s = filler_after_s
@@ -94,20 +97,27 @@ class Speaker(Processor):
 
     async def process_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, AnswerPending):
+            self._pending = frame.turn
             self._arm_filler(frame.turn)
+        elif isinstance(frame, UserStartedSpeaking):
+            # The caller has moved on (a new question over a silent wait): a filler for the
+            # turn before would talk over them, or land in front of the next answer.
+            self._disarm_filler()
         elif isinstance(frame, CallEnded):
             self._disarm_filler()
-            if self._turn is not None:
-                # The caller hung up while the bot was answering: the turn still counts.
-                self._finish(self._turn)
+            # The caller hung up while the bot was answering (or before it had said a
+            # word): the turn still counts.
+            for turn in self._open_turns():
+                self._finish(turn)
         await super().process_system(frame)
 
     async def on_interrupt(self) -> None:
         self._disarm_filler()
         dropped = self._out.clear_playout()
         self.busy = False
-        turn = self._turn
-        if turn is not None:
+        # A turn cut before its first word (the caller spoke again while the model was
+        # still thinking) is finished here too, or it would never reach the call log.
+        for turn in self._open_turns():
             turn.barged_in = True
             self._finish(turn)
         log.debug("barge-in: flushed %d frames", dropped)
@@ -175,8 +185,15 @@ class Speaker(Processor):
             loop = asyncio.get_running_loop()
             self._filler_timer = loop.call_later(delay, self._play_filler, turn)
 
+    def _open_turns(self) -> list[Turn]:
+        """The turn the caller hears and the LLM turn they wait on (often the same one)."""
+        turns = [t for t in (self._turn, self._pending) if t is not None]
+        return turns[:1] if len(turns) == 2 and turns[0] is turns[1] else turns
+
     def _finish(self, turn: Turn) -> None:
         if self._turn is turn:
             self._turn = None
+        if self._pending is turn:
+            self._pending = None
         self._apologised.discard(turn.index)
         self._on_turn(turn)

@@ -125,7 +125,10 @@ def _llama_cpp(s: ModelSpec) -> LlamaCppLLM:
     # One thread: llama.cpp's threads spin on a barrier each token, and when another model
     # holds a core (ASR, TTS, other calls) two threads ran 30x slower than one (25 s vs 0.8 s
     # for 42 tokens, measured here on 2 cores under load).
-    llm = LlamaCppLLM(model_path=s.llm_model_path, n_threads=1, thread_nice=s.llm_nice)
+    # No retry after its first-token timeout: this model's only reason to be late is the
+    # queue of other calls' answers on its one thread, and a second try behind that queue
+    # kept a caller waiting 20 s for the apology (seen at 10 calls).
+    llm = LlamaCppLLM(model_path=s.llm_model_path, n_threads=1, thread_nice=s.llm_nice, retries=0)
     if s.llm_yield_ms > 0:
         # On the cores that transcribe callers: each token waits (up to llm_yield_ms)
         # until the shared pool has no speech work. With niceness alone, a transcription

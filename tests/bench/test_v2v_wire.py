@@ -19,6 +19,7 @@ from bench.v2v_wire import (
     build_script,
     calls_on_wire,
     evaluate,
+    filler_turns,
     greeting_ms,
     heard_texts,
     join_turns,
@@ -166,7 +167,8 @@ def test_longest_silence_is_broken_by_a_filler_and_ends_with_the_answer() -> Non
     t = np.arange(0, 8.0, 0.02)
     # a filler from 1.0 to 1.5 s, the answer from 4.0 to 5.0 s with a 0.3 s pause in it
     voiced = ((t >= 1.0) & (t < 1.5)) | ((t >= 4.0) & (t < 5.0) & ~((t >= 4.4) & (t < 4.7)))
-    rows = [(float(x), i, 160 * i, bool(v), 0) for i, (x, v) in enumerate(zip(t, voiced))]
+    pairs = enumerate(zip(t, voiced, strict=True))
+    rows = [(float(x), i, 160 * i, bool(v), 0) for i, (x, v) in pairs]
     media = Media.build(rows)
     # from the last filler packet (1.48 s) to the answer's first (4.0 s)
     assert media.longest_silence(0.0) == pytest.approx(2.52)
@@ -267,6 +269,16 @@ def collected(fake: FakeCall, logged: LoggedCall) -> Collected:
         log={"call-1": logged},
         wall_offset=1000.0,  # the call log's clock is 1000 s ahead of the capture's
     )
+
+
+def test_a_filler_counts_for_a_turn_only_once_its_question_has_ended() -> None:
+    turns = [
+        WireTurn(0, caller_start=10.0, caller_end=12.0, bot_start=13.5, overlapped=False),
+        WireTurn(1, caller_start=20.0, caller_end=22.0, bot_start=22.2, overlapped=False),
+    ]
+    # 13.0: after question 0 ended; 20.1: the caller had just begun question 1
+    assert filler_turns(turns, [13.0, 20.1]) == [True, False]
+    assert filler_turns(turns, [22.1]) == [False, True]
 
 
 def test_evaluate_joins_routes_fillers_and_overhead() -> None:

@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from bot.calllog import CallLog
 from bot.calllog.migrate import upgrade_async
-from bot.calllog.models import Call, CallEvent
+from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.calllog.store import make_engine
 from bot.intent_cache import IntentCache
 from bot.intent_store import MemoryStore
@@ -357,6 +357,45 @@ async def test_a_long_wait_gets_a_filler_every_so_often_until_the_answer(
     # The turn's mark is the first filler's; the answer is heard after the last one.
     assert turn.stages[FILLER_AUDIO_OUT] - turn.stages["eot_decided"] < 0.3 + 0.15
     assert turn.stages["first_audio_out"] - turn.stages[FILLER_AUDIO_OUT] >= 1.3 + 0.6 - 0.03
+
+
+async def test_no_filler_over_a_caller_who_speaks_again(started: Start) -> None:
+    # The caller goes on with a new question as soon as the model is asked, before the
+    # filler is due (300 ms): the filler would talk over them, and land in front of the
+    # answer to their new question.
+    bot = await started(llm=ScriptedLLM(["Sure."], delay_s=1.5))
+    await bot.say("is my parcel insured")
+    await bot.until(lambda: len(bot.llm.prompts) == 1)
+    await bot.say("when are you open")
+    await bot.until(lambda: len(bot.turns) == 2)
+    await bot.call.play(silence(1000))
+    await bot.hang_up()
+    _, events = await bot.records()
+    assert "filler" not in [kind for kind, _ in events]
+    # The question the caller talked over is in the call log, cut before its first word.
+    first, second = bot.turns
+    assert (first.route, first.barged_in, first.answer) == ("llm", True, "")
+    assert FILLER_AUDIO_OUT not in first.stages and "first_audio_out" not in first.stages
+    assert (second.route, second.answer) == ("exact", "We are open nine to five.")
+    # the greeting, then the second answer only
+    assert voiced_ms(bot.call.sent) == 300 + 100 * len(second.answer.split())
+
+
+async def test_a_hang_up_while_the_model_thinks_still_logs_the_turn(started: Start) -> None:
+    bot = await started(llm=ScriptedLLM(["Sure."], delay_s=1.0))
+    await bot.say("is my parcel insured")
+    await bot.until(lambda: len(bot.llm.prompts) == 1)
+    await bot.hang_up()
+    ((turn),) = bot.turns
+    assert turn.route == "llm" and "first_audio_out" not in turn.stages
+    await bot.close_log()
+    engine = make_engine(bot.url)
+    try:
+        async with engine.connect() as conn:
+            rows = (await conn.execute(select(TurnRow.transcript, TurnRow.route))).all()
+    finally:
+        await engine.dispose()
+    assert [tuple(r) for r in rows] == [("is my parcel insured", "llm")]
 
 
 async def test_fillers_stop_when_the_model_times_out_and_the_apology_plays(

@@ -61,6 +61,13 @@ def test_create_builds_unloaded_providers_from_spec() -> None:
     assert create_models(ModelSpec(embedder=None)).embedder is None
 
 
+def test_the_cpu_llm_answers_late_once_not_twice() -> None:
+    # Its timeout means a queue of other calls' answers: a retry would queue again.
+    llm = create_models(ModelSpec()).llm
+    assert llm.name == "llama-cpp"
+    assert (llm.timeout_s, llm.retries) == (10.0, 0)
+
+
 def test_gpu_backends_need_a_model_path() -> None:
     with pytest.raises(ValueError, match=r"ModelSpec\.llm_model_path"):
         create_models(ModelSpec(llm="vllm"))
