@@ -186,11 +186,23 @@ class _Core:
             _, _, fn = heapq.heappop(self.timers)
             self._guard(fn)
         if self.graveyard and self.graveyard[0][0] <= now:
-            self.graveyard = [(t, o) for t, o in self.graveyard if t > now]
+            self.graveyard = [(t, o) for t, o in self.graveyard if t > now or self._id_reused(o)]
         if now >= self.next_stats_refresh:
             self.next_stats_refresh = now + STATS_REFRESH_S
             for call in list(self.calls.values()):
                 self._refresh_stream_stats(call)
+
+    def _id_reused(self, obj: object) -> bool:
+        """Whether ``obj`` is an ended call whose pjsua call id a live call now holds.
+
+        pjsua2's Call destructor hangs up whatever call holds its id and clears that call's
+        callbacks: freed then, an ended call cut off the caller who got its id next (seen
+        with calls arriving right after others ended). It waits until the id is free.
+        """
+        if not isinstance(obj, SipCall):
+            return False
+        live = self.calls.get(int(obj.getId()))
+        return live is not None and live is not obj
 
     @staticmethod
     def _guard(fn: Callable[[], None]) -> None:
@@ -595,7 +607,13 @@ class _Core:
     def _refresh_stream_stats(self, call: SipCall) -> None:
         if call.port is None or call.port.closed or call.disconnected:
             return
-        info = call.getInfo()  # keep it alive: info.media points into it
+        try:
+            info = call.getInfo()  # keep it alive: info.media points into it
+        except pj.Error:
+            # Its INVITE session ended before pjsua told us (the DISCONNECTED callback is
+            # still to come, and folds the counters in): an error here must not end the
+            # endpoint thread, and every other call with it.
+            return
         for idx, media in enumerate(info.media):
             if media.type == pj.PJMEDIA_TYPE_AUDIO and media.status != pj.PJSUA_CALL_MEDIA_NONE:
                 self.collect_stream_stats(call, idx)

@@ -8,6 +8,8 @@ import time
 import pjsua2 as pj
 import pytest
 
+from telephony.config import EndpointConfig
+from telephony.endpoint import _Core
 from telephony.events import AudioIn, CallEnded
 from telephony.framebuf import FAST_PATH, read_frame, write_frame
 from telephony.media_port import InboundSink, PlayoutBuffer
@@ -107,3 +109,28 @@ async def test_inbound_sink_orders_events_and_stops_after_call_ended() -> None:
     got = [await sink.get() for _ in range(3)]
     assert [type(e).__name__ for e in got] == ["AudioIn", "AudioIn", "CallEnded"]
     assert sink.dropped == 1 and sink.closed
+
+
+class _EndedCall:
+    """A call whose INVITE session pjsua has ended before its DISCONNECTED callback ran."""
+
+    disconnected = False
+
+    def __init__(self) -> None:
+        self.port = type("Port", (), {"closed": False})()
+        self.asked = 0
+
+    def getInfo(self) -> object:
+        self.asked += 1
+        raise pj.Error()
+
+
+async def test_the_stats_refresh_survives_a_call_that_has_just_ended() -> None:
+    # This raised out of the endpoint thread's loop, and the worker process died with all
+    # of its calls.
+    core = _Core(EndpointConfig(), lambda call: None, asyncio.get_running_loop())
+    ended = _EndedCall()
+    core.calls[0] = ended  # type: ignore[assignment]
+    core._drain()
+    assert ended.asked == 1
+    assert core.counters["rtp_packets_in"] == 0
