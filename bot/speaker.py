@@ -187,8 +187,10 @@ class Speaker(Processor):
 
     def _open_turns(self) -> list[Turn]:
         """The turn the caller hears and the LLM turn they wait on (often the same one)."""
-        turns = [t for t in (self._turn, self._pending) if t is not None]
-        return turns[:1] if len(turns) == 2 and turns[0] is turns[1] else turns
+        turns = [] if self._turn is None else [self._turn]
+        if self._pending is not None and self._pending is not self._turn:
+            turns.append(self._pending)
+        return turns
 
     def _finish(self, turn: Turn) -> None:
         if self._turn is turn:

@@ -115,19 +115,19 @@ class Bot:
 
     async def records(self) -> tuple[dict[str, Any], list[tuple[str, str | None]]]:
         """The call's row and its events, once the call log is closed."""
+        (row,) = await self.query(select(Call.__table__))
+        events = await self.query(select(CallEvent.kind, CallEvent.detail).order_by(CallEvent.at))
+        return dict(row._mapping), [(e.kind, e.detail) for e in events]
+
+    async def query(self, statement: Any) -> list[Any]:
+        """The rows of ``statement`` in the call log, once it is closed."""
         await self.close_log()
         engine = make_engine(self.url)
         try:
             async with engine.connect() as conn:
-                row = (await conn.execute(select(Call.__table__))).mappings().one()
-                events = (
-                    await conn.execute(
-                        select(CallEvent.kind, CallEvent.detail).order_by(CallEvent.at)
-                    )
-                ).all()
+                return list((await conn.execute(statement)).all())
         finally:
             await engine.dispose()
-        return dict(row), [(e.kind, e.detail) for e in events]
 
 
 async def start(
@@ -388,13 +388,7 @@ async def test_a_hang_up_while_the_model_thinks_still_logs_the_turn(started: Sta
     await bot.hang_up()
     ((turn),) = bot.turns
     assert turn.route == "llm" and "first_audio_out" not in turn.stages
-    await bot.close_log()
-    engine = make_engine(bot.url)
-    try:
-        async with engine.connect() as conn:
-            rows = (await conn.execute(select(TurnRow.transcript, TurnRow.route))).all()
-    finally:
-        await engine.dispose()
+    rows = await bot.query(select(TurnRow.transcript, TurnRow.route))
     assert [tuple(r) for r in rows] == [("is my parcel insured", "llm")]
 
 
