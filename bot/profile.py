@@ -1,4 +1,8 @@
-"""The bot profile: greeting, prompts, voice and endpointing, loaded from a TOML file."""
+"""The bot profile: greeting, prompts, intents and endpointing, loaded from a TOML file.
+
+The synthesis voice is a model setting (``SWITCHBOARD_MODELS__TTS_VOICE_PATH``), since it is
+loaded with the models.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +12,10 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bot.intent_match import normalize
+from bot.intents.match import normalize
 
-
-class VoiceConfig(BaseModel):
-    """The synthesis voice."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str = "packaged"
-    sample_rate: int = 8000
+#: The profile a node runs when none is named.
+DEFAULT_PROFILE = Path(__file__).parent / "profiles" / "default.toml"
 
 
 class EndpointingConfig(BaseModel):
@@ -86,7 +85,7 @@ class IntentMatchingConfig(BaseModel):
     #: An intent's similarity: mean cosine similarity of its ``top_k`` nearest examples.
     top_k: int = Field(2, ge=1, le=10)
     #: Its score: that similarity less ``calibration`` times how much more alike its own
-    #: examples are than usual (``bot.intent_match.IntentIndex.cohesion``); 0: no calibration.
+    #: examples are than usual (``bot.intents.match.IntentIndex.cohesion``); 0: no calibration.
     calibration: float = Field(0.0, ge=0.0, le=2.0)
     #: Score needed for a hit.
     threshold: float = Field(0.45, gt=0.0, le=1.0)
@@ -111,7 +110,6 @@ class BotProfile(BaseModel):
     greeting: str = Field(min_length=1)
     apology: str = Field(min_length=1)
     system_prompt: str = Field(min_length=1)
-    voice: VoiceConfig = VoiceConfig()
     endpointing: EndpointingConfig = EndpointingConfig()
     llm: LlmConfig = LlmConfig()
     #: Said when a transfer fails (REFER refused, or no outcome in ``transfer_timeout_s``);
@@ -127,6 +125,16 @@ class BotProfile(BaseModel):
     filler_every_ms: int = Field(0, ge=0)
     intents: list[IntentConfig] = []
     intent_matching: IntentMatchingConfig = IntentMatchingConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_voice_section(cls, data: object) -> object:
+        if isinstance(data, dict) and "voice" in data:
+            raise ValueError(
+                "[voice] is no longer read from the profile: the voice is chosen with "
+                "SWITCHBOARD_MODELS__TTS_VOICE_PATH (and SWITCHBOARD_MODELS__TTS); remove it"
+            )
+        return data
 
     @model_validator(mode="after")
     def _intents_are_distinct(self) -> BotProfile:
@@ -159,6 +167,10 @@ def load_profile(path: Path) -> BotProfile:
     """Read and validate a profile file, with an error that names the file and the field."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ProfileError(
+            f"bot profile {path} is not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
     except OSError as exc:
         raise ProfileError(f"cannot read bot profile {path}: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
@@ -166,4 +178,10 @@ def load_profile(path: Path) -> BotProfile:
     try:
         return BotProfile.model_validate(data)
     except ValidationError as exc:
-        raise ProfileError(f"bot profile {path} is invalid:\n{exc}") from exc
+        problems = []
+        for err in exc.errors(include_url=False):
+            where = ".".join(str(p) for p in err["loc"]) or "profile"
+            problems.append(
+                f"bot profile {path}: {where}: {err['msg'].removeprefix('Value error, ')}"
+            )
+        raise ProfileError("\n".join(problems)) from None

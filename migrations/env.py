@@ -8,17 +8,17 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection
 
-from bot.calllog.config import database_url
 from bot.calllog.models import Base
 from bot.calllog.store import make_engine
-from bot.settings import Settings
+from node.calllog import database_url
+from node.settings import load_settings
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):
     fileConfig(config.config_file_name)
 
 target_metadata = Base.metadata
-url = config.get_main_option("sqlalchemy.url") or database_url(Settings())
+url = config.get_main_option("sqlalchemy.url") or database_url(load_settings())
 
 
 def run_migrations_offline() -> None:

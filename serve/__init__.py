@@ -3,7 +3,7 @@
 Model libraries are imported only when a provider loads, so importing ``serve`` is cheap.
 """
 
-from serve.asr import ASR, Transcript
+from serve.asr import ASR, Transcription
 from serve.asr_whisper import WhisperASR
 from serve.base import Provider
 from serve.embed import Embedder
@@ -54,7 +54,7 @@ __all__ = [
     "ProviderUnavailable",
     "SileroVAD",
     "StageTimings",
-    "Transcript",
+    "Transcription",
     "VadStream",
     "VllmLLM",
     "WebRtcVAD",

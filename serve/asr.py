@@ -13,7 +13,7 @@ from serve.timing import StageTimings
 
 
 @dataclass(frozen=True)
-class Transcript:
+class Transcription:
     """The text of one utterance with the recogniser's confidence and no-speech probability."""
 
     text: str
@@ -32,7 +32,7 @@ class ASR(Provider):
 
     async def transcribe(
         self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
-    ) -> Transcript:
+    ) -> Transcription:
         """Transcribe ``pcm`` (16-bit signed little-endian mono at ``sample_rate``)."""
         check_pcm(pcm, sample_rate)
         return await self._call("asr", lambda: self._transcribe_impl(pcm, sample_rate), timings)
@@ -44,5 +44,5 @@ class ASR(Provider):
         self._reset_metrics()
 
     @abc.abstractmethod
-    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcript:
+    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
         """Blocking transcription; runs on a worker thread."""

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from serve.asr import ASR, Transcript
+from serve.asr import ASR, Transcription
 from serve.audio import Float32Array, pcm16_to_float, resample
 from serve.errors import ProviderUnavailable
+from serve.packaged import hub_offline
 
 WHISPER_RATE = 16000
 _FRAMES_PER_SECOND = 100  # log-mel frames: hop of 160 samples at 16 kHz
@@ -75,7 +75,7 @@ class WhisperASR(ASR):
         return f"whisper {model}{window}"
 
     def _load(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a package, never a hub
+        hub_offline()  # weights come from a package, never a hub
         try:
             from faster_whisper import WhisperModel  # noqa: PLC0415 - optional library
             from faster_whisper.tokenizer import Tokenizer  # noqa: PLC0415
@@ -112,11 +112,11 @@ class WhisperASR(ASR):
         )
         self._suppress = list(get_suppressed_tokens(self._tokenizer, [-1]))
 
-    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcript:
+    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
         audio = resample(pcm16_to_float(pcm), sample_rate, WHISPER_RATE)
         audio_ms = 1000.0 * audio.shape[0] / WHISPER_RATE
         if audio.shape[0] == 0:
-            return Transcript(text="", confidence=0.0, audio_ms=0.0, no_speech_prob=1.0)
+            return Transcription(text="", confidence=0.0, audio_ms=0.0, no_speech_prob=1.0)
         if self.window_s is not None and audio_ms / 1000.0 <= self.window_s:
             return self._transcribe_window(audio, audio_ms, self._fit_window(audio_ms))
         return self._transcribe_full(audio, audio_ms)
@@ -132,7 +132,7 @@ class WhisperASR(ASR):
         wanted = _MIN_NEW_TOKENS + math.ceil(_TOKENS_PER_SECOND * audio_ms / 1000.0)
         return min(wanted, _MAX_LENGTH // 2)
 
-    def _transcribe_full(self, audio: Float32Array, audio_ms: float) -> Transcript:
+    def _transcribe_full(self, audio: Float32Array, audio_ms: float) -> Transcription:
         """faster-whisper's own path: 30 s windows."""
         segments, _info = self._model.transcribe(
             audio,
@@ -146,11 +146,11 @@ class WhisperASR(ASR):
         )
         parts = list(segments)
         if not parts:
-            return Transcript(text="", confidence=0.0, audio_ms=audio_ms, no_speech_prob=1.0)
+            return Transcription(text="", confidence=0.0, audio_ms=audio_ms, no_speech_prob=1.0)
         text = drop_repeats(" ".join(s.text.strip() for s in parts).strip())
         avg_logprob = float(np.mean([s.avg_logprob for s in parts]))
         no_speech = max(float(s.no_speech_prob) for s in parts)
-        return Transcript(
+        return Transcription(
             text=text,
             confidence=_confidence(avg_logprob),
             audio_ms=audio_ms,
@@ -159,7 +159,7 @@ class WhisperASR(ASR):
 
     def _transcribe_window(
         self, audio: Float32Array, audio_ms: float, window_s: float
-    ) -> Transcript:
+    ) -> Transcription:
         """Encode a ``window_s`` log-mel window instead of 30 s, then decode greedily."""
         from faster_whisper.audio import pad_or_trim  # noqa: PLC0415 - loaded with the model
 
@@ -188,8 +188,10 @@ class WhisperASR(ASR):
         # decodes a lone "." where the 30 s path returns nothing.
         silent = no_speech > _NO_SPEECH_THRESHOLD and avg_logprob < _LOGPROB_THRESHOLD
         if silent or not any(c.isalnum() for c in text):
-            return Transcript(text="", confidence=0.0, audio_ms=audio_ms, no_speech_prob=no_speech)
-        return Transcript(
+            return Transcription(
+                text="", confidence=0.0, audio_ms=audio_ms, no_speech_prob=no_speech
+            )
+        return Transcription(
             text=drop_repeats(text),
             confidence=_confidence(avg_logprob),
             audio_ms=audio_ms,

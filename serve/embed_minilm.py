@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -10,6 +9,7 @@ import numpy.typing as npt
 
 from serve.embed import Embedder
 from serve.errors import ProviderUnavailable
+from serve.packaged import hub_offline
 
 
 class MiniLMEmbedder(Embedder):
@@ -38,8 +38,7 @@ class MiniLMEmbedder(Embedder):
         return "minilm all-MiniLM-L6-v2" if self.model_path is None else f"minilm {self.model_path}"
 
     def _load(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # weights come from a package, never a hub
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        hub_offline()  # weights come from a package, never a hub
         try:
             import torch  # noqa: PLC0415 - optional library
             from sentence_transformers import SentenceTransformer  # noqa: PLC0415

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from serve.asr import ASR, Transcript
+from serve.asr import ASR, Transcription
 from serve.audio import float_to_pcm16, pcm16_to_float, resample
 from serve.errors import ProviderUnavailable
 from serve.llm import LLM, ChatMessage
@@ -96,12 +96,12 @@ class NemoASR(ASR):
             self._model = models.ASRModel.from_pretrained(self.model_path)
         self._model.eval()
 
-    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcript:
+    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
         audio = resample(pcm16_to_float(pcm), sample_rate, 16000)
         result = self._model.transcribe([audio], batch_size=1, verbose=False)[0]
         text = result if isinstance(result, str) else str(result.text)
         # NeMo reports no calibrated confidence or no-speech probability by default.
-        return Transcript(
+        return Transcription(
             text=text.strip(),
             confidence=1.0 if text.strip() else 0.0,
             audio_ms=1000.0 * audio.shape[0] / 16000,

@@ -9,7 +9,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from serve.asr import ASR
 from serve.asr_whisper import WhisperASR
@@ -29,26 +38,70 @@ from serve.vad_webrtc import WebRtcVAD
 
 P = TypeVar("P", bound=Provider)
 
+#: Backends without packaged weights, and the field that must name theirs.
+_NEEDS_PATH = (
+    ("asr", "nemo", "asr_model_path"),
+    ("llm", "vllm", "llm_model_path"),
+    ("tts", "coqui", "tts_voice_path"),
+)
 
-@dataclass
-class ModelSpec:
-    """Which backend serves each model kind, and where its weights are (None: packaged)."""
 
-    asr: str = "whisper"
+class ModelSpec(BaseModel):
+    """Which backend serves each model kind, and where its weights are (None: packaged).
+
+    Owned here, composed by the node's settings as ``SWITCHBOARD_MODELS__<FIELD>``. The
+    defaults are the CPU models that ship inside Python packages; the paths let a GPU
+    deployment point the same loaders at bigger models.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Whisper on a window fitted to the utterance (4-10 s) instead of its 30 s one: a third
+    #: of the time, same accuracy on the test set (serve/README.md has the figures).
+    #: "whisper" is the full window.
+    asr: str = "whisper-window"
     asr_model_path: str | None = None
     llm: str = "llama-cpp"
     llm_model_path: str | None = None
     tts: str = "piper"
+    #: The synthesis voice (a Piper .onnx for "piper"); None: the packaged voice.
     tts_voice_path: str | None = None
     vad: str = "silero"
+    #: Sentence embeddings of the intent cache; None: none loaded (the node also leaves it
+    #: out when the profile has no intents).
     embedder: str | None = "minilm"
-    threads: int = 1
-    #: Niceness of the LLM's thread: under full load, speech work goes first (serve/base.py).
-    llm_nice: int = 10
-    #: Longest wait of the CPU LLM, before each token, for callers' speech work to finish
-    #: (ms; 0: it never waits).
-    llm_yield_ms: int = 250
-    tts_nice: int = 5
+    #: Threads of each speech model (ASR, embedder). One: with every call's speech work
+    #: in parallel, two threads per model fought over 2 cores (10 calls: cache route P95
+    #: 682 ms with 2, 568 ms with 1; one call: P50 341 ms with 2, 314 ms with 1).
+    threads: int = Field(1, ge=1, le=256)
+    #: Niceness of the LLM's thread (0-19): when every core is busy, the caller's speech
+    #: work (VAD, ASR, cached answers) runs first and the LLM takes what is left.
+    llm_nice: int = Field(10, ge=0, le=19)
+    #: Longest wait of the CPU LLM (llama.cpp), before each token, while callers' speech
+    #: is being transcribed or looked up (ms; 0: never waits). On a GPU node: no effect.
+    llm_yield_ms: int = Field(250, ge=0, le=5000)
+    #: Niceness of the synthesizer's own thread: a caller's finished turn is transcribed
+    #: before the next sentence of another call's LLM answer is synthesized.
+    tts_nice: int = Field(5, ge=0, le=19)
+
+    @field_validator("asr", "llm", "tts", "vad", "embedder")
+    @classmethod
+    def _known_backend(cls, name: str | None, info: ValidationInfo) -> str | None:
+        if name is None:
+            return None
+        backends = _BACKENDS[info.field_name or ""]
+        if name not in backends.names():
+            known = ", ".join(backends.names())
+            raise ValueError(f"unknown {backends.kind} backend {name!r}; known: {known}")
+        return name
+
+    @model_validator(mode="after")
+    def _weights_given(self) -> ModelSpec:
+        # The GPU backends ship no weights: their path is required (checked at start).
+        for kind, backend, field in _NEEDS_PATH:
+            if getattr(self, kind) == backend and getattr(self, field) is None:
+                raise ValueError(f"{kind} backend {backend!r} needs {field} (no packaged weights)")
+        return self
 
 
 @dataclass
@@ -95,6 +148,13 @@ llm_backends: Backends[LLM] = Backends("llm")
 tts_backends: Backends[TTS] = Backends("tts")
 vad_backends: Backends[VAD] = Backends("vad")
 embedder_backends: Backends[Embedder] = Backends("embedder")
+_BACKENDS: dict[str, Backends[Any]] = {
+    "asr": asr_backends,
+    "llm": llm_backends,
+    "tts": tts_backends,
+    "vad": vad_backends,
+    "embedder": embedder_backends,
+}
 
 
 # As many CTranslate2 workers as the shared pool has threads: each call's transcription

@@ -4,7 +4,7 @@ from telephony.call import CallHandle
 from telephony.config import EndpointConfig
 from telephony.endpoint import EndpointError, SipEndpoint
 from telephony.events import AudioIn, CallEnded, DtmfIn, InboundEvent
-from telephony.node import SipNode
+from telephony.server import SipServer
 
 __all__ = [
     "AudioIn",
@@ -15,5 +15,5 @@ __all__ = [
     "EndpointError",
     "InboundEvent",
     "SipEndpoint",
-    "SipNode",
+    "SipServer",
 ]

@@ -1,38 +1,95 @@
-"""Endpoint configuration."""
+"""The SIP endpoint's settings, owned here and composed by the node's settings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import NoDecode
+
+#: Rate of the PCM frames every call exposes to asyncio (narrowband telephony; G.722 is
+#: resampled by pjmedia's conference bridge). The one place this number is written.
+SAMPLE_RATE = 8000
+#: Length of one PCM frame.
+FRAME_MS = 20
+
+Codec = Literal["G722", "PCMU", "PCMA"]
+CODECS: tuple[Codec, ...] = ("G722", "PCMU", "PCMA")
 
 
-@dataclass
-class EndpointConfig:
-    """Where the SIP endpoint listens and how it treats calls."""
+class EndpointConfig(BaseModel):
+    """Where the SIP endpoint listens and how it treats calls.
 
-    host: str = "127.0.0.1"
-    port: int = 5060  # UDP
-    public_host: str | None = None  # address written in Contact/SDP when behind NAT
-    max_calls: int = 20  # beyond this an INVITE gets 503 + Retry-After
-    retry_after_s: int = 30
-    codecs: tuple[str, ...] = ("G722", "PCMU", "PCMA")  # priority order
-    rtp_port_start: int = 40000
-    rtp_port_range: int = 1000
-    sample_rate: int = 8000  # rate of the PCM frames exposed to asyncio
-    log_level: int = 1  # pjsip log level, written to stderr
-    user_agent: str = "Switchboard"
-    answer_delay_ms: int = 0  # ring (180) this long before 200 OK; 0 answers at once
-    # Mute a call's inbound audio while pjmedia has latched its RTP onto an address other
-    # than the one in the caller's SDP. Turn off for callers behind NAT that send from an
-    # address their SDP does not name (no SBC in front).
+    Set from the environment as ``SWITCHBOARD_SIP__<FIELD>`` (e.g. ``SWITCHBOARD_SIP__PORT``).
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    host: str = Field("127.0.0.1", min_length=1)
+    #: UDP port of the SIP front (0: any free port, for tests).
+    port: int = Field(5060, ge=0, le=65535)
+    #: Address written in Contact and SDP when the node is behind NAT.
+    public_host: str | None = None
+    #: Calls answered at once; beyond this an INVITE gets 503 + Retry-After (0: every one,
+    #: e.g. while a node is taken out of service).
+    max_calls: int = Field(20, ge=0, le=10_000)
+    retry_after_s: int = Field(30, ge=1, le=3600)
+    #: Codecs offered and accepted, in priority order (comma-separated in the environment).
+    codecs: Annotated[tuple[Codec, ...], NoDecode] = CODECS
+    rtp_port_start: int = Field(40000, ge=1024, le=65534)
+    rtp_port_range: int = Field(1000, ge=2)
+    #: pjsip's log level (0-6), written to stderr.
+    log_level: int = Field(1, ge=0, le=6)
+    user_agent: str = Field("Switchboard", min_length=1, max_length=128)
+    #: Ring (180) this long before the 200 OK; 0 answers at once.
+    answer_delay_ms: int = Field(0, ge=0, le=60_000)
+    #: Mute a call's inbound audio while pjmedia has latched its RTP onto an address other
+    #: than the one in the caller's SDP. Turn off for callers behind NAT that send from an
+    #: address their SDP does not name (no SBC in front).
     strict_rtp_source: bool = True
-    # Receive jitter buffer (pjmedia's adaptive one), in ms; -1 keeps pjmedia's default.
-    # Its prefetch delays every caller word on its way to the end-of-turn detector.
-    jb_init_ms: int = -1
-    jb_min_pre_ms: int = -1
-    jb_max_pre_ms: int = -1
-    jb_max_ms: int = -1
+    #: Receive jitter buffer (pjmedia's adaptive one), in ms; -1 keeps pjmedia's default.
+    #: Its prefetch delays every caller word on its way to the turn detector.
+    jb_init_ms: int = Field(-1, ge=-1, le=10_000)
+    jb_min_pre_ms: int = Field(-1, ge=-1, le=10_000)
+    jb_max_pre_ms: int = Field(-1, ge=-1, le=10_000)
+    jb_max_ms: int = Field(-1, ge=-1, le=10_000)
+
+    @field_validator("codecs", mode="before")
+    @classmethod
+    def _known_codecs(cls, value: object) -> object:
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            value = json.loads(value)
+        elif isinstance(value, str):
+            value = [part for part in value.split(",") if part.strip()]
+        if not isinstance(value, list | tuple):
+            return value  # pydantic's own error
+        names = [str(v).strip().upper() for v in value]
+        for name in names:
+            if name not in CODECS:
+                raise ValueError(f"unknown codec {name!r}; known: {', '.join(CODECS)}")
+        if not names:
+            raise ValueError(f"no codec given; known: {', '.join(CODECS)}")
+        if len(set(names)) != len(names):
+            raise ValueError("a codec is listed twice")
+        return tuple(names)
+
+    @model_validator(mode="after")
+    def _rtp_range_fits(self) -> EndpointConfig:
+        last = self.rtp_port_start + self.rtp_port_range - 1
+        if last > 65535:
+            raise ValueError(
+                f"RTP ports {self.rtp_port_start}-{last} pass 65535: lower rtp_port_start "
+                "or rtp_port_range"
+            )
+        return self
+
+    @property
+    def sample_rate(self) -> int:
+        """Rate of the PCM frames exposed to asyncio."""
+        return SAMPLE_RATE
 
     @property
     def frame_bytes(self) -> int:
         """Bytes in one 20 ms PCM16 mono frame."""
-        return self.sample_rate // 50 * 2
+        return SAMPLE_RATE * FRAME_MS // 1000 * 2

@@ -1,4 +1,4 @@
-"""Messages between a ``SipNode`` and its worker processes, as length-prefixed binary frames.
+"""Messages between a ``SipServer`` and its worker processes, as length-prefixed binary frames.
 
 A frame is ``<u32 payload length><u8 type><payload>`` (little endian). Audio travels as fixed
 binary structs followed by raw PCM; rare messages (call started/ended, DTMF, stats) carry JSON.
@@ -17,7 +17,6 @@ shared by every process, so they are only used to measure how long a hop took.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import struct
 from collections import deque
@@ -177,13 +176,12 @@ Message = (
 
 def config_to_json(config: EndpointConfig) -> str:
     """A worker's ``EndpointConfig`` for its command line."""
-    return json.dumps(dataclasses.asdict(config))
+    return config.model_dump_json()
 
 
 def config_from_json(text: str) -> EndpointConfig:
-    raw = json.loads(text)
-    raw["codecs"] = tuple(raw["codecs"])
-    return EndpointConfig(**raw)
+    """The ``EndpointConfig`` a worker was started with."""
+    return EndpointConfig.model_validate_json(text)
 
 
 def _frame(kind: MsgType, payload: bytes) -> bytes:

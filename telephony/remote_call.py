@@ -1,4 +1,4 @@
-"""``RemoteCall``: a call held by a worker process, seen from the ``SipNode`` parent.
+"""``RemoteCall``: a call held by a worker process, seen from the ``SipServer`` parent.
 
 It offers what ``bot/`` uses of ``telephony.CallHandle``; every action becomes an IPC message
 to the worker and every inbound frame arrives as one. Playout is accounted for here from

@@ -372,7 +372,7 @@ class _Relay:
 
 
 class SipFront(asyncio.DatagramProtocol):
-    """The UDP front of a ``SipNode``; see the module docstring for the routing rules."""
+    """The UDP front of a ``SipServer``; see the module docstring for the routing rules."""
 
     def __init__(
         self,

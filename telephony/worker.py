@@ -1,4 +1,4 @@
-"""Worker process of a ``SipNode``: one ``SipEndpoint`` whose calls are driven over IPC.
+"""Worker process of a ``SipServer``: one ``SipEndpoint`` whose calls are driven over IPC.
 
 Started by the node as ``python -m telephony.worker --ipc-fd N --parent-pid P --config JSON``
 with one end of a Unix ``socketpair`` inherited as fd ``N`` (see ``telephony.ipc``). The
@@ -96,7 +96,7 @@ class _CallState:
 
 
 class _Link(asyncio.Protocol):
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: EndpointWorker) -> None:
         self.worker = worker
         self.decoder = FrameDecoder()
         self.closed = asyncio.get_running_loop().create_future()
@@ -117,7 +117,7 @@ class _Link(asyncio.Protocol):
         self.worker.request_stop()
 
 
-class Worker:
+class EndpointWorker:
     """Runs one ``SipEndpoint`` and mirrors its calls to the parent over the IPC socket."""
 
     def __init__(self, config: EndpointConfig, sock: socket.socket) -> None:
@@ -295,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     die_with_parent(args.parent_pid)
     sock = socket.socket(fileno=args.ipc_fd)
-    return asyncio.run(Worker(config_from_json(args.config), sock).run())
+    return asyncio.run(EndpointWorker(config_from_json(args.config), sock).run())
 
 
 if __name__ == "__main__":

@@ -21,11 +21,11 @@ from bot.calllog.migrate import SchemaError, schema_state, upgrade_async
 from bot.calllog.privacy import mask_uri
 from bot.calllog.records import Record, utc
 from bot.calllog.recovery import close_crashed_calls
+from bot.calllog.settings import CallLogSettings
 from bot.calllog.spool import Spool
 from bot.calllog.store import make_engine
 from bot.calllog.writer import RecordWriter
-from bot.settings import CallLogSettings
-from bot.turn import STAGES, Turn
+from bot.pipeline.turn import STAGES, Turn
 
 log = logging.getLogger(__name__)
 

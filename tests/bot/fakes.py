@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 
 import numpy as np
 
-from serve import ASR, LLM, TTS, VAD, ChatMessage, ModelSet, ProviderError, Transcript
+from serve import ASR, LLM, TTS, VAD, ChatMessage, ModelSet, ProviderError, Transcription
 from serve.vad import VadStream
 from telephony.events import AudioIn, CallEnded, InboundEvent, TransferResult
 
@@ -57,11 +57,11 @@ class ScriptedASR(ASR):
     async def warmup(self) -> None:
         pass
 
-    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcript:
+    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
         self.calls += 1
         if self.fail:
             raise ProviderError("asr exploded")
-        return Transcript(
+        return Transcription(
             text=self.text, confidence=0.9, audio_ms=len(pcm) / 16, no_speech_prob=0.0
         )
 

@@ -21,13 +21,13 @@ from bot.calllog import CallLog
 from bot.calllog.migrate import upgrade_async
 from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.calllog.store import make_engine
-from bot.intent_cache import IntentCache
-from bot.intent_store import MemoryStore
+from bot.intents.cache import IntentCache
+from bot.intents.store import MemoryStore
+from bot.pipeline.prompts import PromptAudio
+from bot.pipeline.session import CallSession
+from bot.pipeline.turn import Turn
+from bot.pipeline.turnlog import FILLER_AUDIO_OUT, turn_record
 from bot.profile import BotProfile, IntentConfig
-from bot.prompts import PromptAudio
-from bot.session import CallSession
-from bot.turn import Turn
-from bot.turnlog import FILLER_AUDIO_OUT, turn_record
 from telephony.events import TransferResult
 from tests.bot.fakes import (
     MemoryCall,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bot.intent_match import (
+from bot.intents.match import (
     COHESION_REFERENCE,
     IntentIndex,
     IntentVectors,

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from bot.looplag import LoopLagMonitor
+from node.looplag import LoopLagMonitor
 
 
 async def test_a_blocked_loop_shows_up_as_lag(caplog: pytest.LogCaptureFixture) -> None:

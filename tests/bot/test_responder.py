@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.frames import ResponseDone, Transcript
-from bot.processor import Collector
-from bot.profile import load_profile
-from bot.responder import Responder
-from bot.settings import DEFAULT_PROFILE
-from bot.turn import Turn
+from bot.pipeline.frames import ResponseDone, Transcript
+from bot.pipeline.processor import Collector
+from bot.pipeline.responder import Responder
+from bot.pipeline.turn import Turn
+from bot.profile import DEFAULT_PROFILE, load_profile
 from serve import ChatMessage
 from tests.bot.fakes import ScriptedLLM
 

@@ -6,10 +6,10 @@ import contextlib
 import numpy as np
 import pytest
 
+from bot.pipeline.prompts import PromptAudio
+from bot.pipeline.session import CallSession
+from bot.pipeline.turn import Turn
 from bot.profile import BotProfile
-from bot.prompts import PromptAudio
-from bot.session import CallSession
-from bot.turn import Turn
 from tests.bot.fakes import (
     MemoryCall,
     ScriptedASR,
@@ -130,7 +130,7 @@ async def test_call_end_stops_every_processor() -> None:
     await finish(call, task)
     with contextlib.suppress(asyncio.CancelledError):
         await asyncio.sleep(0)
-    for proc in (session.endpointer, session.transcriber, session.responder, session.speaker):
+    for proc in (session.turn_detector, session.transcriber, session.responder, session.speaker):
         assert proc._worker is None
 
 

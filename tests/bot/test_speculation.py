@@ -8,15 +8,15 @@ import threading
 
 import pytest
 
-from bot.endpointer import Endpointer
-from bot.frames import AudioIn, EndOfTurn, Transcript
-from bot.intent_cache import Lookup
-from bot.intent_match import Match
-from bot.intent_store import CacheEntry
-from bot.processor import Collector
+from bot.intents.cache import Lookup
+from bot.intents.match import Match
+from bot.intents.store import CacheEntry
+from bot.pipeline.frames import CallerAudio, EndOfTurn, Transcript
+from bot.pipeline.processor import Collector
+from bot.pipeline.speculation import Speculator, looks_complete
+from bot.pipeline.transcriber import Transcriber
+from bot.pipeline.turn_detector import TurnDetector
 from bot.profile import EndpointingConfig
-from bot.speculation import Speculator, looks_complete
-from bot.transcriber import Transcriber
 from serve.base import SHARED_WORKERS, shared_executor
 from serve.priority_pool import Urgency
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, ScriptedASR, silence, tone
@@ -65,7 +65,7 @@ async def drive(
     """Feed 20 ms frames; return the frames out and the silence (ms) at the end of turn."""
     await asr.load()
     spec = Speculator(asr, sample_rate=8000, cache=lookup)
-    ep = Endpointer(EnergyStream(), cfg, call_id="c", bot_speaking=lambda: False, speculator=spec)
+    ep = TurnDetector(EnergyStream(), cfg, call_id="c", bot_speaking=lambda: False, speculator=spec)
     sink = Collector()
     ep.link(sink)
     ended_at_ms: int | None = None
@@ -73,7 +73,7 @@ async def drive(
     for i in range(0, len(pcm), FRAME_BYTES):
         frame = pcm[i : i + FRAME_BYTES]
         silent_ms = silent_ms + 20 if not any(frame) else 0
-        await ep.process(AudioIn(pcm=frame, at=10.0 + i / 16000))
+        await ep.process(CallerAudio(pcm=frame, at=10.0 + i / 16000))
         await spec.settle()  # the pass finishes within the frame (a fast model)
         if ended_at_ms is None and any(isinstance(f, EndOfTurn) for f in sink.frames):
             ended_at_ms = silent_ms

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from serve import ASR, LLM, TTS, VAD, ChatMessage, Embedder, Transcript, VadStream
+from serve import ASR, LLM, TTS, VAD, ChatMessage, Embedder, Transcription, VadStream
 
 
 class FakeASR(ASR):
@@ -41,7 +41,7 @@ class FakeASR(ASR):
     def _load(self) -> None:
         pass
 
-    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcript:
+    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
         with self._lock:
             self.niceness = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
             self.calls += 1
@@ -54,7 +54,7 @@ class FakeASR(ASR):
             time.sleep(delay)
             if failure is not None:
                 raise failure
-            return Transcript("ok", 1.0, 1000.0 * len(pcm) / 2 / sample_rate, 0.0)
+            return Transcription("ok", 1.0, 1000.0 * len(pcm) / 2 / sample_rate, 0.0)
         finally:
             with self._lock:
                 self.running -= 1

@@ -50,12 +50,14 @@ def test_default_names_are_registered() -> None:
 
 def test_unknown_name_lists_known_ones() -> None:
     with pytest.raises(ValueError, match=r"unknown llm backend 'gpt'; known: llama-cpp, vllm"):
-        create_models(ModelSpec(llm="gpt"))
+        ModelSpec(llm="gpt")
+    with pytest.raises(ValueError, match=r"unknown llm backend 'gpt'; known: llama-cpp, vllm"):
+        llm_backends.create("gpt", ModelSpec())
 
 
 def test_create_builds_unloaded_providers_from_spec() -> None:
     models = create_models(ModelSpec(asr_model_path="/models/whisper-large", threads=4))
-    assert models.asr.description == "whisper whisper-large"
+    assert models.asr.description == "whisper whisper-large, 4-10 s window"
     assert not models.asr.loaded
     assert models.embedder is not None
     assert create_models(ModelSpec(embedder=None)).embedder is None
@@ -69,8 +71,8 @@ def test_the_cpu_llm_answers_late_once_not_twice() -> None:
 
 
 def test_gpu_backends_need_a_model_path() -> None:
-    with pytest.raises(ValueError, match=r"ModelSpec\.llm_model_path"):
-        create_models(ModelSpec(llm="vllm"))
+    with pytest.raises(ValueError, match="llm backend 'vllm' needs llm_model_path"):
+        ModelSpec(llm="vllm")
     models = create_models(
         ModelSpec(asr="nemo", asr_model_path="a.nemo", llm="vllm", llm_model_path="m")
     )

@@ -1,4 +1,4 @@
-"""SipNode: calls spread over worker processes, driven by real SIP clients over loopback."""
+"""SipServer: calls spread over worker processes, driven by real SIP clients over loopback."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from telephony import AudioIn, CallEnded, DtmfIn, EndpointConfig, InboundEvent, SipNode
+from telephony import AudioIn, CallEnded, DtmfIn, EndpointConfig, InboundEvent, SipServer
 from telephony.dialer import DialResult, dial
 from telephony.remote_call import RemoteCall
 from tests.support.corpus import rfc4475_dir
@@ -84,11 +84,11 @@ class Calls:
 @pytest.fixture
 def make_node(
     free_udp_port: Callable[[], int],
-) -> Callable[..., contextlib.AbstractAsyncContextManager[SipNode]]:
+) -> Callable[..., contextlib.AbstractAsyncContextManager[SipServer]]:
     """``async with make_node(on_call, max_calls=8) as node``; checks no worker outlives it."""
 
     @contextlib.asynccontextmanager
-    async def factory(on_call: Any, **overrides: Any) -> AsyncIterator[SipNode]:
+    async def factory(on_call: Any, **overrides: Any) -> AsyncIterator[SipServer]:
         node_keys = ("relay_linger_s", "relay_idle_s", "heartbeat_timeout_s")
         node_kw = {k: overrides.pop(k) for k in node_keys if k in overrides}
         cfg = EndpointConfig(
@@ -99,7 +99,7 @@ def make_node(
         )
         for key, value in overrides.items():
             setattr(cfg, key, value)
-        node = SipNode(cfg, on_call, **node_kw)
+        node = SipServer(cfg, on_call, **node_kw)
         await node.start()
         pids: set[int] = set(node.worker_pids)
         try:
@@ -484,9 +484,9 @@ async def test_hung_worker_is_replaced_and_the_node_restarts(
 
 PARENT = """
 import asyncio, sys
-from telephony import SipNode, EndpointConfig
+from telephony import SipServer, EndpointConfig
 async def main():
-    node = SipNode(EndpointConfig(port=0, max_calls=6, rtp_port_start=int(sys.argv[1])),
+    node = SipServer(EndpointConfig(port=0, max_calls=6, rtp_port_start=int(sys.argv[1])),
                    lambda call: asyncio.sleep(0))
     await node.start()
     print(*node.worker_pids, flush=True)

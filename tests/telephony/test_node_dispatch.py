@@ -1,4 +1,4 @@
-"""The SIP front of a SipNode: parsing, stateless responses, and routing between UDP sockets.
+"""The SIP front of a SipServer: parsing, stateless responses, and routing between UDP sockets.
 
 The routing tests stand plain UDP sockets in for the workers: what the front forwards and
 relays is checked datagram by datagram.

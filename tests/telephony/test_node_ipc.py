@@ -1,4 +1,4 @@
-"""SipNode's IPC framing and the parent-side call (``RemoteCall``) accounting."""
+"""SipServer's IPC framing and the parent-side call (``RemoteCall``) accounting."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from telephony import CallEnded, CallHandle, EndpointConfig, SipNode
+from telephony import CallEnded, CallHandle, EndpointConfig, SipServer
 from telephony.events import TransferResult
 from telephony.remote_call import RemoteCall
 from tests.support.sipp_scenarios import (
@@ -150,7 +150,7 @@ async def test_transfer_through_a_node_and_its_worker(
         log_level=1,
         max_calls=2,
     )
-    node = SipNode(cfg, app)
+    node = SipServer(cfg, app)
     await node.start()
     try:
         outcome = (

@@ -7,10 +7,10 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from bot.call_port import CallPort
 from bot.calllog.calllog import CallLog
-from bot.frames import CallAction, DataFrame, PlayAudio
-from bot.processor import Processor
+from bot.pipeline.call_port import CallPort
+from bot.pipeline.frames import CallAction, DataFrame, PlayAudio
+from bot.pipeline.processor import Processor
 
 log = logging.getLogger(__name__)
 

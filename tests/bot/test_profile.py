@@ -2,25 +2,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import endpoint_config, model_spec
-from bot.profile import IntentConfig, IntentMatchingConfig, ProfileError, load_profile
-from bot.settings import DEFAULT_PROFILE, Settings
-
-
-def test_environment_reaches_the_endpoint_and_the_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SWITCHBOARD_SIP__PORT", "5070")
-    monkeypatch.setenv("SWITCHBOARD_SIP__MAX_CALLS", "7")
-    monkeypatch.setenv("SWITCHBOARD_MODELS__ASR", "whisper")
-    settings = Settings()
-    config = endpoint_config(settings)
-    assert (config.port, config.max_calls, config.sample_rate) == (5070, 7, 8000)
-    assert model_spec(settings).asr == "whisper"
-
-
-def test_a_bad_setting_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SWITCHBOARD_SIP__PORT", "70000")
-    with pytest.raises(ValueError, match="port"):
-        Settings()
+from bot.profile import (
+    DEFAULT_PROFILE,
+    IntentConfig,
+    IntentMatchingConfig,
+    ProfileError,
+    load_profile,
+)
 
 
 def test_the_packaged_profile_loads() -> None:
@@ -35,6 +23,21 @@ def test_a_broken_profile_names_the_file_and_field(tmp_path: Path) -> None:
         load_profile(path)
     path.write_text("name = [")
     with pytest.raises(ProfileError, match="not valid TOML"):
+        load_profile(path)
+
+
+def test_a_profile_that_is_not_utf8_is_a_profile_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('name = "Caf\u00e9"\n'.encode("latin-1"))
+    with pytest.raises(ProfileError, match=r"latin1\.toml is not UTF-8 text \(byte 11"):
+        load_profile(path)
+
+
+def test_the_voice_section_is_refused_with_where_the_voice_is_chosen(tmp_path: Path) -> None:
+    text = DEFAULT_PROFILE.read_text(encoding="utf-8") + '\n[voice]\nname = "x"\n'
+    path = tmp_path / "old.toml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ProfileError, match="SWITCHBOARD_MODELS__TTS_VOICE_PATH"):
         load_profile(path)
 
 

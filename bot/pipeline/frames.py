@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.turn import Turn
+from bot.pipeline.turn import Turn
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class DataFrame(Frame):
 
 
 @dataclass(frozen=True)
-class AudioIn(DataFrame):
+class CallerAudio(DataFrame):
     """20 ms of the caller's audio, 16-bit mono PCM."""
 
     pcm: bytes
@@ -142,7 +142,7 @@ class Interrupt(SystemFrame):
 
 
 @dataclass(frozen=True)
-class CallEnded(SystemFrame):
+class CallFinished(SystemFrame):
     """The call is over; processors stop."""
 
     reason: str

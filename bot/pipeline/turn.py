@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from bot.speculation import Speculation
+    from bot.pipeline.speculation import Speculation
 
 #: Stages of a turn in the order they normally happen.
 STAGES = (

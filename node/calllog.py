@@ -9,7 +9,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from bot.calllog.calllog import CallLog
-from bot.settings import Settings
+from node.settings import Settings
 
 
 def database_url(settings: Settings) -> str:

@@ -8,10 +8,10 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from bot.audio_out import AudioSink
-from bot.frames import (
+from bot.pipeline.audio_sink import AudioSink
+from bot.pipeline.frames import (
     AnswerPending,
-    CallEnded,
+    CallFinished,
     DataFrame,
     PlayAudio,
     ResponseDone,
@@ -19,9 +19,9 @@ from bot.frames import (
     SystemFrame,
     UserStartedSpeaking,
 )
-from bot.processor import Processor
-from bot.turn import Turn
-from bot.turnlog import FILLER_AUDIO_OUT, TurnSink
+from bot.pipeline.processor import Processor
+from bot.pipeline.turn import Turn
+from bot.pipeline.turnlog import FILLER_AUDIO_OUT, TurnSink
 from serve import TTS, ProviderError, StageTimings
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class Speaker(Processor):
             # The caller has moved on (a new question over a silent wait): a filler for the
             # turn before would talk over them, or land in front of the next answer.
             self._disarm_filler()
-        elif isinstance(frame, CallEnded):
+        elif isinstance(frame, CallFinished):
             self._disarm_filler()
             # The caller hung up while the bot was answering (or before it had said a
             # word): the turn still counts.

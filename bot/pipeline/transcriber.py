@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from bot.frames import DataFrame, EndOfTurn, StageFailed, Transcript
-from bot.processor import Processor
-from bot.speculation import Speculator
-from bot.turn import Turn
+from bot.pipeline.frames import DataFrame, EndOfTurn, StageFailed, Transcript
+from bot.pipeline.processor import Processor
+from bot.pipeline.speculation import Speculator
+from bot.pipeline.turn import Turn
 from serve import ASR, ProviderError, StageTimings
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from bot.turn import Turn
+from bot.pipeline.turn import Turn
 
 log = logging.getLogger("switchboard.turn")
 

@@ -25,7 +25,7 @@ import numpy as np
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from bot.intent_match import Vectors
+from bot.intents.match import Vectors
 
 #: Yielded by ``CacheStore.watch`` when (re)connected, and on each quiet heartbeat.
 CONNECTED = "\x00connected"

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bot.intent_cache import Lookup
+from bot.intents.cache import Lookup
 from serve import ASR, ProviderError, StageTimings
 from serve.priority_pool import Priority, Urgency, priority
 

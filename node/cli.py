@@ -4,32 +4,44 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from pathlib import Path
+from typing import Any
 
-from bot.logsetup import setup_logging
+from node.logs import setup_logging
+from node.settings import Settings, SettingsError, load_settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    """The node's settings: the environment, then the command's flags, validated together."""
+    overrides: dict[str, Any] = {}
+    flags: dict[tuple[str, ...], str] = {}
+    for flag, field, value in (
+        ("--profile", ("profile",), getattr(args, "profile", None)),
+        ("--host", ("sip", "host"), getattr(args, "host", None)),
+        ("--port", ("sip", "port"), getattr(args, "port", None)),
+    ):
+        if value is None:
+            continue
+        section = overrides
+        for part in field[:-1]:
+            section = section.setdefault(part, {})
+        section[field[-1]] = value
+        flags[field] = flag
+    return load_settings(overrides, flags=flags)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bot.app import run_node  # noqa: PLC0415 - keeps `switchboard --help` fast
-    from bot.calllog import SchemaError  # noqa: PLC0415
+    from bot.calllog import SchemaError  # noqa: PLC0415 - keeps `switchboard --help` fast
     from bot.profile import ProfileError  # noqa: PLC0415
-    from bot.settings import Settings  # noqa: PLC0415
+    from node.app import run_node  # noqa: PLC0415
 
-    overrides: dict[str, object] = {}
-    if args.profile:
-        overrides["profile"] = Path(args.profile)
-    settings = Settings(**overrides)  # type: ignore[arg-type]
-    sip = settings.sip.model_copy(
-        update={k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    )
-    settings = settings.model_copy(update={"sip": sip})
+    settings = _settings(args)
     setup_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(run_node(settings))
     except (ProfileError, SchemaError) as exc:
-        print(f"switchboard: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
     except KeyboardInterrupt:
         pass
@@ -37,7 +49,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dial(args: argparse.Namespace) -> int:
-    from bot.caller import dial_and_record  # noqa: PLC0415
+    from testkit.caller import dial_and_record  # noqa: PLC0415
 
     setup_logging("WARNING", "text")
     return asyncio.run(
@@ -53,10 +65,13 @@ def _dial(args: argparse.Namespace) -> int:
 
 
 def _db(args: argparse.Namespace) -> int:
-    from bot.calllog.dbcli import run_db  # noqa: PLC0415
+    from node.dbcli import run_db  # noqa: PLC0415
 
+    settings = _settings(args)
     setup_logging("WARNING", "text")
-    return run_db(args.db_command, getattr(args, "revision", None), getattr(args, "days", None))
+    return run_db(
+        settings, args.db_command, getattr(args, "revision", None), getattr(args, "days", None)
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,11 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(message: str) -> None:
+    for line in message.splitlines():
+        print(f"switchboard: {line}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``switchboard`` command."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    """Entry point of the ``switchboard`` command: 2 for bad settings, flags or profile."""
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except SettingsError as exc:
+        _error(str(exc))
+        return 2
     return code
 
 

@@ -1,4 +1,4 @@
-"""``SipNode``: ``SipEndpoint``'s API, with calls spread over worker processes.
+"""``SipServer``: ``SipEndpoint``'s API, with calls spread over worker processes.
 
 The pjsua2 wheel holds ``WHEEL_MAX_CALLS`` calls per process (one slot kept to answer 503),
 and pjsua is a per-process singleton. A node therefore runs
@@ -16,7 +16,6 @@ and the worker is started again. Workers die with this process (see ``telephony.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import math
 import os
@@ -77,13 +76,13 @@ def _package_root() -> str:
     return f"{root}{os.pathsep}{extra}" if extra else root
 
 
-class _Worker(asyncio.Protocol):
+class _WorkerLink(asyncio.Protocol):
     """One worker process as the parent sees it: process, IPC link and its live calls.
 
     Also the ``CallLink`` of its ``RemoteCall``s.
     """
 
-    def __init__(self, node: SipNode, slot: WorkerSlot, config: EndpointConfig) -> None:
+    def __init__(self, node: SipServer, slot: WorkerSlot, config: EndpointConfig) -> None:
         self.node = node
         self.slot = slot
         self.config = config
@@ -182,7 +181,7 @@ class _Worker(asyncio.Protocol):
         self.node._worker_lost(self, "worker crashed")
 
 
-class SipNode:
+class SipServer:
     """A SIP node that answers calls in worker processes and hands each to ``on_call``.
 
     Same public API as ``SipEndpoint`` (``start``, ``stop``, ``stats``, ``active_calls``);
@@ -225,7 +224,7 @@ class SipNode:
         self._restart_backoff_s = restart_backoff_s
         self._start_timeout_s = start_timeout_s
         self._heartbeat_timeout_s = heartbeat_timeout_s
-        self._workers: list[_Worker | None] = [None] * n
+        self._workers: list[_WorkerLink | None] = [None] * n
         self._failures = [0] * n  # consecutive early deaths per slot
         self._generation = [0] * n  # workers started per slot so far
         self._front: SipFront | None = None
@@ -379,21 +378,22 @@ class SipNode:
         cfg = self.config
         half = self._generation[slot.index] % 2
         self._generation[slot.index] += 1
-        return dataclasses.replace(
-            cfg,
-            port=0,
-            max_calls=slot.capacity,
-            rtp_port_start=cfg.rtp_port_start
-            + slot.index * self._rtp_slice
-            + half * self._rtp_half,
-            rtp_port_range=self._rtp_half,
+        return cfg.model_copy(
+            update={
+                "port": 0,
+                "max_calls": slot.capacity,
+                "rtp_port_start": cfg.rtp_port_start
+                + slot.index * self._rtp_slice
+                + half * self._rtp_half,
+                "rtp_port_range": self._rtp_half,
+            }
         )
 
     async def _spawn(self, slot: WorkerSlot) -> None:
         """Start the worker of ``slot`` and wait until its SIP port is known."""
         loop = asyncio.get_running_loop()
         cfg = self._worker_config(slot)
-        w = _Worker(self, slot, cfg)
+        w = _WorkerLink(self, slot, cfg)
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             w.proc = await asyncio.create_subprocess_exec(
@@ -434,7 +434,7 @@ class SipNode:
             slot.addr = (host, ready.sip_port)
         log.info("worker %d (pid %d) listening on port %d", slot.index, w.pid, ready.sip_port)
 
-    async def _watch(self, w: _Worker) -> None:
+    async def _watch(self, w: _WorkerLink) -> None:
         """Reap the worker's process; a death not asked for ends its calls and restarts it."""
         assert w.proc is not None
         rc = await w.proc.wait()
@@ -478,7 +478,7 @@ class SipNode:
             self._restarts += 1
             return
 
-    def _worker_lost(self, w: _Worker, reason: str) -> None:
+    def _worker_lost(self, w: _WorkerLink, reason: str) -> None:
         """The worker's link or process is gone: end its calls, free its slots (once)."""
         if w.lost:
             return

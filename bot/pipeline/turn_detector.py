@@ -10,18 +10,18 @@ from typing import Protocol
 
 import numpy as np
 
-from bot.frames import (
-    AudioIn,
+from bot.pipeline.frames import (
+    CallerAudio,
     DataFrame,
     EndOfTurn,
     Interrupt,
     UserStartedSpeaking,
     UserStoppedSpeaking,
 )
-from bot.processor import Processor
+from bot.pipeline.processor import Processor
+from bot.pipeline.speculation import Speculator
+from bot.pipeline.turn import EotReason, Turn
 from bot.profile import EndpointingConfig
-from bot.speculation import Speculator
-from bot.turn import EotReason, Turn
 
 
 def _level_dbfs(pcm: bytes) -> float:
@@ -41,7 +41,7 @@ class SpeechDetector(Protocol):
     def reset(self) -> None: ...
 
 
-class Endpointer(Processor):
+class TurnDetector(Processor):
     """Turns the caller's audio frames into turns.
 
     A turn starts after ``min_speech_ms`` of voiced audio (``barge_in_ms`` while the bot
@@ -92,7 +92,7 @@ class Endpointer(Processor):
         self._speculating = False
 
     async def process(self, frame: DataFrame) -> None:
-        if not isinstance(frame, AudioIn):
+        if not isinstance(frame, CallerAudio):
             await self.push(frame)
             return
         voiced = self._vad.push(frame.pcm) >= self._cfg.vad_threshold
@@ -105,7 +105,7 @@ class Endpointer(Processor):
         else:
             await self._listening(frame, voiced)
 
-    async def _listening(self, frame: AudioIn, voiced: bool) -> None:
+    async def _listening(self, frame: CallerAudio, voiced: bool) -> None:
         self._preroll.append(frame.pcm)
         self._voiced_run_ms = self._voiced_run_ms + self._frame_ms if voiced else 0
         bot_talking = self._bot_speaking()
@@ -125,7 +125,7 @@ class Endpointer(Processor):
             await self.push(Interrupt(at=frame.at))
         await self.push(UserStartedSpeaking(at=frame.at))
 
-    async def _in_turn(self, frame: AudioIn, voiced: bool) -> None:
+    async def _in_turn(self, frame: CallerAudio, voiced: bool) -> None:
         self._audio += frame.pcm
         self._turn_ms += self._frame_ms
         if voiced:

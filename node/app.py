@@ -12,43 +12,34 @@ from contextlib import aclosing
 
 from threadpoolctl import threadpool_limits
 
-from bot.call_port import CallPort
 from bot.calllog import CallLog
-from bot.calllog.config import open_call_log
-from bot.intent_cache import IntentCache
-from bot.intent_store import CacheStore, MemoryStore, RedisStore
-from bot.looplag import LoopLagMonitor
+from bot.intents.cache import IntentCache
+from bot.intents.store import CacheStore, MemoryStore, RedisStore
+from bot.pipeline.call_port import CallPort
+from bot.pipeline.prompts import PromptAudio
+from bot.pipeline.session import CallSession
+from bot.pipeline.turn import Turn
+from bot.pipeline.turnlog import log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile
-from bot.prompts import PromptAudio
-from bot.session import CallSession
-from bot.settings import Settings
-from bot.turn import Turn
-from bot.turnlog import log_turn, log_turn_with_text
-from serve import ChatMessage, ModelSet, ModelSpec, load_models
-from telephony import EndpointConfig, SipNode
+from node.calllog import open_call_log
+from node.looplag import LoopLagMonitor
+from node.settings import Settings
+from serve import ChatMessage, ModelSet, load_models
+from telephony import SipServer
+from telephony.config import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 
 
-def endpoint_config(settings: Settings) -> EndpointConfig:
-    """The telephony endpoint's config from the node's settings (same field names)."""
-    return EndpointConfig(**settings.sip.model_dump(), sample_rate=8000)
-
-
-def model_spec(settings: Settings) -> ModelSpec:
-    """The model tier's spec from the node's settings (same field names)."""
-    return ModelSpec(**settings.models.model_dump())
-
-
-class BotNode:
+class Node:
     """Everything one ``switchboard run`` process holds."""
 
     def __init__(self, settings: Settings, profile: BotProfile) -> None:
         self.settings = settings
         self.profile = profile
         self.models: ModelSet | None = None
-        self.prompts = PromptAudio(sample_rate=8000)
-        self.endpoint: SipNode | None = None
+        self.prompts = PromptAudio(sample_rate=SAMPLE_RATE)
+        self.endpoint: SipServer | None = None
         self.call_log: CallLog | None = None
         self.intent_cache: IntentCache | None = None
         self._sessions: set[asyncio.Task[None]] = set()
@@ -59,9 +50,10 @@ class BotNode:
         started = time.monotonic()
         # First: a database on the wrong schema stops the node before models load.
         self.call_log = await open_call_log(self.settings)
-        spec = model_spec(self.settings)
-        if self.profile.intents and spec.embedder is None:
-            spec.embedder = "minilm"  # intents are matched on MiniLM sentence embeddings
+        spec = self.settings.models
+        if not self.profile.intents:
+            # Sentence embeddings serve the intent cache only: none to match, none loaded.
+            spec = spec.model_copy(update={"embedder": None})
         self.models = await load_models(spec, progress=_progress)
         prof = self.profile
         fixed = [prof.greeting, prof.apology, *prof.fillers]
@@ -72,7 +64,7 @@ class BotNode:
         if self.profile.intents and self.models.embedder is not None:
             self.intent_cache = await self._start_intent_cache(self.models)
         await self._warm_system_prompt(self.models)
-        self.endpoint = SipNode(endpoint_config(self.settings), self._on_call)
+        self.endpoint = SipServer(self.settings.sip, self._on_call)
         await self.endpoint.start()
         self.loop_lag.start()
         sip = self.settings.sip
@@ -96,7 +88,8 @@ class BotNode:
             store,
             models.embedder,
             models.tts,
-            voice=f"{m.tts}:{m.tts_voice_path or self.profile.voice.name}",
+            voice=f"{m.tts}:{m.tts_voice_path or 'packaged'}",
+            sample_rate=SAMPLE_RATE,
             stale_after_s=cfg.stale_after_s,
             heartbeat_s=cfg.heartbeat_s,
             retry_max_s=cfg.retry_max_s,
@@ -168,7 +161,7 @@ async def run_node(settings: Settings) -> None:
     # own thread; the BLAS gets one too.
     threadpool_limits(limits=1, user_api="blas")
     profile = load_profile(settings.profile)
-    node = BotNode(settings, profile)
+    node = Node(settings, profile)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

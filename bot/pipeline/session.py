@@ -6,27 +6,25 @@ import contextlib
 import logging
 import time
 
-from bot.call_control import CallControl
-from bot.call_port import CallPort
 from bot.calllog.calllog import CallLog
-from bot.calllog.tap import EventTap
-from bot.endpointer import Endpointer
-from bot.frames import AudioIn, CallEnded, Dtmf, PlayAudio
-from bot.intent_cache import IntentCache
-from bot.processor import Processor
+from bot.intents.cache import IntentCache
+from bot.pipeline.call_control import CallControl
+from bot.pipeline.call_port import CallPort
+from bot.pipeline.calllog_tap import EventTap
+from bot.pipeline.frames import CallerAudio, CallFinished, Dtmf, PlayAudio
+from bot.pipeline.processor import Processor
+from bot.pipeline.prompts import PromptAudio
+from bot.pipeline.responder import Responder
+from bot.pipeline.router import Router
+from bot.pipeline.speaker import Speaker
+from bot.pipeline.speculation import Speculator
+from bot.pipeline.transcriber import Transcriber
+from bot.pipeline.turn import Turn
+from bot.pipeline.turn_detector import TurnDetector
+from bot.pipeline.turnlog import TurnSink, log_turn
 from bot.profile import BotProfile
-from bot.prompts import PromptAudio
-from bot.responder import Responder
-from bot.router import Router
-from bot.speaker import Speaker
-from bot.speculation import Speculator
-from bot.transcriber import Transcriber
-from bot.turn import Turn
-from bot.turnlog import TurnSink, log_turn
 from serve import ModelSet
-from telephony.events import AudioIn as TelAudioIn
-from telephony.events import CallEnded as TelCallEnded
-from telephony.events import DtmfIn
+from telephony.events import AudioIn, CallEnded, DtmfIn
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +32,7 @@ log = logging.getLogger(__name__)
 class CallSession:
     """Runs the conversation on one answered call until it ends.
 
-    Endpointer -> Transcriber -> (Router) -> Responder -> Speaker -> CallControl, with the
+    TurnDetector -> Transcriber -> (Router) -> Responder -> Speaker -> CallControl, with the
     greeting played on answer.
     """
 
@@ -68,21 +66,21 @@ class CallSession:
             on_filler=self._filler_played,
         )
         self.responder = Responder(models.llm, profile, apology_pcm=apology)
-        # Transcription and intent lookup start while the caller pauses (bot/speculation.py).
+        # Transcription and intent lookup start while the caller pauses (speculation.py).
         self.speculator = Speculator(models.asr, sample_rate=rate, cache=intent_cache)
         self.transcriber = Transcriber(models.asr, sample_rate=rate, speculator=self.speculator)
-        self.endpointer = Endpointer(
+        self.turn_detector = TurnDetector(
             models.vad.create_stream(rate),
             profile.endpointing,
             call_id=call.call_id,
             bot_speaking=self._bot_speaking,
             speculator=self.speculator,
         )
-        first: Processor = self.endpointer
+        first: Processor = self.turn_detector
         if call_log is not None:  # barge-ins (the endpointer's Interrupts) go to the log
             first = first.link(EventTap(call_log, call.call_id))
         last: Processor = first.link(self.transcriber)
-        self._processors: list[Processor] = [self.endpointer, self.transcriber]
+        self._processors: list[Processor] = [self.turn_detector, self.transcriber]
         if intent_cache is not None:  # cached answers first; the LLM gets the rest
             last = last.link(Router(intent_cache))
             self._processors.append(last)
@@ -122,21 +120,21 @@ class CallSession:
         reason = "ended"
         try:
             async for event in self.call.receive():
-                if isinstance(event, TelAudioIn):
-                    await self.endpointer.put(AudioIn(pcm=event.pcm, at=event.at))
+                if isinstance(event, AudioIn):
+                    await self.turn_detector.put(CallerAudio(pcm=event.pcm, at=event.at))
                 elif isinstance(event, DtmfIn):
                     # The digit may be a PIN or a card number: only at DEBUG.
                     log.info("call %s: dtmf received", self.call.call_id)
                     log.debug("call %s: dtmf %s", self.call.call_id, event.digit)
-                    await self.endpointer.put(Dtmf(digit=event.digit, at=event.at))
+                    await self.turn_detector.put(Dtmf(digit=event.digit, at=event.at))
                     if self._call_log is not None:
                         self._call_log.event(self.call.call_id, "dtmf", event.digit, event.at)
-                elif isinstance(event, TelCallEnded):
+                elif isinstance(event, CallEnded):
                     reason = event.reason
                     break
         finally:
-            reason = self.control.end_reason(reason)  # before CallEnded stops the control
-            await self.endpointer.put(CallEnded(reason=reason, at=time.monotonic()))
+            reason = self.control.end_reason(reason)  # before CallFinished stops the control
+            await self.turn_detector.put(CallFinished(reason=reason, at=time.monotonic()))
             for proc in self._processors:
                 with contextlib.suppress(Exception):
                     await proc.stop()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bot.calllog.calllog import CallLog
-from bot.frames import Frame, Interrupt
-from bot.processor import Processor
+from bot.pipeline.frames import Frame, Interrupt
+from bot.pipeline.processor import Processor
 
 
 class EventTap(Processor):

@@ -1,13 +1,19 @@
-from bot.endpointer import Endpointer
-from bot.frames import AudioIn, EndOfTurn, Interrupt, UserStartedSpeaking, UserStoppedSpeaking
-from bot.processor import Collector
+from bot.pipeline.frames import (
+    CallerAudio,
+    EndOfTurn,
+    Interrupt,
+    UserStartedSpeaking,
+    UserStoppedSpeaking,
+)
+from bot.pipeline.processor import Collector
+from bot.pipeline.turn_detector import TurnDetector
 from bot.profile import EndpointingConfig
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, silence, tone
 
 
-def frames(pcm: bytes, start: float) -> list[AudioIn]:
+def frames(pcm: bytes, start: float) -> list[CallerAudio]:
     return [
-        AudioIn(pcm=pcm[i : i + FRAME_BYTES], at=start + 0.02 * (i // FRAME_BYTES))
+        CallerAudio(pcm=pcm[i : i + FRAME_BYTES], at=start + 0.02 * (i // FRAME_BYTES))
         for i in range(0, len(pcm), FRAME_BYTES)
     ]
 
@@ -16,7 +22,7 @@ async def run(
     pcm: bytes, *, bot_speaking: bool = False, cfg: EndpointingConfig | None = None
 ) -> list[object]:
     config = cfg or EndpointingConfig(min_speech_ms=100, end_silence_ms=300, barge_in_ms=200)
-    ep = Endpointer(
+    ep = TurnDetector(
         EnergyStream(), config, call_id="c", bot_speaking=lambda: bot_speaking, clock=lambda: 99.0
     )
     sink = Collector()
@@ -77,14 +83,14 @@ class LaggingVad:
 
 async def test_quiet_frames_end_a_turn_the_vad_still_calls_speech() -> None:
     cfg = EndpointingConfig(min_speech_ms=100, end_silence_ms=300, energy_floor_dbfs=-50.0)
-    ep = Endpointer(LaggingVad(), cfg, call_id="c", bot_speaking=lambda: False)
+    ep = TurnDetector(LaggingVad(), cfg, call_id="c", bot_speaking=lambda: False)
     sink = Collector()
     ep.link(sink)
     for frame in frames(tone(400) + silence(400), 10.0):
         await ep.process(frame)
     assert sum(isinstance(f, EndOfTurn) for f in sink.frames) == 1
     # without the floor the VAD alone never lets the turn end
-    ep = Endpointer(
+    ep = TurnDetector(
         LaggingVad(),
         cfg.model_copy(update={"energy_floor_dbfs": None}),
         call_id="c",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 
-from bot.frames import CallAction, DataFrame, PlayAudio, ResponseDone, Transcript
-from bot.intent_cache import IntentCache
-from bot.processor import Processor
+from bot.intents.cache import IntentCache
+from bot.pipeline.frames import CallAction, DataFrame, PlayAudio, ResponseDone, Transcript
+from bot.pipeline.processor import Processor
 from serve import ProviderError
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bot.intent_match import IntentIndex, IntentVectors, Match, Thresholds, query_text
-from bot.intent_store import (
+from bot.intents.match import IntentIndex, IntentVectors, Match, Thresholds, query_text
+from bot.intents.settings import IntentCacheSettings
+from bot.intents.store import (
     CONNECTED,
     HEARTBEAT,
     CacheEntry,
@@ -32,6 +33,7 @@ from bot.intent_store import (
 )
 from bot.profile import IntentConfig, IntentMatchingConfig
 from serve import TTS, Embedder
+from telephony.config import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,9 @@ class _State:
     thresholds: Thresholds
 
 
+_DEFAULTS = IntentCacheSettings()
+
+
 class IntentCache:
     """Builds, shares and matches the intents' pre-computed answers."""
 
@@ -82,10 +87,10 @@ class IntentCache:
         tts: TTS,
         *,
         voice: str,
-        sample_rate: int = 8000,
-        stale_after_s: float = 10.0,
-        heartbeat_s: float = 1.0,
-        retry_max_s: float = 5.0,
+        sample_rate: int = SAMPLE_RATE,
+        stale_after_s: float = _DEFAULTS.stale_after_s,
+        heartbeat_s: float = _DEFAULTS.heartbeat_s,
+        retry_max_s: float = _DEFAULTS.retry_max_s,
     ) -> None:
         self.store = store
         self._embedder = embedder

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 
-from bot.frames import CallEnded, DataFrame, Frame, Interrupt, SystemFrame
+from bot.pipeline.frames import CallFinished, DataFrame, Frame, Interrupt, SystemFrame
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class Processor:
     async def process_system(self, frame: SystemFrame) -> None:
         """Handle one system frame. The default passes it on."""
         await self.push(frame)
-        if isinstance(frame, CallEnded):
+        if isinstance(frame, CallFinished):
             await self.stop()
 
     async def on_interrupt(self) -> None:

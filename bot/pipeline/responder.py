@@ -7,8 +7,8 @@ import contextlib
 import logging
 from contextlib import aclosing
 
-from bot.clauses import ClauseSplitter
-from bot.frames import (
+from bot.pipeline.clauses import ClauseSplitter
+from bot.pipeline.frames import (
     AnswerPending,
     DataFrame,
     PlayAudio,
@@ -17,9 +17,9 @@ from bot.frames import (
     StageFailed,
     Transcript,
 )
-from bot.processor import Processor
+from bot.pipeline.processor import Processor
+from bot.pipeline.turn import Turn
 from bot.profile import BotProfile
-from bot.turn import Turn
 from serve import LLM, ChatMessage, ProviderError, StageTimings
 
 log = logging.getLogger(__name__)

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.calllog.config import database_url
 from bot.calllog.migrate import downgrade, schema_state, upgrade
 from bot.calllog.retention import purge
 from bot.calllog.store import make_engine
-from bot.settings import Settings
+from node.calllog import database_url
+from node.settings import Settings
 
 
-def run_db(command: str, revision: str | None = None, days: int | None = None) -> int:
+def run_db(
+    settings: Settings, command: str, revision: str | None = None, days: int | None = None
+) -> int:
     """Run one ``db`` subcommand on the configured database; the exit status."""
-    settings = Settings()
     url = database_url(settings)
     if command == "upgrade":
         upgrade(url, revision or "head")

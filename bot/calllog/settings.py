@@ -1,0 +1,24 @@
+"""The call log's settings, composed by the node as ``SWITCHBOARD_CALLLOG__<FIELD>``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CallLogSettings(BaseModel):
+    """How the call log writes, and how long it keeps what callers said."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Transcripts, answers and DTMF digits older than this are blanked by `db purge`.
+    transcript_retention_days: int = Field(30, ge=1)
+    batch_size: int = Field(200, ge=1)
+    batch_window_ms: int = Field(50, ge=0)
+    #: Records held in memory before the writer diverts to the spool on disk.
+    max_pending: int = Field(10_000, ge=1)
+    write_timeout_s: float = Field(5.0, gt=0)
+    retry_s: float = Field(2.0, gt=0)
+    #: Default: ``<data_dir>/spool``.
+    spool_dir: Path | None = None

@@ -1,0 +1,173 @@
+"""The node's settings: composed from each part's own model, strict about what it reads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from node.cli import main
+from node.settings import Settings, SettingsError, load_settings
+from serve.registry import ModelSpec
+from telephony.config import SAMPLE_RATE, EndpointConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The suite's own SWITCHBOARD_ variables (if any) must not leak into these checks.
+    for key in list(os.environ):
+        if key.upper().startswith("SWITCHBOARD_"):
+            monkeypatch.delenv(key)
+
+
+def test_the_sections_are_the_parts_own_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWITCHBOARD_SIP__PORT", "5070")
+    monkeypatch.setenv("SWITCHBOARD_SIP__MAX_CALLS", "7")
+    monkeypatch.setenv("SWITCHBOARD_SIP__STRICT_RTP_SOURCE", "false")
+    monkeypatch.setenv("SWITCHBOARD_SIP__USER_AGENT", "Acme IVR")
+    monkeypatch.setenv("SWITCHBOARD_SIP__ANSWER_DELAY_MS", "250")
+    monkeypatch.setenv("SWITCHBOARD_SIP__CODECS", "pcmu, PCMA")
+    monkeypatch.setenv("SWITCHBOARD_MODELS__ASR", "whisper")
+    settings = load_settings()
+    assert isinstance(settings.sip, EndpointConfig)
+    assert isinstance(settings.models, ModelSpec)
+    sip = settings.sip
+    assert (sip.port, sip.max_calls, sip.sample_rate) == (5070, 7, SAMPLE_RATE)
+    assert (sip.strict_rtp_source, sip.user_agent, sip.answer_delay_ms) == (False, "Acme IVR", 250)
+    assert sip.codecs == ("PCMU", "PCMA")
+    assert settings.models.asr == "whisper"
+
+
+def test_each_default_is_the_parts_own() -> None:
+    settings = Settings()
+    assert settings.sip == EndpointConfig()
+    assert settings.models == ModelSpec()
+    assert (settings.models.asr, settings.models.embedder) == ("whisper-window", "minilm")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "SWITCHBOARD_SIP__PORTT",
+            "5070",
+            "SWITCHBOARD_SIP__PORTT: unknown setting (did you mean SWITCHBOARD_SIP__PORT?)",
+        ),
+        ("SWITCHBOARD_BOGUS", "1", "SWITCHBOARD_BOGUS: unknown setting"),
+        ("SWITCHBOARD_SIP", "x", "SWITCHBOARD_SIP: is a section; set its fields"),
+        (
+            "SWITCHBOARD_SIP__PORT__X",
+            "1",
+            "SWITCHBOARD_SIP__PORT__X: SWITCHBOARD_SIP__PORT has no sub-settings",
+        ),
+        (
+            "SWITCHBOARD_SIP__CODECS",
+            "OPUS",
+            "SWITCHBOARD_SIP__CODECS: unknown codec 'OPUS'; known: G722, PCMU, PCMA (got 'OPUS')",
+        ),
+        (
+            "SWITCHBOARD_SIP__CODECS",
+            "PCMU,PCMU",
+            "SWITCHBOARD_SIP__CODECS: a codec is listed twice",
+        ),
+        (
+            "SWITCHBOARD_SIP__PORT",
+            "70000",
+            "SWITCHBOARD_SIP__PORT: Input should be less than or equal to 65535 (got '70000')",
+        ),
+        (
+            "SWITCHBOARD_SIP__RTP_PORT_START",
+            "65000",
+            "SWITCHBOARD_SIP: RTP ports 65000-65999 pass 65535",
+        ),
+        ("SWITCHBOARD_MODELS__LLM", "gpt", "SWITCHBOARD_MODELS__LLM: unknown llm backend 'gpt'"),
+        (
+            "SWITCHBOARD_MODELS__LLM",
+            "vllm",
+            "SWITCHBOARD_MODELS: llm backend 'vllm' needs llm_model_path",
+        ),
+        (
+            "SWITCHBOARD_LOG_FORMAT",
+            "xml",
+            "SWITCHBOARD_LOG_FORMAT: Input should be 'json' or 'text' (got 'xml')",
+        ),
+        (
+            "SWITCHBOARD_CALL_ACTIONS",
+            "maybe",
+            "SWITCHBOARD_CALL_ACTIONS: Input should be a valid boolean",
+        ),
+    ],
+)
+def test_a_bad_variable_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+    message: str,
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert len(err.value.problems) == 1
+    assert err.value.problems[0].startswith(message)
+    # The command refuses to start with the same line, exit status 2.
+    assert main(["db", "current"]) == 2
+    stderr = capsys.readouterr().err
+    assert stderr.startswith(f"switchboard: {message}")
+    assert stderr.count("\n") == 1
+
+
+def test_a_flag_passes_the_same_validation_and_is_named(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["run", "--port", "70000", "--profile", str(tmp_path / "p.toml")]) == 2
+    assert capsys.readouterr().err == (
+        "switchboard: --port: Input should be less than or equal to 65535 (got 70000)\n"
+    )
+
+
+def test_a_flag_wins_over_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWITCHBOARD_SIP__PORT", "5070")
+    monkeypatch.setenv("SWITCHBOARD_SIP__HOST", "127.0.0.2")
+    settings = load_settings({"sip": {"port": 5080}}, flags={("sip", "port"): "--port"})
+    assert (settings.sip.host, settings.sip.port) == ("127.0.0.2", 5080)
+
+
+def test_install_variables_are_not_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWITCHBOARD_TORCH_INDEX", "https://example.invalid/simple")
+    assert load_settings().sip.port == 5060
+
+
+def _switchboard(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("SWITCHBOARD_")}
+    return subprocess.run(
+        [sys.executable, "-m", "node.cli", *args],
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_command_stops_with_exit_2_and_no_traceback(tmp_path: Path) -> None:
+    bad_var = _switchboard("run", env={"SWITCHBOARD_SIP__PORTT": "5070"})
+    assert bad_var.returncode == 2
+    assert bad_var.stderr == (
+        "switchboard: SWITCHBOARD_SIP__PORTT: unknown setting "
+        "(did you mean SWITCHBOARD_SIP__PORT?)\n"
+    )
+    profile = tmp_path / "latin1.toml"
+    profile.write_bytes('name = "Caf\u00e9"\n'.encode("latin-1"))
+    bad_profile = _switchboard(
+        "run", "--profile", str(profile), env={"SWITCHBOARD_DATA_DIR": str(tmp_path)}
+    )
+    assert bad_profile.returncode == 2
+    assert "Traceback" not in bad_profile.stderr
+    assert f"switchboard: bot profile {profile} is not UTF-8 text" in bad_profile.stderr
