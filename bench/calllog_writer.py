@@ -27,8 +27,8 @@ import psycopg
 
 from bot.calllog import CallLog
 from bot.calllog.migrate import upgrade_async
-from bot.settings import CallLogSettings
-from bot.turn import STAGES, Turn
+from bot.calllog.settings import CallLogSettings
+from bot.pipeline.turn import STAGES, Turn
 
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 TICK_S = 0.02

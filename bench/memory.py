@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import os
 import sys
 from pathlib import Path
 
-from bench.botproc import run_bot
-from bot.caller_voice import speak
 from telephony.dialer import dial
+from testkit.botproc import run_bot
+from testkit.voices import speak
 
 
 def tree(pid: int) -> list[int]:
@@ -73,7 +72,6 @@ def main() -> int:
     parser.add_argument("--hold", type=float, default=14.0, help="seconds each call lasts")
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     (idle_rss, idle_pss), (busy_rss, busy_pss) = asyncio.run(measure(args.calls, args.hold))
     per_call_rss = (busy_rss - idle_rss) / args.calls / 1024
     per_call_pss = (busy_pss - idle_pss) / args.calls / 1024

@@ -1,4 +1,4 @@
-"""Load a ``SipNode`` (or one in-process ``SipEndpoint``) with concurrent echoing calls.
+"""Load a ``SipServer`` (or one in-process ``SipEndpoint``) with concurrent echoing calls.
 
     .venv/bin/python -m bench.sip_node --calls 10 --seconds 15
     .venv/bin/python -m bench.sip_node --calls 3 --endpoint   # the single-process baseline
@@ -28,10 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from telephony import AudioIn, EndpointConfig, SipEndpoint, SipNode
+from telephony import AudioIn, EndpointConfig, SipEndpoint, SipServer
 from telephony.call import CallHandle
 from telephony.remote_call import RemoteCall
 from telephony.sip_dispatch import SipFront, WorkerSlot
+from testkit.ports import free_udp_port
 
 SCENARIO = """<?xml version="1.0" encoding="ISO-8859-1" ?>
 <scenario name="bench">
@@ -113,13 +114,6 @@ def rss_kb(pid: int) -> int:
     return 0
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 async def echo(call: RemoteCall | CallHandle) -> None:
     async for event in call.receive():
         if isinstance(event, AudioIn):
@@ -144,16 +138,16 @@ def prepare(tmp: Path, seconds: float) -> str:
 
 async def run(calls: int, seconds: float, endpoint: bool, tmp: Path, sipp: str) -> dict[str, Any]:
     cfg = EndpointConfig(
-        port=free_port(), max_calls=calls, rtp_port_start=random.randrange(30000, 36000, 2)
+        port=free_udp_port(), max_calls=calls, rtp_port_start=random.randrange(30000, 36000, 2)
     )
-    node: SipNode | SipEndpoint = SipEndpoint(cfg, echo) if endpoint else SipNode(cfg, echo)
+    node: SipServer | SipEndpoint = SipEndpoint(cfg, echo) if endpoint else SipServer(cfg, echo)
     await node.start()
     try:
         proc = await asyncio.create_subprocess_exec(
             sipp,
             "-sf", "scenario.xml",
             "-m", str(calls), "-l", str(calls), "-r", "20",
-            "-i", "127.0.0.1", "-mi", "127.0.0.1", "-p", str(free_port()),
+            "-i", "127.0.0.1", "-mi", "127.0.0.1", "-p", str(free_udp_port()),
             "-mp", str(random.randrange(20000, 29000, 4)),
             "-timeout", f"{int(seconds + 30)}s", "-timeout_error", "-nostdin",
             f"127.0.0.1:{cfg.port}",

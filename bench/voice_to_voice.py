@@ -26,31 +26,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.botproc import BotProcess, run_bot
-from bench.wire import greeting_delay_ms, percentile, turn_latencies
-from bot.caller_voice import FLITE_VOICES, speak
 from telephony.dialer import dial
+from testkit.botproc import BotProcess, run_bot
+from testkit.question_script import CACHE_QUESTIONS, OPEN_QUESTIONS
+from testkit.voices import FLITE_VOICES, speak
+from testkit.wire import greeting_delay_ms, percentile, turn_latencies
 
-#: Open questions no intent covers (from bench/intent_eval/test/negatives.txt): the LLM answers.
-OPEN_QUESTIONS = (
-    "Do you have this jacket in blue?",
-    "Can I pay with PayPal?",
-    "I forgot my password.",
-    "Do you sell gift cards?",
-    "Can you recommend a good winter coat?",
-    "What size should I get?",
-)
-#: Held-out paraphrases of the default profile's intents: the intent cache answers.
-CACHE_QUESTIONS = (
-    "Can you check where my parcel is?",
-    "What time does your customer service open in the morning?",
-    "Can you connect me to a live agent?",
-    "How can I return something I ordered?",
-    "Can you send my parcel to another address?",
-    "Do you deliver to France?",
-    "What do you charge for shipping?",
-    "My package was damaged in the post.",
-)
 QUESTIONS = (
     "Where is my order?",
     "What are your opening hours?",
@@ -207,7 +188,6 @@ def main() -> int:
         help="ask intent paraphrases (cache), open questions (llm) or alternate (both)",
     )
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     res = asyncio.run(run(args))
     command = "python -m bench.voice_to_voice " + " ".join(sys.argv[1:])
     text = report(res, command, args.concurrency)

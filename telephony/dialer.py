@@ -33,9 +33,10 @@ import numpy.typing as npt
 import pjsua2 as pj
 import soxr
 
+from telephony.config import SAMPLE_RATE
 from telephony.framebuf import read_frame, write_frame
 
-RATE = 8000
+RATE = SAMPLE_RATE
 FRAME_SAMPLES = RATE // 50
 FRAME_BYTES = FRAME_SAMPLES * 2
 TICK_S = 0.02

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.ports import free_udp_port
+from testkit.ports import free_udp_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,6 @@ def run_bot(
     data_dir = tempfile.TemporaryDirectory(prefix="switchboard-bench-")
     full_env = {
         **os.environ,
-        "HF_HUB_OFFLINE": "1",
         "SWITCHBOARD_LOG_FORMAT": "json",
         "SWITCHBOARD_LOG_TRANSCRIPTS": "true",
         "SWITCHBOARD_SIP__RTP_PORT_START": str(20000 + (port % 20) * 1000),
@@ -63,7 +62,7 @@ def run_bot(
     }
     if profile is not None:
         full_env["SWITCHBOARD_PROFILE"] = str(profile)
-    cmd = [sys.executable, "-m", "bot.cli", "run", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [sys.executable, "-m", "node.cli", "run", "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stderr=subprocess.PIPE)
     bot = BotProcess(proc=proc, port=port, data_dir=Path(full_env["SWITCHBOARD_DATA_DIR"]))
     ready = threading.Event()

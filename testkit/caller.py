@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bot.caller_voice import RATE, read_wav, speak, write_wav
 from telephony.dialer import dial
+from testkit.voices import RATE, read_wav, speak, write_wav
 
 
 def utterance(say: str) -> bytes:

@@ -5,46 +5,33 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from bench.intent_eval import (
+from bot.intents.match import IntentIndex, Thresholds, Vectors
+from bot.profile import DEFAULT_PROFILE, load_profile
+from serve import Embedder
+from serve.registry import ModelSpec, asr_backends, embedder_backends
+from testkit.intent_eval.eval_sets import SPLITS, EvalSet, Items, load_eval_sets
+from testkit.intent_eval.lookup_cost import lookup_cost_ms
+from testkit.intent_eval.outcomes import NONE, Outcome, evaluate, ranking
+from testkit.intent_eval.prefixes import evaluate_prefixes
+from testkit.intent_eval.profile_index import build_index, embed_queries, rule_of
+from testkit.intent_eval.sweep import (
     ACTION_THRESHOLDS,
     CALIBRATIONS,
     MARGINS,
     NEGATIVE_MARGINS,
-    NONE,
-    SPLITS,
     THRESHOLDS,
     TOP_KS,
-    TRANSCRIPTS,
-    EvalSet,
-    Items,
-    Outcome,
-    asr_setup,
-    asr_transcripts,
-    build_index,
     choose,
-    embed_queries,
-    evaluate,
-    evaluate_prefixes,
-    load_eval_sets,
-    lookup_cost_ms,
-    percentile,
-    ranking,
-    rule_of,
     strictness,
     sweep,
-    with_prompt,
 )
-from bot.intent_match import IntentIndex, Thresholds, Vectors
-from bot.profile import load_profile
-from bot.settings import DEFAULT_PROFILE, ModelSettings
-from serve import Embedder
-from serve.registry import ModelSpec, asr_backends, embedder_backends
+from testkit.intent_eval.transcripts import TRANSCRIPTS, asr_setup, asr_transcripts, with_prompt
+from testkit.wire import percentile
 
 CLEAN = "clean text"
 ASR = "Whisper transcripts"
@@ -225,8 +212,8 @@ async def add_transcripts(
     inputs: dict[str, dict[str, tuple[Items, Vectors]]],
 ) -> None:
     """The bot's own ASR (settings' default backend) on each utterance spoken by flite."""
-    settings = ModelSettings()
-    asr = asr_backends.create(settings.asr, ModelSpec(**settings.model_dump()))
+    settings = ModelSpec()
+    asr = asr_backends.create(settings.asr, settings)
     setup = asr_setup(settings.asr, asr, prompt=args.asr_prompt)
     loaded = False
     print(f"ASR: {settings.asr} ({asr.description}), transcripts {setup.key}", file=sys.stderr)
@@ -333,7 +320,6 @@ def main() -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list tuning misses too")
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return asyncio.run(run(args))
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from bench.rtp_capture import (
+from testkit.rtp_capture import (
     ALAW_TABLE,
     ULAW_TABLE,
     Capture,

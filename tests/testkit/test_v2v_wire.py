@@ -1,37 +1,37 @@
 import math
+import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bench.rtp_capture import Packet
-from bench.v2v_wire import (
-    Caller,
-    CaptureDenied,
-    Collected,
-    LoggedCall,
-    LogTurn,
-    Media,
-    Results,
-    WireTurn,
-    bench_command,
+from testkit.baresip import Caller
+from testkit.botproc import ROOT
+from testkit.calllog_reader import LoggedCall, LogTurn
+from testkit.question_script import (
+    CACHE_QUESTIONS,
+    OPEN_QUESTIONS,
     build_script,
-    calls_on_wire,
-    evaluate,
-    filler_turns,
-    greeting_ms,
-    heard_texts,
-    join_turns,
-    main,
-    measure_turns,
     plan_questions,
+)
+from testkit.rtp_capture import Packet
+from testkit.turn_join import filler_turns, heard_texts, join_turns
+from testkit.v2v_report import (
+    bench_command,
     report,
-    run_bench,
     write_docs,
 )
-from bench.voice_to_voice import CACHE_QUESTIONS, OPEN_QUESTIONS
-from bench.wire import is_voiced, voiced_frames
+from testkit.v2v_results import (
+    Results,
+    evaluate,
+    run_bench,
+)
+from testkit.v2v_run import CaptureDenied, Collected
+from testkit.wire import is_voiced, voiced_frames
+from testkit.wire_calls import Media, WireTurn, calls_on_wire, greeting_ms, measure_turns
 
 RATE = 8000
 BOT_SIP = ("127.0.0.1", 5070)
@@ -379,15 +379,30 @@ def test_bench_command_leaves_out_local_files() -> None:
     assert bench_command(argv) == "python -m bench.v2v_wire --concurrency 1,5 --write"
 
 
-def test_main_says_why_without_capture_rights(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    async def denied(*args: object, **kwargs: object) -> Collected:
-        raise CaptureDenied("[Errno 1] Operation not permitted")
-
-    monkeypatch.setattr("bench.v2v_wire.collect", denied)
-    assert main(["--concurrency", "1"]) == 2
-    assert "needs root" in capsys.readouterr().err
+def test_main_says_why_without_capture_rights(tmp_path: Path) -> None:
+    # The command itself, without the right to open a raw socket (as root: CAP_NET_RAW
+    # dropped). It looks for baresip before it opens the capture: a stand-in will do.
+    (tmp_path / "baresip").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "baresip").chmod(0o755)
+    command = [sys.executable, "-m", "bench.v2v_wire", "--concurrency", "1"]
+    if os.geteuid() == 0:
+        drop = ["setpriv", "--inh-caps=-net_raw", "--bounding-set=-net_raw"]
+        try:
+            subprocess.run([*drop, "true"], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            pytest.skip("root, and CAP_NET_RAW cannot be dropped here (setpriv)")
+        command = [*drop, *command]
+    env = {
+        **os.environ,
+        "PATH": f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}",
+        # had the capture opened after all, the bot would stop at once: no benchmark run
+        "SWITCHBOARD_PROFILE": str(tmp_path / "no-such-profile.toml"),
+    }
+    done = subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "needs root" in done.stderr
 
 
 def test_is_voiced_matches_voiced_frames() -> None:

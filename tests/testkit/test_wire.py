@@ -1,6 +1,6 @@
 import numpy as np
 
-from bench.wire import greeting_delay_ms, segments, turn_latencies, voiced_frames
+from testkit.wire import greeting_delay_ms, segments, turn_latencies, voiced_frames
 
 RATE = 8000
 

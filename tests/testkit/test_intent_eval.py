@@ -9,26 +9,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.intent_eval import (
+from bot.intents.match import IntentIndex, IntentVectors, Thresholds, normalize
+from bot.profile import DEFAULT_PROFILE, load_profile
+from testkit.intent_eval.eval_sets import (
     MIN_TEST_INTENTS,
     MIN_TEST_NEGATIVES,
     MIN_TEST_PER_INTENT,
-    AsrSetup,
-    choose,
-    evaluate,
-    evaluate_prefixes,
     load_eval_sets,
-    ranking,
     read_split,
+)
+from testkit.intent_eval.outcomes import evaluate, ranking
+from testkit.intent_eval.prefixes import evaluate_prefixes, word_prefixes
+from testkit.intent_eval.sweep import choose, sweep
+from testkit.intent_eval.transcripts import (
+    AsrSetup,
     read_transcripts,
-    sweep,
     voice_keys,
-    word_prefixes,
     write_transcripts,
 )
-from bot.intent_match import IntentIndex, IntentVectors, Thresholds, normalize
-from bot.profile import load_profile
-from bot.settings import DEFAULT_PROFILE
 from tests.bot.intent_fakes import WordsEmbedder
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cpu_limit import (
+from testkit.cpu_limit import (
     CGROUP_ROOT,
     CpuLimitUnavailable,
     cpu_limit,

@@ -1,0 +1,164 @@
+"""The evaluation's ASR transcripts: each utterance spoken by a flite voice at 8 kHz and
+transcribed by the bot's ASR, as on a call, cached in ``asr_transcripts.json`` (the
+benchmark's data) under a key of everything a transcript depends on (``AsrSetup``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from serve import ASR
+from testkit.botproc import ROOT
+from testkit.intent_eval.eval_sets import DATA, Items
+
+TRANSCRIPTS = DATA / "asr_transcripts.json"
+
+
+#: Files whose code shapes a transcript besides the ASR class itself: the caller's voice
+#: (flite at 8 kHz) and the resampling in front of Whisper.
+_VOICE_SOURCES = ("testkit/voices.py", "serve/audio.py")
+
+
+@dataclass(frozen=True)
+class AsrSetup:
+    """Everything a cached transcript depends on besides the sentence and the voice: a change
+    to any of these gives new keys, so stale transcripts are never used."""
+
+    #: The ASR backend name in the bot's settings and its description (model, window).
+    backend: str
+    description: str
+    #: sha256 of the ASR class's module and of ``_VOICE_SOURCES``: any code change there.
+    sources: str
+    #: faster-whisper, CTranslate2 and flite versions.
+    versions: str
+    sample_rate: int = 8000
+    #: An initial prompt (bench experiment, ``--asr-prompt``), empty for the bot's own setup.
+    prompt: str = ""
+
+    @property
+    def key(self) -> str:
+        raw = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def asr_setup(backend: str, asr: ASR, prompt: str = "") -> AsrSetup:
+    digest = hashlib.sha256()
+    module = inspect.getsourcefile(type(asr))
+    for path in (module, *(str(ROOT / p) for p in _VOICE_SOURCES)):
+        if path is not None:
+            digest.update(Path(path).read_bytes())
+    return AsrSetup(
+        backend=backend,
+        description=asr.description,
+        sources=digest.hexdigest()[:16],
+        versions=_versions(),
+        prompt=prompt,
+    )
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    parts = []
+    for package in ("faster-whisper", "ctranslate2"):
+        try:
+            parts.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            parts.append(f"{package} -")
+    try:
+        flite = subprocess.run(
+            ["flite", "--version"], capture_output=True, text=True, check=False
+        ).stdout
+        parts.append(next((ln.strip() for ln in flite.splitlines() if "version" in ln), "flite"))
+    except OSError:
+        parts.append("flite -")
+    return "; ".join(parts)
+
+
+def voice_keys(items: Items) -> list[str]:
+    """``voice|text`` per utterance: the four flite voices in turn, counted within a split
+    (so adding to one split does not change the other's voices)."""
+    from testkit.voices import FLITE_VOICES  # noqa: PLC0415
+
+    return [f"{FLITE_VOICES[n % len(FLITE_VOICES)]}|{text}" for n, (text, _) in enumerate(items)]
+
+
+@dataclass
+class AsrRun:
+    """Transcripts of one split and what producing them cost."""
+
+    texts: list[str]
+    transcribed: int = 0
+    asr_ms: list[float] = field(default_factory=list)
+
+
+async def asr_transcripts(
+    items: Items,
+    setup: AsrSetup,
+    asr: ASR | None,
+    cache: Path = TRANSCRIPTS,
+) -> AsrRun:
+    """Each utterance spoken by a flite voice at 8 kHz and transcribed by ``asr`` (loaded;
+    None: cached transcripts only, KeyError on a missing one)."""
+    from testkit.voices import speak  # noqa: PLC0415 - only --asr needs flite
+
+    known = read_transcripts(cache)
+    entry = known.setdefault(setup.key, {"setup": asdict(setup), "transcripts": {}})
+    done: dict[str, str] = entry["transcripts"]
+    keys = voice_keys(items)
+    todo = [k for k in keys if k not in done]
+    run = AsrRun(texts=[])
+    if todo:
+        if asr is None:
+            raise KeyError(f"{len(todo)} transcripts are not cached for ASR setup {setup.key}")
+        for n, key in enumerate(todo):
+            voice, text = key.split("|", 1)
+            pcm = speak(text, voice=voice)
+            started = time.perf_counter()
+            result = await asr.transcribe(pcm, 8000)
+            run.asr_ms.append((time.perf_counter() - started) * 1000.0)
+            done[key] = result.text.strip()
+            if n % 20 == 0:
+                print(f"  asr {n}/{len(todo)}", flush=True)
+        run.transcribed = len(todo)
+        write_transcripts(cache, known, setup)
+    run.texts = [done[k] for k in keys]
+    return run
+
+
+def read_transcripts(path: Path) -> dict[str, Any]:
+    """``{setup key: {"setup": {...}, "transcripts": {"voice|text": text}}}``."""
+    if not path.exists():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {k: v for k, v in data.items() if isinstance(v, dict) and "transcripts" in v}
+
+
+def write_transcripts(path: Path, known: dict[str, Any], current: AsrSetup) -> None:
+    """Keep the setups whose code is the current one; the others can never match again."""
+    kept = {k: v for k, v in known.items() if v["setup"].get("sources") == current.sources}
+    path.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def with_prompt(asr: ASR, prompt: str) -> None:
+    """Bench experiment: make a loaded ``WhisperASR`` decode after ``prompt`` as previous
+    text (Whisper's ``initial_prompt``). The bot's ASR has no such option."""
+    model: Any = getattr(asr, "_model", None)
+    tokenizer: Any = getattr(asr, "_tokenizer", None)
+    if model is None or tokenizer is None:
+        raise TypeError(f"{asr.description}: not a loaded Whisper model")
+    tokens = tokenizer.encode(" " + prompt.strip())
+    get_prompt = model.get_prompt
+
+    def prompted(tok: Any, _previous: list[int], **kw: Any) -> list[int]:
+        result: list[int] = get_prompt(tok, tokens, **kw)
+        return result
+
+    model.get_prompt = prompted
