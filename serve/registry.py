@@ -168,7 +168,7 @@ asr_backends.register(
 )
 # Whisper encoding a window fitted to the utterance (4 to 10 s) instead of 30 s: a 2 s
 # question costs ~1/2 of a 10 s window and ~1/8 of 30 s, same word error rate on telephone
-# speech (serve.bench measures the variants).
+# speech (bench.models measures the variants).
 asr_backends.register(
     "whisper-window",
     lambda s: WhisperASR(

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from serve.bench import wer
 from testkit.calllog_reader import LoggedCall
 from testkit.turn_join import filler_turns, heard_texts, join_turns
 from testkit.v2v_run import Collected, collect
+from testkit.wer import wer
 from testkit.wire_calls import calls_on_wire, greeting_ms, measure_turns
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import soxr
 
-RATE = 8000
+from telephony.config import SAMPLE_RATE
+
+RATE = SAMPLE_RATE
 #: flite's built-in voices, each a different speaker.
 FLITE_VOICES = ("slt", "rms", "awb", "kal16")
 

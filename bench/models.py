@@ -1,4 +1,4 @@
-"""Measure the packaged CPU models: ``python -m serve.bench [tts vad embed llm asr]``.
+"""Measure the packaged CPU models: ``python -m bench.models [tts vad embed llm asr]``.
 
 All stages take about three minutes on 2 cores, most of it the ASR word error rate table.
 
@@ -30,8 +30,10 @@ from serve.tts_piper import PiperTTS
 from serve.vad import VAD
 from serve.vad_silero import SileroVAD
 from serve.vad_webrtc import WebRtcVAD
+from telephony.config import SAMPLE_RATE
+from testkit.wer import wer
 
-RATE = 8000
+RATE = SAMPLE_RATE
 UTTERANCES = (
     "Where is my order?",
     "I would like to speak to an agent please.",
@@ -66,22 +68,6 @@ SYSTEM = (
     "thirty days. Never invent order numbers, prices or policies: if you do not know, offer to "
     "transfer the caller to a human agent. Be polite and brief."
 )
-
-
-def wer(reference: str, hypothesis: str) -> tuple[int, int]:
-    """Word edit distance and reference length, ignoring case and punctuation."""
-    ref, hyp = _words(reference), _words(hypothesis)
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1], len(ref)
-
-
-def _words(text: str) -> list[str]:
-    kept = "".join(c if c.isalnum() or c in " '" else " " for c in text.lower())
-    return kept.replace("'", "").split()
 
 
 def _ms(seconds: float) -> str:
