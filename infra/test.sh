@@ -4,7 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash infra/install.sh --test
-export HF_HUB_OFFLINE=1
 echo "== ruff" >&2
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

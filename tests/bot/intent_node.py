@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from bot.intent_cache import IntentCache
-from bot.intent_store import RedisStore
+from bot.intents.cache import IntentCache
+from bot.intents.store import RedisStore
 from tests.bot.fakes import ToneTTS
 from tests.bot.intent_fakes import WordsEmbedder
 

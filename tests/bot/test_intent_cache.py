@@ -1,27 +1,23 @@
-"""The intent cache on the real Redis (127.0.0.1:6379, or one started here on another port)."""
+"""The intent cache on a real Redis: the suite's own, or one a test starts and kills."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import shutil
-import socket
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bot.intent_cache import IntentCache
-from bot.intent_match import IntentIndex, IntentVectors, Thresholds, normalize
-from bot.intent_store import CacheStore, MemoryStore, RedisStore
-from bot.prompts import PromptAudio
-from bot.session import CallSession
-from bot.turn import Turn
+from bot.intents.cache import IntentCache
+from bot.intents.match import IntentIndex, IntentVectors, Thresholds, normalize
+from bot.intents.store import CacheStore, MemoryStore, RedisStore
+from bot.pipeline.prompts import PromptAudio
+from bot.pipeline.session import CallSession
+from bot.pipeline.turn import Turn
 from tests.bot.fakes import (
     MemoryCall,
     ScriptedASR,
@@ -32,14 +28,14 @@ from tests.bot.fakes import (
     tone,
 )
 from tests.bot.intent_fakes import MATCHING, WordsEmbedder, intents, profile
+from tests.support.services import RedisServer, run_redis
 
-REDIS = "redis://127.0.0.1:6379/0"
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-async def store() -> AsyncIterator[RedisStore]:
-    s = RedisStore(REDIS, f"test:intents:{uuid.uuid4().hex[:12]}")
+async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
+    s = RedisStore(redis_server.url(), f"test:intents:{uuid.uuid4().hex[:12]}")
     yield s
     await s.delete_all()
     await s.close()
@@ -89,12 +85,14 @@ async def run_session(
     return call, turns
 
 
-async def test_a_hit_plays_the_stored_audio_without_tts_or_llm(store: RedisStore) -> None:
+async def test_a_hit_plays_the_stored_audio_without_tts_or_llm(
+    store: RedisStore, redis_server: RedisServer
+) -> None:
     cache, tts, _ = await make_cache(store)
     await cache.publish(intents(), MATCHING)
     assert cache.built == 3 and len(tts.texts) == 3
     # A second node builds nothing: it reads entries and audio from Redis.
-    other, other_tts, other_emb = await make_cache(RedisStore(REDIS, store.prefix))
+    other, other_tts, other_emb = await make_cache(RedisStore(redis_server.url(), store.prefix))
     assert await other.reload()
     assert other.built == 0 and other_tts.texts == [] and other_emb.calls == 0
     stored = other.entry("order_status")
@@ -126,7 +124,7 @@ async def test_a_miss_and_a_negative_go_to_the_llm(store: RedisStore) -> None:
 
 
 async def test_a_config_change_rebuilds_one_entry_and_reloads_another_node(
-    store: RedisStore,
+    store: RedisStore, redis_server: RedisServer
 ) -> None:
     cache, _, _ = await make_cache(store)
     first = await cache.publish(intents(), MATCHING)
@@ -134,7 +132,7 @@ async def test_a_config_change_rebuilds_one_entry_and_reloads_another_node(
         sys.executable,
         "-m",
         "tests.bot.intent_node",
-        REDIS,
+        redis_server.url(),
         store.prefix,
         cwd=ROOT,
         stdin=asyncio.subprocess.PIPE,
@@ -154,38 +152,10 @@ async def test_a_config_change_rebuilds_one_entry_and_reloads_another_node(
         await asyncio.wait_for(node.wait(), 10)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextlib.contextmanager
-def own_redis(port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """A Redis of this test's own (never the machine's on 6379), stopped by its PID."""
-    server = shutil.which("redis-server")
-    assert server is not None
-    proc = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 5
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-        yield proc
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 async def test_redis_lost_mid_call_falls_back_to_the_llm_then_recovers() -> None:
-    port = free_port()
-    url = f"redis://127.0.0.1:{port}/0"
-    with own_redis(port) as server:
+    # A Redis of this test's own: it is killed mid-call, so never the suite's shared one.
+    with run_redis() as server:
+        url = server.url()
         cache, tts, _ = await make_cache(
             RedisStore(url, "t", timeout_s=0.3), stale_after_s=0.5, heartbeat_s=0.1, retry_max_s=0.2
         )
@@ -204,12 +174,11 @@ async def test_redis_lost_mid_call_falls_back_to_the_llm_then_recovers() -> None
         assert [t.route for t in turns] == ["exact"]
 
         server.kill()  # Redis goes away mid-call
-        server.wait()
         await call.play(silence(800) + tone(600) + silence(2000))
         assert [t.route for t in turns] == ["exact", "llm"]
         assert not cache.fresh
 
-        with own_redis(port):  # back, empty: the node puts its copy back and trusts it again
+        with run_redis(server.port):  # back, empty: the node puts its copy back and trusts it again
             deadline = time.monotonic() + 10
             while not cache.fresh:
                 assert time.monotonic() < deadline, "cache did not recover"

@@ -12,41 +12,48 @@ from pathlib import Path
 import psycopg
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.calllog.migrate import upgrade_async
 from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.calllog.store import make_engine
-
-PG_HOST, PG_PORT = "127.0.0.1", 5432
-PG_ADMIN = f"host={PG_HOST} port={PG_PORT} user=postgres dbname=postgres"
+from tests.support.services import PostgresServer
 
 
-def pg_url(name: str, host: str = PG_HOST, port: int = PG_PORT) -> str:
-    return f"postgresql+psycopg://postgres@{host}:{port}/{name}"
+def pg_target(url: str) -> tuple[str, int]:
+    """The host and port a PostgreSQL URL points at (what a proxy in front must forward to)."""
+    parsed = make_url(url)
+    assert parsed.host is not None and parsed.port is not None, url
+    return parsed.host, parsed.port
+
+
+def with_port(url: str, port: int) -> str:
+    """``url`` through another port (a proxy's, or one nothing listens on)."""
+    return make_url(url).set(port=port).render_as_string(hide_password=False)
 
 
 @contextlib.contextmanager
-def pg_database() -> Iterator[str]:
-    """A new, empty PostgreSQL database (dropped after); yields its name."""
+def pg_database(server: PostgresServer) -> Iterator[str]:
+    """A new, empty database on the suite's PostgreSQL (dropped after); yields its URL."""
     name = f"calllog_test_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield name
+        yield server.url(name)
     finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The URL of an empty database on each backend."""
+    """The URL of an empty database on each backend (PostgreSQL started only when needed)."""
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'calllog.db'}"
     else:
-        with pg_database() as name:
-            yield pg_url(name)
+        with pg_database(request.getfixturevalue("postgres_server")) as url:
+            yield url
 
 
 @pytest.fixture
@@ -57,13 +64,13 @@ async def db_url(empty_url: str) -> str:
 
 
 @pytest.fixture
-def pg_name() -> Iterator[str]:
-    """A PostgreSQL database (name) migrated to head."""
-    with pg_database() as name:
+def pg_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """The URL of a PostgreSQL database migrated to head."""
+    with pg_database(postgres_server) as url:
         from bot.calllog.migrate import upgrade  # noqa: PLC0415
 
-        upgrade(pg_url(name))
-        yield name
+        upgrade(url)
+        yield url
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from bot.calllog import CallLog
-from bot.settings import CallLogSettings
-from bot.turn import STAGES, Turn
+from bot.calllog.settings import CallLogSettings
+from bot.pipeline.turn import STAGES, Turn
 
 FAST = CallLogSettings(batch_window_ms=5, write_timeout_s=2.0, retry_s=0.2)
 

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from bench.botproc import run_bot
-from bot.caller_voice import speak
 from bot.calllog.models import Call, TurnRow
 from bot.calllog.store import make_engine
-from bot.settings import DEFAULT_PROFILE
+from bot.profile import DEFAULT_PROFILE
 from telephony.dialer import dial
-from tests.calllog.conftest import counts, pg_url
+from testkit.botproc import run_bot
+from testkit.voices import speak
+from tests.calllog.conftest import counts
 
 pytestmark = [pytest.mark.sip, pytest.mark.models]
 
@@ -31,10 +31,9 @@ STAGE_COLUMNS = (
 
 
 async def test_a_sip_call_leaves_one_call_row_with_turns_and_timings(
-    pg_name: str, tmp_path: Path
+    pg_url: str, tmp_path: Path
 ) -> None:
-    url = pg_url(pg_name)
-    env = {"SWITCHBOARD_DATABASE_URL": url, "SWITCHBOARD_DATA_DIR": str(tmp_path)}
+    env = {"SWITCHBOARD_DATABASE_URL": pg_url, "SWITCHBOARD_DATA_DIR": str(tmp_path)}
     with run_bot(env=env) as bot:
         # A frequent intent (answered from the cache), then an open question (the LLM).
         script = [(4.5, speak(QUESTION)), (13.0, speak(OPEN_QUESTION, voice="rms"))]
@@ -42,7 +41,7 @@ async def test_a_sip_call_leaves_one_call_row_with_turns_and_timings(
         assert result.sip_final_status == 200
     # The bot has stopped (SIGTERM): whatever it held is committed.
 
-    engine = make_engine(url)
+    engine = make_engine(pg_url)
     try:
         got = await counts(engine)
         async with engine.connect() as conn:

@@ -14,23 +14,23 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.calllog.models import Call, CallEvent, TurnRow
+from bot.calllog.settings import CallLogSettings
 from bot.calllog.store import make_engine
-from bot.settings import CallLogSettings
-from tests.calllog.conftest import PG_HOST, PG_PORT, TcpProxy, counts, pg_url
+from tests.calllog.conftest import TcpProxy, counts, pg_target, with_port
 from tests.calllog.helpers import a_turn, open_log, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 async def test_outage_mid_call_spools_then_replays_without_loss_or_duplicates(
-    pg_name: str, tmp_path: Path
+    pg_url: str, tmp_path: Path
 ) -> None:
-    engine = make_engine(pg_url(pg_name))
+    engine = make_engine(pg_url)
     before = await counts(engine)
-    proxy = TcpProxy(PG_HOST, PG_PORT)
+    proxy = TcpProxy(*pg_target(pg_url))
     await proxy.start()
     opts = CallLogSettings(batch_window_ms=5, write_timeout_s=1.0, retry_s=0.2)
-    log = await open_log(pg_url(pg_name, port=proxy.port), tmp_path / "spool", options=opts)
+    log = await open_log(with_port(pg_url, proxy.port), tmp_path / "spool", options=opts)
 
     log.call_answered("c1", caller="sip:+15550001111@pbx", callee="sip:bot@node")
     for n in range(5):
@@ -100,7 +100,7 @@ async def test_a_node_killed_mid_call_closes_it_as_crashed_on_restart(
     before = await counts(engine)
     spool, node = tmp_path / "spool", "node-a:5060"
     # db-down: the killed node could not reach the database at all: everything is spooled.
-    url = pg_url(db_url.rsplit("/", 1)[1], port=1) if db_down else db_url
+    url = with_port(db_url, 1) if db_down else db_url
     how = await asyncio.to_thread(_run_and_kill, url, spool, node, 3)
     assert how == ("spooling" if db_down else "written")
     mid = await counts(engine)

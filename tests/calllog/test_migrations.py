@@ -98,7 +98,7 @@ def test_switchboard_run_refuses_a_stale_schema(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE alembic_version SET version_num = 'ffff'")
     proc = subprocess.run(
-        [sys.executable, "-m", "bot.cli", "run", "--port", "5999"],
+        [sys.executable, "-m", "node.cli", "run", "--port", "5999"],
         env={"SWITCHBOARD_DATABASE_URL": url, "SWITCHBOARD_DATA_DIR": str(tmp_path), "PATH": ""},
         capture_output=True,
         text=True,
@@ -115,7 +115,7 @@ def test_db_commands(tmp_path: Path) -> None:
 
     def db(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "bot.cli", "db", *args],
+            [sys.executable, "-m", "node.cli", "db", *args],
             env=env,
             capture_output=True,
             text=True,

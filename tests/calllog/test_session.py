@@ -10,9 +10,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.calllog.models import Call, CallEvent, TurnRow
-from bot.prompts import PromptAudio
-from bot.session import CallSession
-from bot.turn import Turn
+from bot.pipeline.prompts import PromptAudio
+from bot.pipeline.session import CallSession
+from bot.pipeline.turn import Turn
 from telephony.events import DtmfIn
 from tests.bot.fakes import (
     MemoryCall,

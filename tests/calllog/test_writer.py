@@ -14,9 +14,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.calllog.models import Call, TurnRow
 from bot.calllog.records import Record
+from bot.calllog.settings import CallLogSettings
 from bot.calllog.store import make_engine, write_batch
-from bot.settings import CallLogSettings
-from tests.calllog.conftest import PG_HOST, PG_PORT, TcpProxy, counts, pg_url
+from tests.calllog.conftest import TcpProxy, counts, pg_target, with_port
 from tests.calllog.helpers import a_turn, open_log, wait_for
 
 
@@ -84,10 +84,10 @@ async def stalled_database(
                 holder.execute("COMMIT")
             holder.close()
     else:
-        proxy = TcpProxy(PG_HOST, PG_PORT)
+        proxy = TcpProxy(*pg_target(url))
         await proxy.start()
         try:
-            yield pg_url(url.rsplit("/", 1)[1], port=proxy.port), proxy.stall, proxy.unstall
+            yield with_port(url, proxy.port), proxy.stall, proxy.unstall
         finally:
             await proxy.close()
 
@@ -134,12 +134,12 @@ async def test_a_stalled_database_does_not_stall_the_call(
 
 
 async def test_the_node_starts_with_the_database_down_and_catches_up(
-    pg_name: str, tmp_path: Path
+    pg_url: str, tmp_path: Path
 ) -> None:
-    proxy = TcpProxy(PG_HOST, PG_PORT)
+    proxy = TcpProxy(*pg_target(pg_url))
     await proxy.start()
     await proxy.cut()  # nothing listens: connection refused
-    log = await open_log(pg_url(pg_name, port=proxy.port), tmp_path)
+    log = await open_log(with_port(pg_url, proxy.port), tmp_path)
     assert log.writer.spooling
     log.call_answered("c1", caller="sip:a@b", callee="sip:bot@node")
     log.turn_finished(a_turn("c1", 1))
@@ -149,7 +149,7 @@ async def test_the_node_starts_with_the_database_down_and_catches_up(
     await wait_for(lambda: not log.writer.spooling, 15)
     await log.close()
     await proxy.close()
-    engine = make_engine(pg_url(pg_name))
+    engine = make_engine(pg_url)
     got = await counts(engine)
     await engine.dispose()
     assert (got.calls, got.turns, got.open_calls) == (1, 1, 0)

@@ -9,8 +9,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from bench.botproc import BotProcess, run_bot
 from serve import WhisperASR
+from testkit.botproc import BotProcess, run_bot
 
 
 @pytest.fixture(scope="package")

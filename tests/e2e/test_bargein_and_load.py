@@ -7,10 +7,10 @@ import asyncio
 import numpy as np
 import pytest
 
-from bench.botproc import BotProcess
-from bench.wire import FRAME_MS, segments, voiced_frames
-from bot.caller_voice import speak
 from telephony.dialer import dial
+from testkit.botproc import BotProcess
+from testkit.voices import speak
+from testkit.wire import FRAME_MS, segments, voiced_frames
 from tests.e2e.conftest import Listener
 
 pytestmark = [pytest.mark.sip, pytest.mark.models]

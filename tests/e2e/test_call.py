@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.botproc import BotProcess
-from bench.wire import FRAME_MS, segments, voiced_frames
-from bot.caller_voice import speak, write_wav
-from bot.profile import load_profile
-from bot.settings import DEFAULT_PROFILE
+from bot.profile import DEFAULT_PROFILE, load_profile
+from testkit.botproc import BotProcess
+from testkit.voices import speak, write_wav
+from testkit.wire import FRAME_MS, segments, voiced_frames
 from tests.e2e.conftest import Listener
 from tests.support.baresip import baresip_call
 from tests.support.text import word_error_rate

@@ -18,12 +18,11 @@ from typing import Any
 
 import pytest
 
-from bench.botproc import BotProcess
-from bench.wire import FRAME_MS, segments, voiced_frames
-from bot.caller_voice import speak, write_wav
-from bot.profile import load_profile
-from bot.settings import DEFAULT_PROFILE
+from bot.profile import DEFAULT_PROFILE, load_profile
 from telephony.dialer import dial
+from testkit.botproc import BotProcess
+from testkit.voices import speak, write_wav
+from testkit.wire import FRAME_MS, segments, voiced_frames
 from tests.e2e.conftest import Listener
 from tests.support.sipp import run_sipp
 from tests.support.sipp_scenarios import (

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench.botproc import BotProcess
-from bench.wire import FRAME_MS, segments, voiced_frames
-from bot.caller_voice import speak
-from bot.profile import load_profile
-from bot.settings import DEFAULT_PROFILE
+from bot.profile import DEFAULT_PROFILE, load_profile
 from telephony.dialer import dial
+from testkit.botproc import BotProcess
+from testkit.voices import speak
+from testkit.wire import FRAME_MS, segments, voiced_frames
 from tests.e2e.conftest import Listener
 from tests.support.text import word_error_rate
 

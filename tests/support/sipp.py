@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.ports import free_udp_port
+from testkit.ports import free_udp_port
 
 SIPP = shutil.which("sipp")
 
