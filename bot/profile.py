@@ -1,4 +1,4 @@
-"""The bot profile: greeting, prompts, intents and endpointing, loaded from a TOML file.
+"""The bot profile: greeting, prompts, intents, knowledge and endpointing, from a TOML file.
 
 The synthesis voice is a model setting (``SWITCHBOARD_MODELS__TTS_VOICE_PATH``), since it is
 loaded with the models.
@@ -10,7 +10,16 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from bot.intents.match import normalize
 
@@ -102,6 +111,65 @@ class IntentMatchingConfig(BaseModel):
     negative_margin: float = Field(0.05, ge=-1.0, le=1.0)
 
 
+class KnowledgeEntry(BaseModel):
+    """One fact the operator wrote for the LLM to answer from (``bot.knowledge``).
+
+    Unlike an intent's answer, it is not played by itself: it is retrieved for the caller's
+    question and given to the LLM, which may answer only from what it was given.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    #: A short id, unique within the profile (logs, and the answer guard's reports).
+    topic: str = Field(min_length=1, max_length=128, pattern=r"^[a-z0-9_]+$")
+    #: Ways a caller asks for it; each is embedded and matched against the caller's words.
+    questions: list[str] = Field(min_length=1)
+    #: The fact, written to be spoken as is: one or two short sentences, no lists, markup or
+    #: web addresses. Numbers in digits ("4.95 dollars"), as the answer guard compares them.
+    answer: str = Field(min_length=1)
+    #: Words or phrases (a brand, a product name) that retrieve the entry whenever the caller
+    #: says them, however far the rest of their words are from its questions.
+    keywords: list[str] = []
+
+    @field_validator("questions", "keywords")
+    @classmethod
+    def _no_empty_phrase(cls, phrases: list[str], info: ValidationInfo) -> list[str]:
+        if any(not normalize(p) for p in phrases):
+            what = "keyword" if info.field_name == "keywords" else "question"
+            raise ValueError(f"knowledge topic {info.data.get('topic', '?')!r} has an empty {what}")
+        return phrases
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_has_words(cls, answer: str, info: ValidationInfo) -> str:
+        if not answer.strip():
+            raise ValueError(f"knowledge topic {info.data.get('topic', '?')!r} has a blank answer")
+        return answer
+
+
+class KnowledgeConfig(BaseModel):
+    """When knowledge entries are retrieved (``bot.knowledge.KnowledgeIndex``). Scores are the
+    cosine similarity of the caller's words to an entry's nearest question; the defaults were
+    measured with MiniLM on the default profile (tests/bot/test_knowledge.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: An entry scoring at least this is retrieved and given to the LLM. Unrelated words
+    #: ("tell me a joke", "do you have it in stock") scored at most 0.44; rewordings of an
+    #: entry's questions at least 0.54 (one vague one 0.48), mostly over 0.6.
+    min_score: float = Field(0.5, gt=0.0, le=1.0)
+    #: At most this many entries, best first, are given to the LLM: a question between two
+    #: entries ("what ways can I pay": payment methods, paying by phone) gets both.
+    max_entries: int = Field(2, ge=1, le=10)
+    #: At or above this the best entry's own answer may be spoken as is, without the LLM: no
+    #: wrong entry scored over 0.57.
+    direct_score: float = Field(0.65, gt=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _direct_is_stricter(self) -> KnowledgeConfig:
+        if self.direct_score < self.min_score:
+            raise ValueError("knowledge_matching: direct_score is below min_score")
+        return self
+
+
 class BotProfile(BaseModel):
     """Everything that makes one bot sound like itself."""
 
@@ -109,6 +177,18 @@ class BotProfile(BaseModel):
     name: str
     greeting: str = Field(min_length=1)
     apology: str = Field(min_length=1)
+    #: Said to a caller who tries to change or read out the bot's instructions.
+    decline: str = Field(
+        "I can only help with questions about our shop and your orders. What can I do for you?",
+        min_length=1,
+    )
+    #: Said instead of a generated answer the answer guard refuses (``bot.answers``) when
+    #: no knowledge entry can stand in for it: honest, and offering what the bot can do.
+    unsure: str = Field(
+        "I am not sure about that, and I would rather not guess. "
+        "I can put you through to a colleague if you like.",
+        min_length=1,
+    )
     system_prompt: str = Field(min_length=1)
     endpointing: EndpointingConfig = EndpointingConfig()
     llm: LlmConfig = LlmConfig()
@@ -125,6 +205,9 @@ class BotProfile(BaseModel):
     filler_every_ms: int = Field(0, ge=0)
     intents: list[IntentConfig] = []
     intent_matching: IntentMatchingConfig = IntentMatchingConfig()
+    #: Facts for the LLM's answers to what no intent covers (``bot.knowledge``).
+    knowledge: list[KnowledgeEntry] = []
+    knowledge_matching: KnowledgeConfig = KnowledgeConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -156,6 +239,15 @@ class BotProfile(BaseModel):
                     raise ValueError(
                         f"intent {intent.name!r}: {negative!r} is both example and negative"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _topics_are_distinct(self) -> BotProfile:
+        seen: set[str] = set()
+        for entry in self.knowledge:
+            if entry.topic in seen:
+                raise ValueError(f"knowledge topic {entry.topic!r} is defined twice")
+            seen.add(entry.topic)
         return self
 
 

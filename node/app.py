@@ -15,6 +15,7 @@ from threadpoolctl import threadpool_limits
 from bot.calllog import CallLog
 from bot.intents.cache import IntentCache
 from bot.intents.store import CacheStore, MemoryStore, RedisStore
+from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CallSession
@@ -42,6 +43,7 @@ class Node:
         self.endpoint: SipServer | None = None
         self.call_log: CallLog | None = None
         self.intent_cache: IntentCache | None = None
+        self.knowledge: KnowledgeIndex | None = None
         self._sessions: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor(report_every_s=settings.loop_lag_report_s)
 
@@ -51,18 +53,22 @@ class Node:
         # First: a database on the wrong schema stops the node before models load.
         self.call_log = await open_call_log(self.settings)
         spec = self.settings.models
-        if not self.profile.intents:
-            # Sentence embeddings serve the intent cache only: none to match, none loaded.
+        if not self.profile.intents and not self.profile.knowledge:
+            # Sentence embeddings serve the intent cache and the knowledge base only.
             spec = spec.model_copy(update={"embedder": None})
         self.models = await load_models(spec, progress=_progress)
         prof = self.profile
-        fixed = [prof.greeting, prof.apology, *prof.fillers]
+        fixed = [prof.greeting, prof.apology, prof.unsure, *prof.fillers]
         if prof.transfer_failed is not None:
             fixed.append(prof.transfer_failed)
         for text in fixed:
             await self.prompts.add(self.models.tts, text)
         if self.profile.intents and self.models.embedder is not None:
             self.intent_cache = await self._start_intent_cache(self.models)
+        if self.profile.knowledge and self.models.embedder is not None:
+            self.knowledge = await KnowledgeIndex.build(
+                self.profile.knowledge, self.models.embedder, self.profile.knowledge_matching
+            )
         await self._warm_system_prompt(self.models)
         self.endpoint = SipServer(self.settings.sip, self._on_call)
         await self.endpoint.start()
@@ -128,6 +134,7 @@ class Node:
             call_log=call_log,
             intent_cache=self.intent_cache,
             call_actions=self.settings.call_actions,
+            knowledge=self.knowledge,
         )
         task = asyncio.current_task()
         if task is not None:

@@ -84,6 +84,10 @@ class Speak(DataFrame):
 
     turn: Turn | None
     text: str
+    #: Written by the model (checked by the answer guard) rather than by the operator.
+    generated: bool = False
+    #: The last clause of the answer.
+    final: bool = False
 
 
 @dataclass(frozen=True)

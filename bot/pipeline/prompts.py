@@ -28,6 +28,10 @@ class PromptAudio:
             )
         return self._audio[text]
 
+    def find(self, text: str) -> bytes | None:
+        """The audio for ``text``, or None if it was never added."""
+        return self._audio.get(text)
+
     def get(self, text: str) -> bytes:
         """The audio for ``text``; KeyError if it was never added."""
         return self._audio[text]

@@ -7,6 +7,8 @@ import contextlib
 import logging
 from contextlib import aclosing
 
+from bot.answers.injection import is_injection
+from bot.knowledge.index import KnowledgeIndex, Retrieved
 from bot.pipeline.clauses import ClauseSplitter
 from bot.pipeline.frames import (
     AnswerPending,
@@ -24,23 +26,45 @@ from serve import LLM, ChatMessage, ProviderError, StageTimings
 
 log = logging.getLogger(__name__)
 
+#: Put after the caller's words when entries were retrieved for them.
+FACTS_INTRO = (
+    "Answer only from these facts. If they do not answer the question, say you are not "
+    "sure and offer to put the caller through to a colleague."
+)
+
 
 class Responder(Processor):
-    """Streams an LLM answer to each transcript and hands it on as clauses.
+    """Answers each transcript from the knowledge base, or with the LLM clause by clause.
+
+    The entries retrieved for the caller's words (``bot.knowledge``) are what an answer may
+    state: the best one is spoken as written when it is close enough
+    (``knowledge_matching.direct_score``); otherwise the LLM answers with them in front of
+    it, and its clauses go out marked as generated, for the answer guard to check.
 
     A failing model, or one that says nothing, turns into the profile's spoken apology:
-    the caller never meets silence. An answer given upstream (the intent cache's, whose
-    ``ResponseDone`` passes through here) joins the conversation history like its own.
+    the caller never meets silence. The history the model reads holds the caller's words
+    and the operator's answers (cached intents, entries), never the model's own earlier
+    answers: a small model copies them, and one wrong answer became every answer after it.
     """
 
     name = "responder"
 
-    def __init__(self, llm: LLM, profile: BotProfile, *, apology_pcm: bytes) -> None:
+    def __init__(
+        self,
+        llm: LLM,
+        profile: BotProfile,
+        *,
+        apology_pcm: bytes,
+        knowledge: KnowledgeIndex | None = None,
+    ) -> None:
         super().__init__()
         self._llm = llm
+        self._knowledge = knowledge
         self._profile = profile
         self._apology = apology_pcm
         self._history: list[ChatMessage] = []
+        #: The turns the history holds: the caller's words and the operator's answer.
+        self._turns: list[tuple[str, str | None]] = []
         self._current: Turn | None = None
         self._partial: list[str] = []
         self._prefilling: asyncio.Task[bool] | None = None
@@ -99,16 +123,44 @@ class Responder(Processor):
         turn = self._current
         if turn is not None:
             turn.barged_in = True
-            self._remember(turn.transcript, "".join(self._partial))
+            self._remember(turn.transcript, None)
             self._current = None
+
+    async def _retrieve(self, turn: Turn, text: str) -> list[Retrieved]:
+        if self._knowledge is None:
+            return []
+        timings = StageTimings()
+        try:
+            found = await self._knowledge.retrieve(text, timings=timings)
+        except ProviderError as exc:
+            # No entries: the guard then lets the model make no claim at all.
+            log.warning("knowledge lookup failed on turn %d: %s", turn.index, exc)
+            return []
+        finally:
+            turn.model_ms.update({f"knowledge_{k}": v for k, v in timings.durations_ms.items()})
+        turn.knowledge = tuple(r.entry.answer for r in found)
+        return found
 
     async def _answer(self, turn: Turn, text: str) -> None:
         self._current = turn
         self._partial = []
+        if is_injection(text):
+            await self._decline(turn, text)
+            return
+        found = await self._retrieve(turn, text)
+        if found and self._knowledge is not None:
+            best = found[0]
+            if best.score >= self._knowledge.config.direct_score:
+                await self._say_entry(turn, text, best)
+                return
         turn.route = "llm"
         turn.mark("route_decided")
         await self.push(AnswerPending(turn=turn))  # the speaker fills a long wait
-        messages = self._prompt(ChatMessage(role="user", content=text))
+        question = text
+        if turn.knowledge:
+            facts = "\n".join(f"- {answer}" for answer in turn.knowledge)
+            question = f"{text}\n\n{FACTS_INTRO}\n{facts}"
+        messages = self._prompt(ChatMessage(role="user", content=question))
         splitter = ClauseSplitter()
         timings = StageTimings()
         spoke = False
@@ -125,11 +177,11 @@ class Responder(Processor):
                     self._partial.append(piece)
                     for clause in splitter.feed(piece):
                         spoke = True
-                        await self.push(Speak(turn=turn, text=clause))
+                        await self.push(Speak(turn=turn, text=clause, generated=True))
             tail = splitter.flush()
             if tail:
                 spoke = True
-                await self.push(Speak(turn=turn, text=tail))
+                await self.push(Speak(turn=turn, text=tail, generated=True, final=True))
         except ProviderError as exc:
             turn.error = f"llm: {exc}"
             log.warning("llm failed on turn %d of %s: %s", turn.index, turn.call_id, exc)
@@ -141,7 +193,29 @@ class Responder(Processor):
             await self.push(PlayAudio(turn=turn, pcm=self._apology, text=self._profile.apology))
             answer = self._profile.apology
         turn.answer = answer
-        self._remember(text, answer)
+        self._remember(text, None)
+        self._current = None
+        await self.push(ResponseDone(turn=turn))
+
+    async def _say_entry(self, turn: Turn, text: str, best: Retrieved) -> None:
+        """The operator's own words for the question: no model, nothing to check."""
+        turn.route = "knowledge"
+        turn.intent, turn.intent_score = best.entry.topic, round(best.score, 4)
+        turn.mark("route_decided")
+        turn.answer = best.entry.answer
+        await self.push(Speak(turn=turn, text=best.entry.answer))
+        self._remember(text, best.entry.answer)
+        self._current = None
+        await self.push(ResponseDone(turn=turn))
+
+    async def _decline(self, turn: Turn, text: str) -> None:
+        """A caller trying to change the bot's instructions: a polite no, no model."""
+        turn.route = "fallback"
+        turn.mark("route_decided")
+        turn.refusals.append("injection: the caller's words")
+        turn.answer = self._profile.decline
+        await self.push(Speak(turn=turn, text=self._profile.decline))
+        self._remember(text, None)
         self._current = None
         await self.push(ResponseDone(turn=turn))
 
@@ -152,17 +226,24 @@ class Responder(Processor):
         await self.push(PlayAudio(turn=turn, pcm=self._apology, text=self._profile.apology))
         await self.push(ResponseDone(turn=turn))
 
-    def _remember(self, user: str, answer: str) -> None:
+    def _remember(self, user: str, answer: str | None) -> None:
+        """Add a turn to the history: the caller's words, and the answer when the
+        operator wrote it (``None`` for the model's own, which it must not read back)."""
         if not user:
             return
-        self._history += [
-            ChatMessage(role="user", content=user),
-            ChatMessage(role="assistant", content=answer or "..."),
-        ]
+        self._turns.append((user, answer))
         turns = self._profile.llm.history_turns
-        if len(self._history) > 2 * turns:
+        if len(self._turns) > turns:
             # Trim to half in one go rather than one turn per answer: the prompt's prefix
             # then stays the same for several turns, and llama.cpp reuses its KV cache for
             # it instead of evaluating the whole history again on every answer.
-            keep = 2 * ((turns + 1) // 2)
-            self._history = self._history[-keep:] if keep else []
+            keep = (turns + 1) // 2
+            self._turns = self._turns[-keep:] if keep else []
+        self._history = [
+            message
+            for said, answered in self._turns
+            for message in (
+                ChatMessage(role="user", content=said),
+                *([ChatMessage(role="assistant", content=answered)] if answered else []),
+            )
+        ]

@@ -6,8 +6,11 @@ import contextlib
 import logging
 import time
 
+from bot.answers.guard import Refusal
 from bot.calllog.calllog import CallLog
 from bot.intents.cache import IntentCache
+from bot.knowledge.index import KnowledgeIndex
+from bot.pipeline.answer_guard import AnswerGuard
 from bot.pipeline.call_control import CallControl
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.calllog_tap import EventTap
@@ -47,6 +50,7 @@ class CallSession:
         call_log: CallLog | None = None,
         intent_cache: IntentCache | None = None,
         call_actions: bool = True,
+        knowledge: KnowledgeIndex | None = None,
     ) -> None:
         self.call = call
         self._call_log = call_log
@@ -65,7 +69,14 @@ class CallSession:
             filler_every_s=profile.filler_every_ms / 1000.0,
             on_filler=self._filler_played,
         )
-        self.responder = Responder(models.llm, profile, apology_pcm=apology)
+        self.responder = Responder(models.llm, profile, apology_pcm=apology, knowledge=knowledge)
+        self.guard = AnswerGuard(
+            unsure=profile.unsure,
+            unsure_pcm=prompts.find(profile.unsure),
+            known_names=(profile.name,),
+            private=(profile.system_prompt,),
+            on_refusal=self._refused,
+        )
         # Transcription and intent lookup start while the caller pauses (speculation.py).
         self.speculator = Speculator(models.asr, sample_rate=rate, cache=intent_cache)
         self.transcriber = Transcriber(models.asr, sample_rate=rate, speculator=self.speculator)
@@ -93,8 +104,12 @@ class CallSession:
             call_log=call_log,
             enabled=call_actions,
         )
-        last.link(self.responder).link(self.speaker).link(self.control)
-        self._processors += [self.responder, self.speaker, self.control]
+        last.link(self.responder).link(self.guard).link(self.speaker).link(self.control)
+        self._processors += [self.responder, self.guard, self.speaker, self.control]
+
+    def _refused(self, turn: Turn, refusal: Refusal) -> None:
+        if self._call_log is not None:
+            self._call_log.event(self.call.call_id, "guard_refused", str(refusal))
 
     def _filler_played(self, turn: Turn, text: str, at: float) -> None:
         if self._call_log is not None:

@@ -21,7 +21,7 @@ STAGES = (
     "response_done",
 )
 
-Route = Literal["exact", "semantic", "llm", "fallback", "none"]
+Route = Literal["exact", "semantic", "knowledge", "llm", "fallback", "none"]
 #: Why the turn ended: enough silence, a speculative pass found a whole request, too long.
 EotReason = Literal["silence", "early", "max_turn", ""]
 
@@ -53,6 +53,11 @@ class Turn:
     pause_id: int | None = None
     #: The speculative pass whose transcript (and lookup) this turn used.
     speculation: Speculation | None = None
+    #: The knowledge-base answers retrieved for this turn, best first: what a generated
+    #: answer may state (with the caller's words).
+    knowledge: tuple[str, ...] = ()
+    #: Clauses of the generated answer that were not spoken, each as "reason: detail".
+    refusals: list[str] = field(default_factory=list)
     #: Time spent inside each model call (``asr``, ``llm_first_token``, ``tts_first_chunk``...).
     model_ms: dict[str, float] = field(default_factory=dict)
 

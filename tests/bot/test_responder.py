@@ -25,8 +25,9 @@ async def test_history_is_trimmed_in_halves_so_the_prompt_prefix_is_reused() -> 
     for i in range(9):
         await responder.process(Transcript(turn=Turn(call_id="c"), text=f"question {i}"))
     sizes = [len(p) for p in llm.prompts]  # system + history + the new question
-    # history grows to 4 turns (8 messages), then drops to the newest 2 turns at once
-    assert sizes == [2, 4, 6, 8, 10, 6, 8, 10, 6]
+    # history grows to 4 turns (the caller's words only: the model's own answers are not
+    # read back), then drops to the newest 2 turns at once
+    assert sizes == [2, 3, 4, 5, 6, 4, 5, 6, 4]
     for before, after in zip(llm.prompts, llm.prompts[1:], strict=False):
         if len(after) > len(before):  # no trim between them: the old prompt is a prefix
             assert list(after[: len(before)]) == list(before)
@@ -107,3 +108,22 @@ async def test_the_model_waits_for_the_yield_gate_before_each_token_and_prefill(
     assert asked == [(0.2, 0), (0.2, 1), (0.2, 1), (0.2, 1)]
     assert await llm.prefill(prompt) is True
     assert len(asked) == 5
+
+
+async def test_the_model_never_reads_its_own_answers_back() -> None:
+    # One invented answer copied into every later one was seen on a real call: the model's
+    # own words stay out of the history; the operator's (a cached answer) stay in.
+    profile = load_profile(DEFAULT_PROFILE)
+    llm = ScriptedLLM(["I'm sure you can pay it with cash."])
+    await llm.load()
+    responder = Responder(llm, profile, apology_pcm=b"")
+    responder.link(Collector())
+    await responder.process(Transcript(turn=Turn(call_id="c"), text="Can I pay by card?"))
+    cached = Turn(call_id="c", transcript="Where is my order?", answer="It is on its way.")
+    await responder.process(ResponseDone(turn=cached))
+    await responder.process(Transcript(turn=Turn(call_id="c"), text="And returns?"))
+    last = llm.prompts[-1]
+    assert [m.role for m in last] == ["system", "user", "user", "assistant", "user"]
+    assert all("cash" not in m.content for m in last)
+    assert last[3].content == "It is on its way."
+    await responder.stop()

@@ -1,0 +1,200 @@
+"""What a generated answer may say: the checks between the language model and the speaker.
+
+A small model invents prices, dates and policies with confidence. Before a clause of its
+answer is spoken, it is checked against what the bot may rely on: the knowledge-base
+entries retrieved for the question and the caller's own words. A clause is refused when it
+
+- states a fact (a number, a price or currency, a weekday or month, a time of day, a policy
+  word such as "refund" or "free", or a proper name) that those sources do not contain;
+- repeats, word for word, something the model already said in this call (a model that
+  copies its own earlier answers loops);
+- is the unfinished end of an answer (the model stopped mid-sentence);
+- is not speech (a URL, an e-mail address, a list item) that a synthesizer would read out;
+- reads out the bot's own instructions (its system prompt), whoever asked for them.
+
+The checks are deliberately strict: a refused clause costs the caller an honest "I am not
+sure" or the entry's own answer, a wrong fact spoken with confidence costs much more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Reason = Literal["unsupported_fact", "repeat", "unfinished", "not_speech", "prompt_leak"]
+
+_UNITS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
+    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
+    "nineteen": 19,
+}  # fmt: skip
+_TENS = {
+    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
+    "eighty": 80, "ninety": 90,
+}  # fmt: skip
+_SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
+#: Words that state a fact by themselves: money, calendar, clock, durations and policies.
+#: Topic words ("delivery", "cost") are not facts; a number or a policy word with them is.
+_FACT_WORDS = {
+    # money
+    "dollar", "cent", "euro", "pound", "usd",
+    # calendar and clock
+    "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
+    "weekday", "weekend", "january", "february", "march", "april", "june", "july",
+    "august", "september", "october", "november", "december", "am", "pm", "noon",
+    "midnight", "tomorrow", "tonight", "yesterday",
+    # durations
+    "minute", "hour", "day", "week", "month", "year",
+    # policies and promises
+    "free", "refund", "discount", "guarantee", "warranty", "compensation", "voucher",
+    "coupon", "credit", "promise", "cash", "paypal", "international", "overseas", "abroad",
+    "worldwide",
+}  # fmt: skip
+#: Inflections folded onto the fact word they state.
+_FOLD = {
+    "refunds": "refund", "refunded": "refund", "discounts": "discount",
+    "guaranteed": "guarantee", "guarantees": "guarantee", "promised": "promise",
+    "promises": "promise", "internationally": "international", "weekdays": "weekday",
+    "weekends": "weekend", "vouchers": "voucher", "coupons": "coupon", "dollars": "dollar",
+    "cents": "cent", "euros": "euro", "pounds": "pound", "minutes": "minute",
+    "hours": "hour", "days": "day", "weeks": "week", "months": "month", "years": "year",
+}  # fmt: skip
+#: With nothing retrieved to stand on, a clause that says what the business does, sells,
+#: accepts or allows is a claim the bot cannot back: "We do not sell gift cards."
+_CLAIM = re.compile(
+    r"\b(?:we|we're|we've|we'll|our|us)\b|\byou (?:can|cannot|can't|will|won't|may|must|need)\b"
+    r"|\b(?:available|policy|allowed|accept|accepts|offer|offers|sell|sells)\b",
+    re.IGNORECASE,
+)
+#: Capitalized words that are not names.
+_NOT_NAMES = {"i", "i'm", "i'll", "i've", "i'd", "ok", "okay"}
+_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d+(?:[.,]\d+)*")
+_NOT_SPEECH = re.compile(
+    r"https?://|www\.|\b[\w.+-]+@[\w-]+\.\w+|\b\w+\.(?:com|org|net|io|co|us)\b"
+    r"|^\s*(?:\d+[.)]|[-•*])\s|[#*_`|<>{}\[\]\\]"
+)
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s*$")
+#: A repeat is a run of this many words the model already said in the call.
+REPEAT_WORDS = 5
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a clause is not spoken, and the words that made it so."""
+
+    reason: Reason
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.detail}"
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words and numbers of ``text``, punctuation dropped."""
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def _numbers(tokens: Sequence[str]) -> list[str]:
+    """Numbers written in digits or in words, each as digits ("fifty" -> "50")."""
+    out: list[str] = []
+    total, current, in_number = 0, 0, False
+    for tok in [*tokens, ""]:
+        if tok and tok[0].isdigit():
+            out.append(tok.replace(",", "").rstrip(".").removesuffix(".00"))
+            continue
+        if tok in _UNITS or tok in _TENS:
+            current += _UNITS.get(tok, 0) + _TENS.get(tok, 0)
+            in_number = True
+        elif tok in _SCALES and in_number:
+            current = max(current, 1) * _SCALES[tok]
+            if _SCALES[tok] >= 1000:
+                total, current = total + current, 0
+        elif tok == "and" and in_number:
+            continue
+        elif in_number:
+            out.append(str(total + current))
+            total, current, in_number = 0, 0, False
+    return out
+
+
+def facts(text: str) -> set[str]:
+    """The facts ``text`` states: its numbers (as digits) and its fact words."""
+    tokens = words(text)
+    found = set(_numbers(tokens))
+    found.update(w for w in (_FOLD.get(t, t) for t in tokens) if w in _FACT_WORDS)
+    return found
+
+
+def names(text: str) -> set[str]:
+    """Capitalized words inside a sentence (not its first word): likely proper names."""
+    found: set[str] = set()
+    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+        tokens = _WORD.findall(sentence)
+        for tok in tokens[1:]:
+            if tok[0].isupper() and tok.lower() not in _NOT_NAMES:
+                found.add(tok.lower())
+    return found
+
+
+def _contains_run(haystack: Sequence[str], needle: Sequence[str]) -> bool:
+    n = len(needle)
+    return any(list(haystack[i : i + n]) == list(needle) for i in range(len(haystack) - n + 1))
+
+
+def repeated_run(clause: str, said: Iterable[str], run: int = REPEAT_WORDS) -> str | None:
+    """The first ``run`` words of ``clause`` found word for word in ``said``, if any."""
+    tokens = words(clause)
+    earlier = [words(s) for s in said]
+    for i in range(len(tokens) - run + 1):
+        piece = tokens[i : i + run]
+        if any(_contains_run(prev, piece) for prev in earlier):
+            return " ".join(piece)
+    return None
+
+
+def check(
+    clause: str,
+    *,
+    sources: Sequence[str],
+    said: Sequence[str] = (),
+    final: bool = False,
+    known_names: Iterable[str] = (),
+    strict: bool = False,
+    private: Sequence[str] = (),
+) -> Refusal | None:
+    """Whether ``clause`` of a generated answer may be spoken; ``None`` when it may.
+
+    ``sources``: the texts the answer may draw on (retrieved entries, the caller's words).
+    ``said``: what the model already said in this call (this answer's earlier clauses too).
+    ``final``: the clause is the end of the answer. ``known_names``: names always allowed
+    (the business's own). ``strict``: nothing was retrieved for the question, so the
+    clause may not make claims about the business at all. ``private``: texts the caller
+    must not hear read out (the system prompt).
+    """
+    if _NOT_SPEECH.search(clause):
+        return Refusal("not_speech", clause.strip())
+    allowed = set().union(*(facts(s) for s in sources)) if sources else set()
+    missing = sorted(facts(clause) - allowed)
+    if missing:
+        return Refusal("unsupported_fact", ", ".join(missing))
+    source_words = {w for s in sources for w in words(s)}
+    allowed_names = source_words | {w for n in known_names for w in words(n)}
+    unknown = sorted(names(clause) - allowed_names)
+    if unknown:
+        return Refusal("unsupported_fact", ", ".join(unknown))
+    if strict:
+        claim = _CLAIM.search(clause)
+        if claim is not None:
+            return Refusal("unsupported_fact", f"claim ({claim.group(0).lower()})")
+    leaked = repeated_run(clause, private)
+    if leaked is not None:
+        return Refusal("prompt_leak", leaked)
+    again = repeated_run(clause, said)
+    if again is not None:
+        return Refusal("repeat", again)
+    if final and not _SENTENCE_END.search(clause):
+        return Refusal("unfinished", clause.strip()[-40:])
+    return None

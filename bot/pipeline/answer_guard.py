@@ -1,0 +1,101 @@
+"""Between the language model and the speaker: only what the bot may say is spoken."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from bot.answers.guard import Refusal, check
+from bot.pipeline.frames import DataFrame, PlayAudio, ResponseDone, Speak
+from bot.pipeline.processor import Processor
+from bot.pipeline.turn import Turn
+
+log = logging.getLogger(__name__)
+
+#: Told of each refused clause: the turn, the refusal.
+RefusalSink = Callable[[Turn, Refusal], None]
+
+
+class AnswerGuard(Processor):
+    """Checks each generated clause (``bot.answers.guard``) before the speaker says it.
+
+    A refused clause and the rest of its answer are dropped; the caller hears the best
+    retrieved knowledge-base entry as the operator wrote it instead or, with none, the
+    honest fallback ("I am not sure..."): never a guess and never silence. An unfinished
+    last clause after a spoken one is only dropped. Operator-written speech (cached
+    answers, entries, prompts) passes unchecked.
+    """
+
+    name = "answer-guard"
+
+    def __init__(
+        self,
+        *,
+        unsure: str,
+        unsure_pcm: bytes | None = None,
+        known_names: tuple[str, ...] = (),
+        private: tuple[str, ...] = (),
+        on_refusal: RefusalSink | None = None,
+    ) -> None:
+        super().__init__()
+        self._unsure = unsure
+        self._unsure_pcm = unsure_pcm
+        self._names = known_names
+        self._private = private
+        self._on_refusal = on_refusal
+        #: What the model has said in this call: a clause repeating it is refused.
+        self._said: list[str] = []
+        self._spoken: dict[int, list[str]] = {}
+        self._closed: set[int] = set()
+
+    async def process(self, frame: DataFrame) -> None:
+        if isinstance(frame, Speak) and frame.generated and frame.turn is not None:
+            await self._clause(frame, frame.turn)
+        elif isinstance(frame, ResponseDone):
+            spoken = self._spoken.pop(frame.turn.index, None)
+            if spoken is not None:
+                frame.turn.answer = " ".join(spoken)
+            self._closed.discard(frame.turn.index)
+            await self.push(frame)
+        else:
+            await self.push(frame)
+
+    async def on_interrupt(self) -> None:
+        # The answer being spoken was cut off: its ``ResponseDone`` will not come.
+        self._spoken.clear()
+        self._closed.clear()
+
+    async def _clause(self, frame: Speak, turn: Turn) -> None:
+        if turn.index in self._closed:
+            return
+        spoken = self._spoken.setdefault(turn.index, [])
+        refusal = check(
+            frame.text,
+            sources=[*turn.knowledge, turn.transcript],
+            said=self._said,
+            final=frame.final,
+            known_names=self._names,
+            strict=not turn.knowledge,
+            private=self._private,
+        )
+        if refusal is None:
+            spoken.append(frame.text)
+            self._said.append(frame.text)
+            await self.push(frame)
+            return
+        self._closed.add(turn.index)
+        turn.refusals.append(str(refusal))
+        log.info("turn %d of %s: clause not spoken (%s)", turn.index, turn.call_id, refusal)
+        if self._on_refusal is not None:
+            self._on_refusal(turn, refusal)
+        if spoken and refusal.reason == "unfinished":
+            return  # the answer ends at its last whole sentence
+        if turn.knowledge:
+            spoken.append(turn.knowledge[0])
+            await self.push(Speak(turn=turn, text=turn.knowledge[0]))
+        else:
+            spoken.append(self._unsure)
+            if self._unsure_pcm is None:  # not synthesized ahead
+                await self.push(Speak(turn=turn, text=self._unsure))
+            else:
+                await self.push(PlayAudio(turn=turn, pcm=self._unsure_pcm, text=self._unsure))

@@ -1,0 +1,85 @@
+"""The answer guard stage: generated clauses checked, refusals replaced and reported."""
+
+from __future__ import annotations
+
+from bot.answers.guard import Refusal
+from bot.pipeline.answer_guard import AnswerGuard
+from bot.pipeline.frames import PlayAudio, ResponseDone, Speak
+from bot.pipeline.processor import Collector
+from bot.pipeline.turn import Turn
+
+UNSURE = "I am not sure about that."
+ENTRY = "Standard delivery costs 4.95 dollars, and it is free on orders over 50 dollars."
+
+
+def _guard() -> tuple[AnswerGuard, Collector, list[tuple[int, str]]]:
+    refused: list[tuple[int, str]] = []
+
+    def on_refusal(turn: Turn, refusal: Refusal) -> None:
+        refused.append((turn.index, str(refusal)))
+
+    guard = AnswerGuard(unsure=UNSURE, unsure_pcm=b"\x00\x01", known_names=("Acme",),
+                        on_refusal=on_refusal)  # fmt: skip
+    sink = Collector()
+    guard.link(sink)
+    return guard, sink, refused
+
+
+async def _answer(guard: AnswerGuard, turn: Turn, *clauses: str) -> None:
+    for i, clause in enumerate(clauses):
+        final = i == len(clauses) - 1
+        await guard.process(Speak(turn=turn, text=clause, generated=True, final=final))
+    await guard.process(ResponseDone(turn=turn))
+
+
+async def test_an_invented_price_is_replaced_by_the_honest_fallback() -> None:
+    guard, sink, refused = _guard()
+    turn = Turn(call_id="c", transcript="How much does the literary cost?")
+    await _answer(guard, turn, "The literary cost is", "$10.00.", "Anything else?")
+    texts = [(type(f).__name__, getattr(f, "text", "")) for f in sink.frames]
+    assert texts == [
+        ("Speak", "The literary cost is"),
+        ("PlayAudio", UNSURE),
+        ("ResponseDone", ""),
+    ]
+    assert refused == [(turn.index, "unsupported_fact: 10")]
+    assert turn.answer == f"The literary cost is {UNSURE}"
+    assert turn.refusals == ["unsupported_fact: 10"]
+
+
+async def test_with_an_entry_the_entry_is_said_instead() -> None:
+    guard, sink, _ = _guard()
+    turn = Turn(call_id="c", transcript="How much is shipping?", knowledge=(ENTRY,))
+    await _answer(guard, turn, "Shipping is 7 dollars.")
+    spoken = [f for f in sink.frames if isinstance(f, Speak)]
+    assert [s.text for s in spoken] == [ENTRY]
+    assert not spoken[0].generated  # the operator's words: not checked again
+    ok = Turn(call_id="c", transcript="How much is shipping?", knowledge=(ENTRY,))
+    await _answer(guard, ok, "It is free on orders over fifty dollars.")
+    assert sink.frames[-2] == Speak(
+        turn=ok, text="It is free on orders over fifty dollars.", generated=True, final=True
+    )
+
+
+async def test_the_model_repeating_itself_is_cut_and_an_unfinished_end_dropped() -> None:
+    guard, sink, refused = _guard()
+    said = "I can help you with that today."
+    first = Turn(call_id="c", transcript="hello")
+    await _answer(guard, first, said)
+    second = Turn(call_id="c", transcript="are you there")
+    await _answer(guard, second, "Yes.", "I can help you with that today.")
+    third = Turn(call_id="c", transcript="thanks")
+    await _answer(guard, third, "You are welcome.", "Is there")
+    assert [r for _, r in refused] == ["repeat: i can help you with", "unfinished: Is there"]
+    assert second.answer == f"Yes. {UNSURE}"
+    assert third.answer == "You are welcome."
+    assert not any(isinstance(f, PlayAudio) and f.turn is third for f in sink.frames)
+
+
+async def test_operator_speech_passes_unchecked() -> None:
+    guard, sink, refused = _guard()
+    turn = Turn(call_id="c", transcript="hours")
+    frame = Speak(turn=turn, text="We open at 9 am on Monday.")
+    await guard.process(frame)
+    assert sink.frames == [frame]
+    assert refused == []

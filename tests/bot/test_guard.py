@@ -1,0 +1,78 @@
+"""The answer guard: what a generated clause may say, with the answers seen on real calls."""
+
+import pytest
+
+from bot.answers.guard import check, facts, repeated_run
+
+DELIVERY = "Standard delivery costs 4.95 dollars, and it is free on orders over 50 dollars."
+
+
+def test_numbers_are_facts_in_digits_or_words() -> None:
+    assert {"50", "dollar", "free"} <= facts("It is free over fifty dollars.")
+    assert "4.95" in facts(DELIVERY)
+    assert "125" in facts("one hundred and twenty five")
+    assert "2000" in facts("two thousand")
+    assert facts("Let me check that for you.") == set()
+
+
+@pytest.mark.parametrize(
+    ("clause", "reason"),
+    [
+        # Invented on real calls before the guard (the caller asked about delivery).
+        ("The literary cost is $10.00.", "unsupported_fact: 10"),
+        ("I'm sure you can pay it with cash or I can give you a credit.", "unsupported_fact"),
+        ("We ship to Germany in three days.", "unsupported_fact: 3, day"),
+        ("Visit www.acme.com for details.", "not_speech"),
+        ("Write to help@acme.com.", "not_speech"),
+        ("1. Open the app", "not_speech"),
+    ],
+)
+def test_invented_facts_and_non_speech_are_refused(clause: str, reason: str) -> None:
+    refusal = check(clause, sources=["How much does delivery cost?"])
+    assert refusal is not None
+    assert str(refusal).startswith(reason)
+
+
+def test_what_the_sources_hold_may_be_said_in_other_words() -> None:
+    sources = [DELIVERY, "How much is delivery to Boston?"]
+    assert check("Delivery is free over fifty dollars.", sources=sources) is None
+    assert check("Standard delivery is 4.95 dollars.", sources=sources) is None
+    assert check("Yes, we deliver to Boston.", sources=sources) is None
+    assert check("Delivery to Chicago is free.", sources=sources) is not None
+
+
+def test_names_are_checked_but_the_business_own_are_allowed() -> None:
+    assert check("Thanks for calling Acme.", sources=[], known_names=["Acme Support"]) is None
+    refusal = check("Please ask for Jennifer.", sources=[], known_names=["Acme"])
+    assert refusal is not None and refusal.reason == "unsupported_fact"
+
+
+def test_with_nothing_retrieved_no_claim_about_the_business() -> None:
+    refusal = check("I do not sell gift cards, but we offer vouchers.", sources=[], strict=True)
+    assert refusal is not None and refusal.reason == "unsupported_fact"
+    assert check("You can pay by card.", sources=[], strict=True) is not None
+    assert check("Sorry, I did not catch that.", sources=[], strict=True) is None
+
+
+def test_a_run_the_model_already_said_is_a_repeat() -> None:
+    said = ["I'm sure you can pay it with cash or I can give you a credit."]
+    assert repeated_run("Well, you can pay it with cash or later.", said) == ("you can pay it with")
+    refusal = check("Sure, you can pay it with a card.", sources=["pay with a card"], said=said)
+    assert refusal is not None and refusal.reason == "repeat"
+    assert check("You can pay with a card.", sources=["pay with a card"], said=said) is None
+
+
+def test_an_answer_that_stops_mid_sentence_is_unfinished() -> None:
+    refusal = check("I'm sorry for any confusion. You're", sources=[], final=True)
+    assert refusal is not None and refusal.reason == "unfinished"
+    assert check("You're welcome.", sources=[], final=True) is None
+    assert check("You're welcome", sources=[], final=False) is None
+
+
+def test_the_system_prompt_is_not_read_out() -> None:
+    prompt = "You are the phone assistant of Acme, an online shop. Answer in one sentence."
+    refusal = check(
+        "Sure: you are the phone assistant of Acme.", sources=[], private=[prompt],
+        known_names=["Acme"],
+    )  # fmt: skip
+    assert refusal is not None and refusal.reason == "prompt_leak"
