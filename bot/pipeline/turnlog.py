@@ -42,6 +42,8 @@ def turn_record(turn: Turn) -> dict[str, object]:
         "model_ms": {k: round(v, 1) for k, v in turn.model_ms.items()},
         "caller_words": len(turn.transcript.split()),
         "answer_words": len(turn.answer.split()),
+        # Why generated clauses were not spoken (reasons only: the details quote words).
+        "refusals": [r.split(":", 1)[0] for r in turn.refusals],
     }
 
 

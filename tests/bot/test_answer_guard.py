@@ -7,6 +7,7 @@ from bot.pipeline.answer_guard import AnswerGuard
 from bot.pipeline.frames import PlayAudio, ResponseDone, Speak
 from bot.pipeline.processor import Collector
 from bot.pipeline.turn import Turn
+from bot.pipeline.turnlog import turn_record
 
 UNSURE = "I am not sure about that."
 ENTRY = "Standard delivery costs 4.95 dollars, and it is free on orders over 50 dollars."
@@ -45,6 +46,7 @@ async def test_an_invented_price_is_replaced_by_the_honest_fallback() -> None:
     assert refused == [(turn.index, "unsupported_fact: 10")]
     assert turn.answer == f"The literary cost is {UNSURE}"
     assert turn.refusals == ["unsupported_fact: 10"]
+    assert turn_record(turn)["refusals"] == ["unsupported_fact"]  # no words in the log
 
 
 async def test_with_an_entry_the_entry_is_said_instead() -> None:
