@@ -58,7 +58,9 @@ class Node:
             spec = spec.model_copy(update={"embedder": None})
         self.models = await load_models(spec, progress=_progress)
         prof = self.profile
-        fixed = [prof.greeting, prof.apology, prof.unsure, *prof.fillers]
+        # The knowledge base's answers too: spoken as written, they start like a cached one.
+        fixed = [prof.greeting, prof.apology, prof.unsure, prof.decline, *prof.fillers]
+        fixed += [entry.answer for entry in prof.knowledge]
         if prof.transfer_failed is not None:
             fixed.append(prof.transfer_failed)
         for text in fixed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from contextlib import aclosing
 
 from bot.answers.injection import is_injection
@@ -56,8 +57,11 @@ class Responder(Processor):
         *,
         apology_pcm: bytes,
         knowledge: KnowledgeIndex | None = None,
+        ready: Callable[[str], bytes | None] = lambda text: None,
     ) -> None:
+        """``ready``: the audio of an operator-written text synthesized ahead, if it was."""
         super().__init__()
+        self._ready = ready
         self._llm = llm
         self._knowledge = knowledge
         self._profile = profile
@@ -203,7 +207,7 @@ class Responder(Processor):
         turn.intent, turn.intent_score = best.entry.topic, round(best.score, 4)
         turn.mark("route_decided")
         turn.answer = best.entry.answer
-        await self.push(Speak(turn=turn, text=best.entry.answer))
+        await self._say(turn, best.entry.answer)
         self._remember(text, best.entry.answer)
         self._current = None
         await self.push(ResponseDone(turn=turn))
@@ -214,10 +218,18 @@ class Responder(Processor):
         turn.mark("route_decided")
         turn.refusals.append("injection: the caller's words")
         turn.answer = self._profile.decline
-        await self.push(Speak(turn=turn, text=self._profile.decline))
+        await self._say(turn, self._profile.decline)
         self._remember(text, None)
         self._current = None
         await self.push(ResponseDone(turn=turn))
+
+    async def _say(self, turn: Turn, text: str) -> None:
+        """Operator-written words: their ready audio when there is some, else synthesized."""
+        pcm = self._ready(text)
+        if pcm is None:
+            await self.push(Speak(turn=turn, text=text))
+        else:
+            await self.push(PlayAudio(turn=turn, pcm=pcm, text=text))
 
     async def _apologise(self, turn: Turn) -> None:
         turn.route = "fallback"
