@@ -63,8 +63,10 @@ _FOLD = {
     "hours": "hour", "days": "day", "weeks": "week", "months": "month", "years": "year",
 }  # fmt: skip
 #: With nothing retrieved to stand on, a clause that says what the business does, sells,
-#: accepts or allows is a claim the bot cannot back: "We do not sell gift cards."
+#: accepts or allows is a claim the bot cannot back: "We do not sell gift cards." So is a
+#: bare yes or no to a question about it ("Do you give a discount to students?" -> "Yes,").
 _CLAIM = re.compile(
+    r"^\W*(?:yes|yeah|yep|no|nope|sure|of course|absolutely|certainly|definitely)\b|"
     r"\b(?:we|we're|we've|we'll|our|us)\b|\byou (?:can|cannot|can't|will|won't|may|must|need)\b"
     r"|\b(?:available|policy|allowed|accept|accepts|offer|offers|sell|sells)\b",
     re.IGNORECASE,

@@ -52,6 +52,10 @@ def test_with_nothing_retrieved_no_claim_about_the_business() -> None:
     assert refusal is not None and refusal.reason == "unsupported_fact"
     assert check("You can pay by card.", sources=[], strict=True) is not None
     assert check("Sorry, I did not catch that.", sources=[], strict=True) is None
+    # A bare yes or no to "Do you give a discount to students?" is a claim too.
+    assert check("Yes,", sources=[], strict=True) is not None
+    assert check("No.", sources=[], strict=True) is not None
+    assert check("Yes,", sources=["Students get 10 percent off."]) is None
 
 
 def test_a_run_the_model_already_said_is_a_repeat() -> None:
