@@ -18,6 +18,7 @@ sure" or the entry's own answer, a wrong fact spoken with confidence costs much 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ _FACT_WORDS = {
     # calendar and clock
     "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
     "weekday", "weekend", "january", "february", "march", "april", "june", "july",
-    "august", "september", "october", "november", "december", "am", "pm", "noon",
+    "august", "september", "october", "november", "december", "noon",
     "midnight", "tomorrow", "tonight", "yesterday",
     # durations
     "minute", "hour", "day", "week", "month", "year",
@@ -72,7 +73,7 @@ _CLAIM = re.compile(
     re.IGNORECASE,
 )
 #: Capitalized words that are not names.
-_NOT_NAMES = {"i", "i'm", "i'll", "i've", "i'd", "ok", "okay"}
+_NOT_NAMES = {"i", "i'm", "i'll", "i've", "i'd", "ok", "okay", "ai", "sir", "madam"}
 _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d+(?:[.,]\d+)*")
 _NOT_SPEECH = re.compile(
     r"https?://|www\.|\b[\w.+-]+@[\w-]+\.\w+|\b\w+\.(?:com|org|net|io|co|us)\b"
@@ -108,6 +109,10 @@ def _numbers(tokens: Sequence[str]) -> list[str]:
             out.append(tok.replace(",", "").rstrip(".").removesuffix(".00"))
             continue
         if tok in _UNITS or tok in _TENS:
+            if in_number and current % 100 and (tok in _TENS or current % 10 or current < 20):
+                # "four ninety-nine", "ten twenty": two numbers said in a row (a price).
+                out.append(str(total + current))
+                total, current = 0, 0
             current += _UNITS.get(tok, 0) + _TENS.get(tok, 0)
             in_number = True
         elif tok in _SCALES and in_number:
@@ -127,6 +132,12 @@ def facts(text: str) -> set[str]:
     tokens = words(text)
     found = set(_numbers(tokens))
     found.update(w for w in (_FOLD.get(t, t) for t in tokens) if w in _FACT_WORDS)
+    # "am" and "pm" are a time of day only after a number ("9 am"), not in "I am".
+    found.update(
+        tok
+        for prev, tok in itertools.pairwise(tokens)
+        if tok in {"am", "pm"} and (prev[0].isdigit() or prev in _UNITS or prev in _TENS)
+    )
     return found
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from contextlib import aclosing
 
 from bot.answers.injection import is_injection
+from bot.answers.small_talk import is_small_talk
 from bot.knowledge.index import KnowledgeIndex, Retrieved
 from bot.pipeline.clauses import ClauseSplitter
 from bot.pipeline.frames import (
@@ -62,6 +63,8 @@ class Responder(Processor):
         """``ready``: the audio of an operator-written text synthesized ahead, if it was."""
         super().__init__()
         self._ready = ready
+        #: The caller's words of the turn before, for a follow-up's retrieval.
+        self._previous = ""
         self._llm = llm
         self._knowledge = knowledge
         self._profile = profile
@@ -152,6 +155,14 @@ class Responder(Processor):
             await self._decline(turn, text)
             return
         found = await self._retrieve(turn, text)
+        if not found and self._previous and self._knowledge is not None:
+            # A follow-up ("and to a PO box?") names its topic in the turn before.
+            found = await self._retrieve(turn, f"{self._previous} {text}")
+        self._previous = text
+        if self._knowledge is not None and not found and not is_small_talk(text):
+            # Nothing the operator wrote covers it: say so, do not let the model guess.
+            await self._unsure(turn, text)
+            return
         if found and self._knowledge is not None:
             best = found[0]
             if best.score >= self._knowledge.config.direct_score:
@@ -209,6 +220,16 @@ class Responder(Processor):
         turn.answer = best.entry.answer
         await self._say(turn, best.entry.answer)
         self._remember(text, best.entry.answer)
+        self._current = None
+        await self.push(ResponseDone(turn=turn))
+
+    async def _unsure(self, turn: Turn, text: str) -> None:
+        turn.route = "fallback"
+        turn.mark("route_decided")
+        turn.refusals.append("no_entry: nothing in the knowledge base")
+        turn.answer = self._profile.unsure
+        await self._say(turn, self._profile.unsure)
+        self._remember(text, None)
         self._current = None
         await self.push(ResponseDone(turn=turn))
 

@@ -80,3 +80,10 @@ def test_the_system_prompt_is_not_read_out() -> None:
         known_names=["Acme"],
     )  # fmt: skip
     assert refusal is not None and refusal.reason == "prompt_leak"
+
+
+def test_time_of_day_and_prices_said_in_words() -> None:
+    assert facts("I am happy to help.") == set()
+    assert facts("We open at 9 am.") == {"9", "am"}
+    assert facts("It costs four ninety-nine.") == {"4", "99"}
+    assert "2005" in facts("two thousand and five")

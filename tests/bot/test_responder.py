@@ -187,3 +187,15 @@ async def test_an_attempt_to_change_the_instructions_is_declined_without_the_mod
     assert turn.refusals == ["injection: the caller's words"]
     assert isinstance(sink.frames[0], Speak) and not sink.frames[0].generated
     await responder.stop()
+
+
+async def test_with_nothing_retrieved_a_request_hears_unsure_and_small_talk_the_model() -> None:
+    responder, llm, _sink = await _knowledge_responder(["Hello! How can I help?"])
+    unknown = Turn(call_id="c")
+    await responder.process(Transcript(turn=unknown, text="Do you sell second hand items?"))
+    assert llm.prompts == []
+    assert (unknown.route, unknown.answer) == ("fallback", load_profile(DEFAULT_PROFILE).unsure)
+    greeting = Turn(call_id="c")
+    await responder.process(Transcript(turn=greeting, text="Hello, is anyone there?"))
+    assert len(llm.prompts) == 1 and greeting.route == "llm"
+    await responder.stop()

@@ -1,0 +1,213 @@
+"""The pipeline under evaluation, in-process: Router -> Responder -> AnswerGuard -> a tap.
+
+The pieces are the bot's own, wired as a call session wires them (``bot.pipeline.session``)
+with the packaged embedder and LLM, an intent cache over a ``MemoryStore`` as a node without
+Redis builds it, and the knowledge index. Each case is a new conversation (its own
+Responder history and guard memory), as a new call would be; the models, the cache and the
+index are shared, as on a node. Transcripts go in as the Transcriber sends them; the texts
+of what the speaker would say come out. No synthesis is needed: the cache's answer audio is
+silence, since only its text is judged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+
+from bot.intents.cache import IntentCache
+from bot.intents.store import MemoryStore
+from bot.knowledge.index import KnowledgeIndex
+from bot.pipeline.answer_guard import AnswerGuard
+from bot.pipeline.frames import CallAction, DataFrame, Frame, PlayAudio, ResponseDone, Speak
+from bot.pipeline.frames import Transcript as TranscriptFrame
+from bot.pipeline.processor import Collector, Processor
+from bot.pipeline.responder import Responder
+from bot.pipeline.router import Router
+from bot.pipeline.turn import Turn
+from bot.profile import BotProfile
+from serve import LLM, TTS, ChatMessage, Embedder
+from serve.registry import ModelSpec, embedder_backends, llm_backends
+from telephony.config import SAMPLE_RATE
+from testkit.answer_eval.questions import Case
+from testkit.answer_eval.records import TEXT, Said, TurnRecord
+
+#: Longest wait for one answer; past it the turn is recorded as failed, not waited on.
+TURN_TIMEOUT_S = 300.0
+#: The embedder's time limit while the intents and entries are embedded in one batch each
+#: (a turn's lookup keeps the bot's own limit).
+BUILD_TIMEOUT_S = 120.0
+
+
+class SilentTTS(TTS):
+    """The intent cache's answer audio: 10 ms of silence per answer, since only the answer's
+    text is judged here."""
+
+    name = "silent"
+
+    def _load(self) -> None:
+        pass
+
+    async def warmup(self) -> None:
+        pass
+
+    def _synthesize_impl(self, text: str, sample_rate: int) -> Iterator[bytes]:
+        yield bytes(2 * sample_rate // 100)
+
+
+@dataclass(frozen=True)
+class _Flushed(DataFrame):
+    """Sent after a turn's transcript: every stage passes it on in order, so when it reaches
+    the tap every frame of that turn's answer has."""
+
+    turn: Turn
+
+
+class _Tap(Collector):
+    """The end of the pipeline: keeps the frames and notes when each answer ended."""
+
+    name = "answer-eval-tap"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushed: dict[int, asyncio.Event] = {}
+        self.finished: dict[int, float] = {}
+
+    async def put(self, frame: Frame) -> None:
+        if isinstance(frame, _Flushed):
+            self.flushed.setdefault(frame.turn.index, asyncio.Event()).set()
+            return
+        if isinstance(frame, ResponseDone):
+            self.finished.setdefault(frame.turn.index, time.perf_counter())
+        self.frames.append(frame)
+
+    def of(self, turn: Turn) -> list[Frame]:
+        return [f for f in self.frames if getattr(f, "turn", None) is turn]
+
+
+@dataclass
+class Rig:
+    """The loaded models and the profile's cache and index, ready for conversations."""
+
+    profile: BotProfile
+    embedder: Embedder
+    llm: LLM
+    cache: IntentCache
+    knowledge: KnowledgeIndex
+
+    @classmethod
+    async def load(
+        cls,
+        profile: BotProfile,
+        spec: ModelSpec | None = None,
+        *,
+        llm_timeout_s: float | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> Rig:
+        """Load and warm the embedder and the LLM ``spec`` names (the bot's defaults), then
+        build the intent cache and the knowledge index as a node does."""
+        spec = spec or ModelSpec()
+        embedder = embedder_backends.create(spec.embedder or "minilm", spec)
+        llm = llm_backends.create(spec.llm, spec)
+        for provider in (embedder, llm):
+            started = time.monotonic()
+            await provider.load()
+            await provider.warmup()
+            if progress is not None:
+                elapsed = time.monotonic() - started
+                progress(f"loaded {provider.description} in {elapsed:.1f}s")
+        if llm_timeout_s is not None:
+            llm.timeout_s = llm_timeout_s
+        tts = SilentTTS()
+        await tts.load()
+        cache = IntentCache(MemoryStore(), embedder, tts, voice="silent", sample_rate=SAMPLE_RATE)
+        turn_limit, embedder.timeout_s = embedder.timeout_s, BUILD_TIMEOUT_S
+        try:
+            await cache.publish(profile.intents, profile.intent_matching)
+            knowledge = await KnowledgeIndex.build(
+                profile.knowledge, embedder, profile.knowledge_matching
+            )
+        finally:
+            embedder.timeout_s = turn_limit
+        rig = cls(profile, embedder, llm, cache, knowledge)
+        await rig._warm_system_prompt()
+        return rig
+
+    async def _warm_system_prompt(self) -> None:
+        # As the node does: the first answer should not pay for the system prompt.
+        warm = [
+            ChatMessage(role="system", content=self.profile.system_prompt),
+            ChatMessage(role="user", content="Hello"),
+        ]
+        async with aclosing(self.llm.stream(warm, max_tokens=1)) as pieces:
+            async for _ in pieces:
+                pass
+
+    async def converse(
+        self, case: Case, heard: Sequence[str], input: str = TEXT
+    ) -> list[TurnRecord]:
+        """Feed ``heard`` (one transcript per ask of ``case``) as one call's turns, each after
+        the last one's answer ended; one record per turn."""
+        profile = self.profile
+        router = Router(self.cache)
+        responder = Responder(self.llm, profile, apology_pcm=b"", knowledge=self.knowledge)
+        guard = AnswerGuard(
+            unsure=profile.unsure,
+            unsure_pcm=b"",  # synthesized ahead on a node: a PlayAudio with its text
+            known_names=(profile.name,),
+            private=(profile.system_prompt,),
+        )
+        tap = _Tap()
+        router.link(responder).link(guard).link(tap)
+        stages: list[Processor] = [router, responder, guard]
+        for stage in stages:
+            stage.start()
+        try:
+            return [
+                await self._turn(router, tap, case, n, text, input=input)
+                for n, text in enumerate(heard)
+            ]
+        finally:
+            for stage in stages:
+                await stage.stop()
+
+    async def _turn(
+        self, router: Router, tap: _Tap, case: Case, n: int, text: str, *, input: str
+    ) -> TurnRecord:
+        text = text.strip()
+        if not text:  # the Transcriber drops a turn without words
+            return TurnRecord(case, n, text, (), "none", input=input)
+        turn = Turn(call_id=f"answer-eval-{case.id}", transcript=text)
+        turn.mark("transcript_ready")
+        flushed = tap.flushed.setdefault(turn.index, asyncio.Event())
+        started = time.perf_counter()
+        await router.put(TranscriptFrame(turn=turn, text=text))
+        await router.put(_Flushed(turn=turn))
+        error = None
+        try:
+            await asyncio.wait_for(flushed.wait(), TURN_TIMEOUT_S)
+        except TimeoutError:
+            error = f"no answer in {TURN_TIMEOUT_S:.0f} s"
+        ended = tap.finished.get(turn.index, time.perf_counter())
+        frames = tap.of(turn)
+        topics = {e.answer: e.topic for e in self.profile.knowledge}
+        return TurnRecord(
+            case=case,
+            turn=n,
+            heard=text,
+            said=tuple(
+                Said(f.text, generated=isinstance(f, Speak) and f.generated)
+                for f in frames
+                if isinstance(f, Speak | PlayAudio)
+            ),
+            route=turn.route,
+            intent=turn.intent,
+            retrieved=tuple(topics.get(a, "?") for a in turn.knowledge),
+            refusals=tuple(turn.refusals),
+            actions=tuple(f.action for f in frames if isinstance(f, CallAction)),
+            ms=(ended - started) * 1000.0,
+            input=input,
+            error=error or turn.error,
+        )
