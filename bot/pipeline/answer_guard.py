@@ -43,7 +43,8 @@ class AnswerGuard(Processor):
         self._names = known_names
         self._private = private
         self._on_refusal = on_refusal
-        #: What the model has said in this call: a clause repeating it is refused.
+        #: What the caller has heard in this call, the operator's words and the model's: a
+        #: generated clause repeating it is refused, and an entry is not said twice.
         self._said: list[str] = []
         self._spoken: dict[int, list[str]] = {}
         self._closed: set[int] = set()
@@ -51,6 +52,9 @@ class AnswerGuard(Processor):
     async def process(self, frame: DataFrame) -> None:
         if isinstance(frame, Speak) and frame.generated and frame.turn is not None:
             await self._clause(frame, frame.turn)
+        elif isinstance(frame, Speak | PlayAudio) and frame.turn is not None:
+            self._said.append(frame.text)  # an answer the operator wrote
+            await self.push(frame)
         elif isinstance(frame, ResponseDone):
             spoken = self._spoken.pop(frame.turn.index, None)
             if spoken is not None:
@@ -90,9 +94,11 @@ class AnswerGuard(Processor):
             self._on_refusal(turn, refusal)
         if spoken and refusal.reason == "unfinished":
             return  # the answer ends at its last whole sentence
-        if turn.knowledge:
-            spoken.append(turn.knowledge[0])
-            await self.push(Speak(turn=turn, text=turn.knowledge[0]))
+        entry = turn.knowledge[0] if turn.knowledge else None
+        if entry is not None and entry not in self._said:
+            spoken.append(entry)
+            self._said.append(entry)
+            await self.push(Speak(turn=turn, text=entry))
         else:
             spoken.append(self._unsure)
             if self._unsure_pcm is None:  # not synthesized ahead

@@ -56,6 +56,8 @@ async def test_with_an_entry_the_entry_is_said_instead() -> None:
     spoken = [f for f in sink.frames if isinstance(f, Speak)]
     assert [s.text for s in spoken] == [ENTRY]
     assert not spoken[0].generated  # the operator's words: not checked again
+    # Said again in the same call, the entry's words would be a repeat: a new call.
+    guard, sink, _ = _guard()
     ok = Turn(call_id="c", transcript="How much is shipping?", knowledge=(ENTRY,))
     await _answer(guard, ok, "It is free on orders over fifty dollars.")
     assert sink.frames[-2] == Speak(
@@ -85,3 +87,15 @@ async def test_operator_speech_passes_unchecked() -> None:
     await guard.process(frame)
     assert sink.frames == [frame]
     assert refused == []
+
+
+async def test_what_the_caller_heard_is_not_said_again() -> None:
+    guard, _sink, refused = _guard()
+    first = Turn(call_id="c", transcript="How much is shipping?", knowledge=(ENTRY,))
+    await guard.process(Speak(turn=first, text=ENTRY))  # the entry, spoken as written
+    await guard.process(ResponseDone(turn=first))
+    again = Turn(call_id="c", transcript="and over fifty?", knowledge=(ENTRY,))
+    await _answer(guard, again, "It is free on orders over 50 dollars.")
+    assert [r for _, r in refused] == ["repeat: it is free on orders"]
+    # the entry was heard already: the honest fallback, not the same words again
+    assert again.answer == UNSURE
