@@ -140,7 +140,7 @@ class Responder(Processor):
         try:
             found = await self._knowledge.retrieve(text, timings=timings)
         except ProviderError as exc:
-            # No entries: the guard then lets the model make no claim at all.
+            # As if nothing were retrieved: the caller hears "not sure", never a guess.
             log.warning("knowledge lookup failed on turn %d: %s", turn.index, exc)
             return []
         finally:
