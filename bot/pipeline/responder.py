@@ -22,7 +22,7 @@ from bot.pipeline.frames import (
     Transcript,
 )
 from bot.pipeline.processor import Processor
-from bot.pipeline.turn import Turn
+from bot.pipeline.turn import Route, Turn
 from bot.profile import BotProfile
 from serve import LLM, ChatMessage, ProviderError, StageTimings
 
@@ -214,43 +214,32 @@ class Responder(Processor):
 
     async def _say_entry(self, turn: Turn, text: str, best: Retrieved) -> None:
         """The operator's own words for the question: no model, nothing to check."""
-        turn.route = "knowledge"
         turn.intent, turn.intent_score = best.entry.topic, round(best.score, 4)
-        turn.mark("route_decided")
-        turn.answer = best.entry.answer
-        await self._say(turn, best.entry.answer)
-        self._remember(text, best.entry.answer)
-        self._current = None
-        await self.push(ResponseDone(turn=turn))
+        await self._operator_answer(turn, text, best.entry.answer, route="knowledge")
 
     async def _unsure(self, turn: Turn, text: str) -> None:
-        turn.route = "fallback"
-        turn.mark("route_decided")
         turn.refusals.append("no_entry: nothing in the knowledge base")
-        turn.answer = self._profile.unsure
-        await self._say(turn, self._profile.unsure)
-        self._remember(text, None)
-        self._current = None
-        await self.push(ResponseDone(turn=turn))
+        await self._operator_answer(turn, text, self._profile.unsure, route="fallback")
 
     async def _decline(self, turn: Turn, text: str) -> None:
         """A caller trying to change the bot's instructions: a polite no, no model."""
-        turn.route = "fallback"
-        turn.mark("route_decided")
         turn.refusals.append("injection: the caller's words")
-        turn.answer = self._profile.decline
-        await self._say(turn, self._profile.decline)
-        self._remember(text, None)
+        await self._operator_answer(turn, text, self._profile.decline, route="fallback")
+
+    async def _operator_answer(self, turn: Turn, text: str, answer: str, *, route: Route) -> None:
+        """Answer with words the operator wrote: their ready audio when there is some."""
+        turn.route = route
+        turn.mark("route_decided")
+        turn.answer = answer
+        pcm = self._ready(answer)
+        if pcm is None:
+            await self.push(Speak(turn=turn, text=answer))
+        else:
+            await self.push(PlayAudio(turn=turn, pcm=pcm, text=answer))
+        # An entry joins the history (a follow-up needs it); the fallbacks say nothing new.
+        self._remember(text, answer if route == "knowledge" else None)
         self._current = None
         await self.push(ResponseDone(turn=turn))
-
-    async def _say(self, turn: Turn, text: str) -> None:
-        """Operator-written words: their ready audio when there is some, else synthesized."""
-        pcm = self._ready(text)
-        if pcm is None:
-            await self.push(Speak(turn=turn, text=text))
-        else:
-            await self.push(PlayAudio(turn=turn, pcm=pcm, text=text))
 
     async def _apologise(self, turn: Turn) -> None:
         turn.route = "fallback"
