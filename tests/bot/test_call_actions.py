@@ -304,7 +304,7 @@ async def test_a_slow_answer_gets_one_filler_then_follows_it(started: Start) -> 
 
 
 async def test_fillers_rotate_and_stay_off_cached_answers(started: Start) -> None:
-    bot = await started(llm=ScriptedLLM(["Sure."], delay_s=1.0))
+    bot = await started(llm=ScriptedLLM(["Okay."], delay_s=1.0))
     await bot.say("is my parcel insured")
     await bot.until(lambda: len(bot.turns) == 1)
     await bot.say("when are you open", lead_ms=200)  # cached: never a filler
@@ -320,7 +320,7 @@ async def test_fillers_rotate_and_stay_off_cached_answers(started: Start) -> Non
 
 async def test_no_filler_when_the_answer_is_out_in_time(started: Start) -> None:
     patient = PROFILE.model_copy(update={"filler_after_ms": 5000})
-    bot = await started(llm=ScriptedLLM(["Sure."]), profile=patient)
+    bot = await started(llm=ScriptedLLM(["Okay."]), profile=patient)
     await bot.say("is my parcel insured")
     await bot.until(lambda: len(bot.turns) == 1)
     await bot.call.play(silence(500))
@@ -363,7 +363,7 @@ async def test_no_filler_over_a_caller_who_speaks_again(started: Start) -> None:
     # The caller goes on with a new question as soon as the model is asked, before the
     # filler is due (300 ms): the filler would talk over them, and land in front of the
     # answer to their new question.
-    bot = await started(llm=ScriptedLLM(["Sure."], delay_s=1.5))
+    bot = await started(llm=ScriptedLLM(["Okay."], delay_s=1.5))
     await bot.say("is my parcel insured")
     await bot.until(lambda: len(bot.llm.prompts) == 1)
     await bot.say("when are you open")
@@ -382,7 +382,7 @@ async def test_no_filler_over_a_caller_who_speaks_again(started: Start) -> None:
 
 
 async def test_a_hang_up_while_the_model_thinks_still_logs_the_turn(started: Start) -> None:
-    bot = await started(llm=ScriptedLLM(["Sure."], delay_s=1.0))
+    bot = await started(llm=ScriptedLLM(["Okay."], delay_s=1.0))
     await bot.say("is my parcel insured")
     await bot.until(lambda: len(bot.llm.prompts) == 1)
     await bot.hang_up()
@@ -410,7 +410,7 @@ async def test_fillers_stop_when_the_model_times_out_and_the_apology_plays(
 
 
 async def test_a_filler_is_cut_by_a_barge_in(started: Start) -> None:
-    bot = await started(llm=ScriptedLLM(["Sure."], delay_s=3.0))
+    bot = await started(llm=ScriptedLLM(["Okay."], delay_s=3.0))
     await bot.say("is my parcel insured")
     await bot.until(lambda: bot.call.queued_frames > 0)  # the filler has started
     sent_before = voiced_ms(bot.call.sent)

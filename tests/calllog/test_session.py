@@ -40,7 +40,9 @@ async def test_session_writes_call_turns_and_events(
     db_url: str, engine: AsyncEngine, tmp_path: Path
 ) -> None:
     log = await open_log(db_url, tmp_path)
-    words = " ".join(["word"] * 40) + "."
+    # 40 different words: the same word over and over would be a repeat the guard cuts.
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = " ".join(f"q{letters[i % 26]}{'x' * (i // 26)}" for i in range(40)) + "."
     tts = ToneTTS()
     models = await fake_models(
         ScriptedASR("tell me everything"), ScriptedLLM([w + " " for w in words.split()]), tts
@@ -79,10 +81,14 @@ async def test_session_writes_call_turns_and_events(
                 ).order_by(TurnRow.seq)
             )
         ).all()
-        kinds = sorted((await conn.execute(select(CallEvent.kind))).scalars().all())
+        events = sorted((await conn.execute(select(CallEvent.kind, CallEvent.detail))).all())
+    kinds = [kind for kind, _ in events]
     assert len(calls) == 1
     assert calls[0][0] == "sip:+15550001111@pbx" and calls[0][1] == "bye"
     assert [r.seq for r in rows] == list(range(1, len(turns) + 1)) and len(rows) >= 2
     assert rows[0].barged_in is True
     assert rows[0].speech_end_at < rows[0].first_audio_out_at
-    assert kinds == ["barge_in", "dtmf"]
+    # The scripted model gives the second turn the answer the caller already heard (in
+    # part) in the first: the answer guard does not say it again, and the log says why.
+    assert kinds == ["barge_in", "dtmf", "guard_refused"]
+    assert str(events[-1][1]).startswith("repeat: "), events
