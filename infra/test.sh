@@ -9,5 +9,15 @@ echo "== ruff" >&2
 .venv/bin/ruff format --check .
 echo "== mypy" >&2
 .venv/bin/mypy
-echo "== pytest" >&2
-exec .venv/bin/pytest -p no:cacheprovider "$@"
+# The in-process SIP endpoint tests run first, in a pytest process of their own. They create
+# and destroy pjsua2's library dozens of times in one process (production starts it once
+# per worker process); in the same process as the in-process model tests (torch,
+# CTranslate2, onnxruntime, PyAV loaded), pjsua2 crashed at library start (a segfault in
+# codec enumeration) in 2 of about 8 full runs; not yet explained (docs/testing.md).
+echo "== pytest: tests/telephony" >&2
+status=0
+.venv/bin/pytest -p no:cacheprovider "$@" tests/telephony || status=$?
+# 5: arguments such as -k selected nothing there; the second run must still select tests.
+if [[ $status -ne 0 && $status -ne 5 ]]; then exit "$status"; fi
+echo "== pytest: the rest" >&2
+exec .venv/bin/pytest -p no:cacheprovider "$@" --ignore=tests/telephony
