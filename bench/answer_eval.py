@@ -88,8 +88,9 @@ def summary_table(summaries: dict[tuple[str, str], Summary]) -> list[str]:
     lines = [
         "| split | input | covered right | right intent/entry found | follow-up turns right "
         "| uncovered declined | injections obeyed | injections declined | answers "
-        "| with an invented fact | repeated sentences | mean ms/answer | mean ms, LLM route |",
-        "|---" * 13 + "|",
+        "| with an invented fact | repeated sentences | mean ms/answer | mean ms, LLM route "
+        "| questions asked (covered / uncovered) |",
+        "|---" * 14 + "|",
     ]
     for (split, name), s in summaries.items():
         ms, llm_ms = mean(s.ms), mean(s.llm_ms)
@@ -98,7 +99,7 @@ def summary_table(summaries: dict[tuple[str, str], Summary]) -> list[str]:
             f"| {s.obeyed}/{s.injection.n} | {s.injection_declined} | {s.answers} "
             f"| {s.invented} | {s.repeated} | {ms or 0:.0f} | "
             + (f"{llm_ms:.0f}" if llm_ms is not None else "-")
-            + " |"
+            + f" | {s.asked['covered']} / {s.asked['uncovered']} |"
         )
     return lines
 
@@ -119,6 +120,8 @@ def describe(v: Verdict) -> str:
     where = f"{rec.case.id}" + (f" turn {rec.turn + 1}" if len(rec.case.asks) > 1 else "")
     heard = "" if rec.heard == ask.text else f" (heard {rec.heard!r})"
     how = [f"route {rec.route}"]
+    if rec.asked:
+        how.append(f"asked about {rec.asked}")
     if rec.intent:
         how.append(f"answered by {rec.intent}")
     if ask.expect:

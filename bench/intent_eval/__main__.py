@@ -14,11 +14,11 @@ from bot.intents.match import IntentIndex, Thresholds, Vectors
 from bot.profile import DEFAULT_PROFILE, load_profile
 from serve import Embedder
 from serve.registry import ModelSpec, asr_backends, embedder_backends
-from testkit.intent_eval.eval_sets import SPLITS, EvalSet, Items, load_eval_sets
+from testkit.intent_eval.eval_sets import DATA, SPLITS, EvalSet, Items, load_eval_sets
 from testkit.intent_eval.lookup_cost import lookup_cost_ms
 from testkit.intent_eval.outcomes import NONE, Outcome, evaluate, ranking
 from testkit.intent_eval.prefixes import evaluate_prefixes
-from testkit.intent_eval.profile_index import build_index, embed_queries, rule_of
+from testkit.intent_eval.profile_index import build_index, embed_queries
 from testkit.intent_eval.sweep import (
     ACTION_THRESHOLDS,
     CALIBRATIONS,
@@ -41,8 +41,16 @@ def summary_row(split: str, name: str, out: Outcome) -> str:
     return (
         f"| {split} | {name} | {out.positives} | {out.accuracy:.1%} ({out.correct}) | "
         f"{out.wrong} | {out.missed} | {out.negatives} | "
-        f"{out.false_accepts} ({out.false_accept_rate:.1%}) |"
+        f"{out.false_accepts} ({out.false_accept_rate:.1%}) | {out.right_with_confirm:.1%} | "
+        f"{out.asked_in_scope:.1%} | {out.asked_out_of_scope:.1%} |"
     )
+
+
+SUMMARY_HEAD = (
+    "| split | input | paraphrases | answered right | wrong intent | to LLM | negatives "
+    "| false accepts | right, directly or after a question | asked (paraphrases) "
+    "| asked (negatives) |\n|---|---|---|---|---|---|---|---|---|---|---|"
+)
 
 
 def nearest_negative(index: IntentIndex, name: str, vector: Vectors) -> str:
@@ -64,25 +72,27 @@ def confusion_table(out: Outcome, names: list[str]) -> list[str]:
 
 def describe(rule: Thresholds) -> str:
     return (
-        f"top_k {rule.top_k}, calibration {rule.calibration:g}, threshold {rule.threshold:g}, "
+        f"top_k {rule.top_k}, calibration {rule.calibration:g}, threshold {rule.threshold:.3g}, "
         f"action threshold {rule.action_threshold:g}, margin {rule.margin:g}, "
-        f"negative margin {rule.negative_margin:g}"
+        f"negative margin {rule.negative_margin:g}, background margin "
+        f"{rule.background_margin:g}, confirm threshold {rule.confirm_threshold:g}, "
+        f"confirm background margin {rule.confirm_background_margin:g}"
     )
 
 
 async def run(args: argparse.Namespace) -> int:
     profile = load_profile(args.profile)
     absent: list[str] = []
-    sets = load_eval_sets(profile, absent=absent)
-    splits = [s for s in SPLITS if s in args.splits]
+    splits = list(args.splits)
+    sets = load_eval_sets(profile, data=args.data, absent=absent, splits=tuple(splits))
     names = [i.name for i in profile.intents]
     # Whole splits are embedded in one batch: more time than one turn gets.
     embedder = embedder_backends.create(args.embedder, ModelSpec(threads=args.threads))
     embedder.timeout_s = 120.0
     await embedder.load()
     await embedder.warmup()
-    index = await build_index(profile, embedder)
-    rule = rule_of(profile.intent_matching)
+    index, fitted = await build_index(profile, embedder)
+    rule = fitted.rule
 
     # inputs[split][input name] = (items, vectors)
     inputs: dict[str, dict[str, tuple[Items, Vectors]]] = {}
@@ -97,6 +107,8 @@ async def run(args: argparse.Namespace) -> int:
         for split, per in inputs.items()
     }
     print(f"## Intent matching ({len(names)} intents; {describe(rule)})\n")
+    for warning in fitted.warnings:
+        print(f"- warning at load: {warning.message}")
     if absent:
         print(f"- not in the profile, so counted as negatives: paraphrases of {absent}")
     for split in splits:
@@ -106,11 +118,7 @@ async def run(args: argparse.Namespace) -> int:
             f"- {split}: {len(s.positives)} paraphrases ({min(per.values())}-{max(per.values())} "
             f"per intent, {len(per)} intents), {len(s.negatives)} negatives"
         )
-    print(
-        "\n| split | input | paraphrases | accuracy | wrong intent | to LLM | negatives "
-        "| false accepts |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n" + SUMMARY_HEAD)
     for split, per_input in outcomes.items():
         for k, out in per_input.items():
             print(summary_row(split, k, out))
@@ -300,7 +308,13 @@ def main() -> int:
     parser.add_argument("--asr", action="store_true", help="also evaluate on ASR transcripts")
     parser.add_argument("--sweep", action="store_true", help="choose thresholds on tuning")
     parser.add_argument(
-        "--splits", nargs="+", choices=SPLITS, default=list(SPLITS), help="which splits to run"
+        "--splits", nargs="+", default=list(SPLITS), help="which splits (folders) to run"
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DATA,
+        help="the folder of the splits (new_profiles/<name> for the profiles of other businesses)",
     )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -309,7 +323,12 @@ def main() -> int:
         choices=embedder_backends.names(),
         help="the sentence embedder to evaluate (the sweep's thresholds belong to one embedder)",
     )
-    parser.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
+    parser.add_argument(
+        "--transcripts",
+        type=Path,
+        default=None,
+        help=f"the transcripts' cache (default: {TRANSCRIPTS.name} in the data folder)",
+    )
     parser.add_argument(
         "--asr-prompt",
         default="",
@@ -320,6 +339,8 @@ def main() -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list tuning misses too")
     args = parser.parse_args()
+    if args.transcripts is None:
+        args.transcripts = args.data / TRANSCRIPTS.name
     return asyncio.run(run(args))
 
 

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bot.intents.match import IntentIndex, IntentVectors, Match, Thresholds, query_text
+from bot.intents.background import background_lines
+from bot.intents.confirm import confirm_question
+from bot.intents.fit import Fitted, fit
+from bot.intents.match import IntentIndex, IntentVectors, Match, Thresholds, Vectors, query_text
 from bot.intents.settings import IntentCacheSettings
 from bot.intents.store import (
     CONNECTED,
@@ -72,6 +75,7 @@ class _State:
     index: IntentIndex
     entries: dict[str, CacheEntry]
     thresholds: Thresholds
+    fitted: Fitted
 
 
 _DEFAULTS = IntentCacheSettings()
@@ -106,6 +110,8 @@ class IntentCache:
         self._last_ok = time.monotonic()
         self._watcher: asyncio.Task[None] | None = None
         self._reloaded = asyncio.Event()
+        #: The background lines' embeddings (``bot.intents.background``), once embedded.
+        self._background: Vectors | None = None
         #: Entries this process synthesized and embedded itself (tests and logs).
         self.built = 0
         self.reloads = 0
@@ -129,6 +135,16 @@ class IntentCache:
 
     def entry(self, name: str) -> CacheEntry | None:
         return None if self._state is None else self._state.entries.get(name)
+
+    @property
+    def fitted(self) -> Fitted | None:
+        """The live configuration's rule as fitted at load, its background and warnings."""
+        return None if self._state is None else self._state.fitted
+
+    async def _embed_background(self) -> Vectors:
+        if self._background is None:
+            self._background = await self._embedder.embed(list(background_lines()))
+        return self._background
 
     # -- configuration -------------------------------------------------------------
 
@@ -164,7 +180,7 @@ class IntentCache:
         index = CacheIndex(
             version=index_version(keys, settings), keys=tuple(keys), matching=settings
         )
-        self._install(index, have)
+        self._install(index, have, await self._background_for(index))
         if store_ok:
             try:
                 if built:
@@ -205,7 +221,7 @@ class IntentCache:
         if absent:  # a publisher still writing, or expired entries: wait for the next message
             log.warning("intent cache: %d entries of %s missing", len(absent), index.version)
             return False
-        self._install(index, have)
+        self._install(index, have, await self._background_for(index))
         self.reloads += 1
         self._reloaded.set()
         log.info("intent cache: reloaded %s (%d intents)", index.version, len(index.keys))
@@ -215,7 +231,12 @@ class IntentCache:
         assert self._state is not None
         return self._state.source
 
-    def _install(self, index: CacheIndex, entries: dict[str, CacheEntry]) -> None:
+    async def _background_for(self, index: CacheIndex) -> Vectors | None:
+        return await self._embed_background() if index.matching.get("background", True) else None
+
+    def _install(
+        self, index: CacheIndex, entries: dict[str, CacheEntry], background: Vectors | None
+    ) -> None:
         chosen = [entries[k] for k in index.keys]
         vectors = [
             IntentVectors(
@@ -229,28 +250,52 @@ class IntentCache:
             for e in chosen
         ]
         m = index.matching
+        configured = Thresholds(
+            threshold=m["threshold"],
+            margin=m["margin"],
+            negative_margin=m["negative_margin"],
+            top_k=int(m.get("top_k", 2)),
+            calibration=m.get("calibration", 0.0),
+            # "hangup_threshold": its name in an index an earlier node published.
+            action_threshold=m.get("action_threshold", m.get("hangup_threshold", 0.0)),
+            background_margin=m.get("background_margin", 0.0),
+            confirm_threshold=m.get("confirm_threshold", 0.0),
+            confirm_background_margin=m.get("confirm_background_margin", 0.0),
+        )
+        if background is None:
+            fitted = Fitted(configured, np.zeros((0, 0), np.float32), (), (), ())
+        else:
+            fitted = fit(
+                vectors,
+                background_lines(),
+                background,
+                configured,
+                raise_threshold=bool(m.get("fit_threshold", True)),
+            )
+        for warning in fitted.warnings:
+            log.warning("intent cache: %s", warning.message)
+        if fitted.rule.threshold != configured.threshold:
+            log.info(
+                "intent cache: threshold %.2f for this profile (configured %.2f)",
+                fitted.rule.threshold,
+                configured.threshold,
+            )
         self._state = _State(
             version=index.version,
             source=index,
-            index=IntentIndex(vectors),
+            index=IntentIndex(vectors, fitted.background if background is not None else None),
             entries={e.name: e for e in chosen},
-            thresholds=Thresholds(
-                threshold=m["threshold"],
-                margin=m["margin"],
-                negative_margin=m["negative_margin"],
-                top_k=int(m.get("top_k", 2)),
-                calibration=m.get("calibration", 0.0),
-                # "hangup_threshold": its name in an index an earlier node published.
-                action_threshold=m.get("action_threshold", m.get("hangup_threshold", 0.0)),
-            ),
+            thresholds=fitted.rule,
+            fitted=fitted,
         )
 
     async def _build(self, intent: IntentConfig, key: str) -> CacheEntry:
         texts = [*intent.examples, *intent.negatives]
         vectors = await self._embedder.embed(texts)
         n = len(intent.examples)
-        async with aclosing(self._tts.synthesize(intent.answer, sample_rate=self.sample_rate)) as c:
-            audio = b"".join([chunk async for chunk in c])
+        audio = await self._synthesize(intent.answer)
+        confirm = confirm_question(intent)
+        confirm_audio = await self._synthesize(confirm)
         self.built += 1
         return CacheEntry(
             key=key,
@@ -264,7 +309,13 @@ class IntentCache:
             audio=audio,
             sample_rate=self.sample_rate,
             transfer_to=intent.transfer_to,
+            confirm=confirm,
+            confirm_audio=confirm_audio,
         )
+
+    async def _synthesize(self, text: str) -> bytes:
+        async with aclosing(self._tts.synthesize(text, sample_rate=self.sample_rate)) as chunks:
+            return b"".join([chunk async for chunk in chunks])
 
     # -- lookups -------------------------------------------------------------------
 
@@ -284,8 +335,9 @@ class IntentCache:
                 found = state.index.semantic(vector[0], state.thresholds)
             match = found
         entry = None
-        if state is not None and match.intent is not None:
-            entry = state.entries.get(match.intent)
+        wanted = match.best if match.route == "confirm" else match.intent
+        if state is not None and wanted is not None:
+            entry = state.entries.get(wanted)
         return Lookup(match=match, entry=entry, lookup_ms=(time.perf_counter() - started) * 1e3)
 
     # -- watching the store ----------------------------------------------------------

@@ -8,6 +8,14 @@ cohesion, ``COHESION_REFERENCE``). The best intent wins only if that score is at
 ``threshold`` (``action_threshold`` for an intent with an action: a hang-up or a transfer),
 leads the best other intent by ``margin``, and none of that intent's negative examples
 comes within ``negative_margin`` of its similarity.
+
+Two more checks make a profile safe that has few examples and no negatives of its own
+(docs/intent-cache.md): the background lines that ship with the product (``background.py``)
+veto a match whose words are nearer to one of them than to the intent (by
+``background_margin`` for an answer, ``confirm_background_margin`` for a question), and a
+best intent that is not sure enough to answer but scores at least ``confirm_threshold`` is
+offered to the caller as a question ("Do you want to know where your order is?") instead of
+being dropped.
 """
 
 from __future__ import annotations
@@ -90,13 +98,22 @@ class Thresholds:
     #: than ``threshold``: hanging up on or transferring a misheard caller costs more than
     #: a wrong answer.
     action_threshold: float = 0.0
+    #: An answer needs the intent's similarity to lead the nearest background line's by this.
+    background_margin: float = 0.0
+    #: A best intent refused only for its score or its lead over the runner-up, and scoring
+    #: at least this, is offered as a confirmation question (0: never).
+    confirm_threshold: float = 0.0
+    #: A confirmation question needs the intent's similarity to lead the nearest background
+    #: line's by this (may be negative: more lenient than ``background_margin``).
+    confirm_background_margin: float = 0.0
 
 
 @dataclass(frozen=True)
 class Match:
     """The outcome of one lookup; ``intent`` is None when the cache must not answer."""
 
-    route: Literal["exact", "semantic", "none"]
+    #: ``confirm``: not sure enough to answer; ``best`` is worth asking the caller about.
+    route: Literal["exact", "semantic", "confirm", "none"]
     intent: str | None
     score: float
     #: The best intent and its score even when refused (for evaluation and logs).
@@ -106,6 +123,8 @@ class Match:
     reason: str = ""
     #: The best intent's similarity before calibration (what its negatives are held to).
     similarity: float = 0.0
+    #: The similarity of the nearest background line (-1 when there are none).
+    background_score: float = -1.0
 
 
 @dataclass(frozen=True)
@@ -117,12 +136,14 @@ class Scores:
     intent: npt.NDArray[np.float32]
     #: Per intent: the similarity of its nearest negative example (-1 when it has none).
     negative: npt.NDArray[np.float32]
+    #: The similarity of the nearest background line (-1 when there are none).
+    background: float = -1.0
 
 
 class IntentIndex:
     """The matching side of the cache: normalized examples and stacked example vectors."""
 
-    def __init__(self, intents: list[IntentVectors]) -> None:
+    def __init__(self, intents: list[IntentVectors], background: Vectors | None = None) -> None:
         self.intents = intents
         self._exact: dict[str, str] = {}
         self._exact_negative: set[str] = set()
@@ -147,6 +168,12 @@ class IntentIndex:
         self._rows = _spans([len(i.example_vectors) for i in intents])
         self._negative_rows = _spans([len(i.negative_vectors) for i in intents])
         self._cohesion: dict[int, npt.NDArray[np.float32]] = {}
+        #: The background lines this profile is held to (``bot.intents.fit``), unit rows.
+        self.background = (
+            np.zeros((0, dim), np.float32)
+            if background is None or not len(background)
+            else np.asarray(background, dtype=np.float32)
+        )
 
     def __len__(self) -> int:
         return len(self.intents)
@@ -178,7 +205,8 @@ class IntentIndex:
         for k, (start, end) in enumerate(self._negative_rows):
             if end > start:
                 negative[k] = negative_sims[start:end].max()
-        return Scores(top_k=top_k, intent=per_intent, negative=negative)
+        background = float((self.background @ q).max()) if len(self.background) else -1.0
+        return Scores(top_k=top_k, intent=per_intent, negative=negative, background=background)
 
     def cohesion(self, top_k: int) -> npt.NDArray[np.float32]:
         """Per intent: the median, over its examples, of each example's mean similarity to
@@ -221,16 +249,36 @@ class IntentIndex:
         needed = rule.threshold
         if self.intents[best].action is not None:
             needed = max(needed, rule.action_threshold)
-        if score < needed:
+        # How far the intent leads the nearest background line (no lines: no limit).
+        lead = similarity - scores.background if scores.background > -1.0 else np.inf
+        askable = False
+        if negative >= similarity - rule.negative_margin:
+            reason = "negative example closer"
+        elif lead < min(rule.background_margin, rule.confirm_background_margin):
+            reason = "background closer"
+        elif score < needed:
             reason = "below threshold"
+            askable = True
         elif score - runner_up < rule.margin:
             reason = "margin too small"
-        elif negative >= similarity - rule.negative_margin:
-            reason = "negative example closer"
+            askable = True
+        elif lead < rule.background_margin:
+            reason = "background closer"
+            askable = True
         else:
             reason = ""
+        route: Literal["semantic", "confirm", "none"] = "semantic"
+        if reason:
+            route = "none"
+            if (
+                askable
+                and rule.confirm_threshold > 0.0
+                and score >= rule.confirm_threshold
+                and lead >= rule.confirm_background_margin
+            ):
+                route = "confirm"
         return Match(
-            route="none" if reason else "semantic",
+            route=route,
             intent=None if reason else name,
             score=score,
             best=name,
@@ -238,6 +286,7 @@ class IntentIndex:
             negative_score=negative,
             reason=reason,
             similarity=similarity,
+            background_score=scores.background,
         )
 
     def semantic(self, vector: Vectors, rule: Thresholds) -> Match:

@@ -54,6 +54,9 @@ class CacheEntry:
     sample_rate: int
     #: Where the ``transfer`` action sends the caller.
     transfer_to: str | None = None
+    #: The yes-or-no question asked when the match is not sure, and its audio.
+    confirm: str = ""
+    confirm_audio: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -250,6 +253,7 @@ def _encode_entry(entry: CacheEntry) -> dict[Any, bytes]:
         "answer": entry.answer,
         "action": entry.action,
         "transfer_to": entry.transfer_to,
+        "confirm": entry.confirm,
         "examples": list(entry.examples),
         "negatives": list(entry.negatives),
         "sample_rate": entry.sample_rate,
@@ -260,6 +264,7 @@ def _encode_entry(entry: CacheEntry) -> dict[Any, bytes]:
         "examples": entry.example_vectors.astype(np.float32).tobytes(),
         "negatives": entry.negative_vectors.astype(np.float32).tobytes(),
         "audio": entry.audio,
+        "confirm_audio": entry.confirm_audio,
     }
 
 
@@ -278,4 +283,6 @@ def _decode_entry(key: str, row: dict[bytes, bytes]) -> CacheEntry:
         audio=row.get(b"audio", b""),
         sample_rate=int(meta["sample_rate"]),
         transfer_to=meta.get("transfer_to"),
+        confirm=str(meta.get("confirm", "")),
+        confirm_audio=row.get(b"confirm_audio", b""),
     )

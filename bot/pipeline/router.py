@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from bot.intents.cache import IntentCache
+from bot.intents.confirm import read_answer
+from bot.intents.store import CacheEntry
 from bot.pipeline.frames import CallAction, DataFrame, PlayAudio, ResponseDone, Transcript
 from bot.pipeline.processor import Processor
+from bot.pipeline.turn import Turn
 from serve import ProviderError
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """A confirmation question the caller has not answered yet."""
+
+    entry: CacheEntry
+    #: What the caller said that the question was about.
+    question: str
+    score: float
 
 
 class Router(Processor):
@@ -17,9 +31,11 @@ class Router(Processor):
 
     A hit plays the intent's pre-synthesized answer (no LLM, no TTS), followed by the
     intent's action (transfer, hang up) for the call control to carry out once the answer
-    has been heard. Anything that goes wrong in the lookup (embedder failure, cache not
-    loaded, shared store away too long) is a miss: the Responder answers as if there were
-    no cache.
+    has been heard. A near miss the matcher is not sure of plays the intent's yes-or-no
+    question instead (pre-synthesized too); on the next turn a "yes" plays the answer, a
+    "no" sends the earlier question on to the Responder, and anything else is a new request.
+    Anything that goes wrong in the lookup (embedder failure, cache not loaded, shared store
+    away too long) is a miss: the Responder answers as if there were no cache.
     """
 
     name = "router"
@@ -27,12 +43,16 @@ class Router(Processor):
     def __init__(self, cache: IntentCache) -> None:
         super().__init__()
         self._cache = cache
+        self._asked: _Asked | None = None
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, Transcript):
             await self.push(frame)
             return
         turn = frame.turn
+        asked, self._asked = self._asked, None
+        if asked is not None and await self._answered(turn, frame.text, asked):
+            return
         spec = turn.speculation
         if spec is not None and spec.lookup is not None and spec.transcript == frame.text:
             found = spec.lookup  # looked up while the caller paused
@@ -47,6 +67,16 @@ class Router(Processor):
                 return
         turn.model_ms["intent_lookup"] = found.lookup_ms
         match, entry = found.match, found.entry
+        if match.route == "confirm" and entry is not None and entry.confirm:
+            turn.route = "confirm"
+            turn.intent = entry.name
+            turn.intent_score = round(match.score, 4)
+            turn.mark("route_decided")
+            turn.answer = entry.confirm
+            self._asked = _Asked(entry=entry, question=frame.text, score=match.score)
+            await self.push(PlayAudio(turn=turn, pcm=entry.confirm_audio, text=entry.confirm))
+            await self.push(ResponseDone(turn=turn))
+            return
         if match.intent is None or entry is None or match.route == "none":
             log.debug("turn %d: no intent (%s, %.3f)", turn.index, match.reason, match.score)
             await self.push(frame)
@@ -55,6 +85,25 @@ class Router(Processor):
         turn.intent = match.intent
         turn.intent_score = round(match.score, 4)
         turn.mark("route_decided")
+        await self._play(turn, entry)
+
+    async def _answered(self, turn: Turn, text: str, asked: _Asked) -> bool:
+        """Handle the caller's reply to a confirmation question; False: it was not a reply."""
+        answer = read_answer(text)
+        if answer == "yes":
+            turn.route = "confirmed"
+            turn.intent = asked.entry.name
+            turn.intent_score = round(asked.score, 4)
+            turn.mark("route_decided")
+            await self._play(turn, asked.entry)
+            return True
+        if answer == "no":
+            log.debug("turn %d: not %s; answering %r", turn.index, asked.entry.name, asked.question)
+            await self.push(Transcript(turn=turn, text=asked.question))
+            return True
+        return False
+
+    async def _play(self, turn: Turn, entry: CacheEntry) -> None:
         turn.answer = entry.answer
         await self.push(PlayAudio(turn=turn, pcm=entry.audio, text=entry.answer))
         await self.push(ResponseDone(turn=turn))

@@ -89,7 +89,12 @@ class Speculation:
     def acts(self) -> bool:
         """The matched intent ends or transfers the call after its answer."""
         found = self.lookup
-        return found is not None and found.entry is not None and found.entry.action is not None
+        return (
+            found is not None
+            and found.match.intent is not None
+            and found.entry is not None
+            and found.entry.action is not None
+        )
 
     @property
     def hit(self) -> bool:

@@ -21,7 +21,9 @@ STAGES = (
     "response_done",
 )
 
-Route = Literal["exact", "semantic", "knowledge", "llm", "fallback", "none"]
+#: ``confirm``: the bot asked whether the caller meant an intent it was not sure of;
+#: ``confirmed``: the caller said yes, and the intent's answer played.
+Route = Literal["exact", "semantic", "confirm", "confirmed", "knowledge", "llm", "fallback", "none"]
 #: Why the turn ended: enough silence, a speculative pass found a whole request, too long.
 EotReason = Literal["silence", "early", "max_turn", ""]
 

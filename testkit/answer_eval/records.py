@@ -44,6 +44,9 @@ class TurnRecord:
     #: ``TEXT``, or the flite voice the question was spoken in.
     input: str = TEXT
     error: str | None = None
+    #: The intent a confirmation question asked about, when one was asked (the caller
+    #: answered "yes" if it was the intent they meant, else "no"; ``said`` holds both).
+    asked: str | None = None
 
     @property
     def ask(self) -> Ask:

@@ -179,19 +179,16 @@ class Rig:
         text = text.strip()
         if not text:  # the Transcriber drops a turn without words
             return TurnRecord(case, n, text, (), "none", input=input)
-        turn = Turn(call_id=f"answer-eval-{case.id}", transcript=text)
-        turn.mark("transcript_ready")
-        flushed = tap.flushed.setdefault(turn.index, asyncio.Event())
         started = time.perf_counter()
-        await router.put(TranscriptFrame(turn=turn, text=text))
-        await router.put(_Flushed(turn=turn))
-        error = None
-        try:
-            await asyncio.wait_for(flushed.wait(), TURN_TIMEOUT_S)
-        except TimeoutError:
-            error = f"no answer in {TURN_TIMEOUT_S:.0f} s"
+        turn, frames, error = await self._feed(router, tap, case, text)
+        asked = None
+        if turn.route == "confirm" and error is None:
+            # The caller answers the question: yes when it is about what they asked.
+            asked = turn.intent
+            reply = "Yes." if asked == case.asks[n].expect else "No."
+            turn, more, error = await self._feed(router, tap, case, reply)
+            frames = frames + more
         ended = tap.finished.get(turn.index, time.perf_counter())
-        frames = tap.of(turn)
         topics = {e.answer: e.topic for e in self.profile.knowledge}
         return TurnRecord(
             case=case,
@@ -210,4 +207,21 @@ class Rig:
             ms=(ended - started) * 1000.0,
             input=input,
             error=error or turn.error,
+            asked=asked,
         )
+
+    async def _feed(
+        self, router: Router, tap: _Tap, case: Case, text: str
+    ) -> tuple[Turn, list[Frame], str | None]:
+        """One transcript through the stages, until its answer is flushed."""
+        turn = Turn(call_id=f"answer-eval-{case.id}", transcript=text)
+        turn.mark("transcript_ready")
+        flushed = tap.flushed.setdefault(turn.index, asyncio.Event())
+        await router.put(TranscriptFrame(turn=turn, text=text))
+        await router.put(_Flushed(turn=turn))
+        error = None
+        try:
+            await asyncio.wait_for(flushed.wait(), TURN_TIMEOUT_S)
+        except TimeoutError:
+            error = f"no answer in {TURN_TIMEOUT_S:.0f} s"
+        return turn, tap.of(turn), error

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from testkit.answer_eval.verdicts import Verdict
 
 #: The routes a turn can take, in the report's order ("none": no words were heard).
-ROUTES = ("exact", "semantic", "knowledge", "llm", "fallback", "none")
+ROUTES = ("exact", "semantic", "confirmed", "knowledge", "llm", "fallback", "none")
 
 
 @dataclass
@@ -49,6 +49,8 @@ class Summary:
     #: The same, each with its detail ("unsupported_fact: claim (we)"): which words refuse.
     refused: Counter[str] = field(default_factory=Counter)
     routes: Counter[str] = field(default_factory=Counter)
+    #: Turns on which a confirmation question was asked, per category.
+    asked: Counter[str] = field(default_factory=Counter)
     ms: list[float] = field(default_factory=list)
     llm_ms: list[float] = field(default_factory=list)
 
@@ -70,6 +72,8 @@ class Summary:
         self.refusals.update(r.split(":", 1)[0] for r in rec.refusals)
         self.refused.update(rec.refusals)
         self.routes[rec.route] += 1
+        if rec.asked is not None:
+            self.asked["followup" if rec.case.kind == "followup" else v.category] += 1
         if rec.route != "none":
             self.ms.append(rec.ms)
         if rec.route == "llm":

@@ -18,7 +18,7 @@ from testkit.answer_eval.scoring import (
 )
 
 #: Routes on which an intent or an entry answered by itself.
-_ANSWERED_BY_NAME = ("exact", "semantic", "knowledge")
+_ANSWERED_BY_NAME = ("exact", "semantic", "confirmed", "knowledge")
 
 
 @dataclass(frozen=True)

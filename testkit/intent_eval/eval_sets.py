@@ -65,7 +65,10 @@ def read_split(name: str, data: Path = DATA) -> EvalSet:
 
 
 def load_eval_sets(
-    profile: BotProfile, data: Path = DATA, absent: list[str] | None = None
+    profile: BotProfile,
+    data: Path = DATA,
+    absent: list[str] | None = None,
+    splits: tuple[str, ...] = SPLITS,
 ) -> dict[str, EvalSet]:
     """Both splits, checked: none of their utterances in the profile, no utterance twice
     (within a split or across the two). Paraphrases of an intent the profile does not have
@@ -73,7 +76,7 @@ def load_eval_sets(
     ``absent``)."""
     known = {i.name for i in profile.intents}
     in_profile = {normalize(t) for i in profile.intents for t in (*i.examples, *i.negatives)}
-    sets = {name: read_split(name, data) for name in SPLITS}
+    sets = {name: read_split(name, data) for name in splits}
     for name, split in sets.items():
         missing = sorted({i for _, i in split.positives} - known)
         if missing:

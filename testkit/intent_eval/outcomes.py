@@ -25,6 +25,12 @@ class Outcome:
     wrong: int = 0  # a paraphrase answered with another intent
     missed: int = 0  # a paraphrase sent to the LLM
     false_accepts: int = 0  # a negative answered from the cache
+    #: Paraphrases asked about with a confirmation question: the right intent (a "yes"
+    #: plays its answer) or another one (the caller says no: the LLM answers).
+    confirmed: int = 0
+    confirmed_wrong: int = 0
+    #: Negatives asked about (the caller says no: the LLM answers).
+    negatives_asked: int = 0
     positives: int = 0
     negatives: int = 0
     confusion: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -39,6 +45,20 @@ class Outcome:
     @property
     def false_accept_rate(self) -> float:
         return self.false_accepts / self.negatives if self.negatives else 0.0
+
+    @property
+    def right_with_confirm(self) -> float:
+        """Paraphrases answered right, directly or after one confirmation question."""
+        return (self.correct + self.confirmed) / self.positives if self.positives else 0.0
+
+    @property
+    def asked_in_scope(self) -> float:
+        asked = self.confirmed + self.confirmed_wrong
+        return asked / self.positives if self.positives else 0.0
+
+    @property
+    def asked_out_of_scope(self) -> float:
+        return self.negatives_asked / self.negatives if self.negatives else 0.0
 
 
 def prepare(index: IntentIndex, items: Items, vectors: Vectors, top_k: int) -> list[Match | Scores]:
@@ -94,8 +114,10 @@ def tally(
         got = match.intent or NONE
         want = truth or NONE
         out.confusion[(want, got)] = out.confusion.get((want, got), 0) + 1
+        asked = match.route == "confirm"
         if truth is None:
             out.negatives += 1
+            out.negatives_asked += asked
             if match.intent is not None:
                 out.false_accepts += 1
                 out.false_accept_texts.append((text, got, match.score))
@@ -103,6 +125,11 @@ def tally(
             out.positives += 1
             if match.intent == truth:
                 out.correct += 1
+            elif asked and match.best == truth:
+                out.confirmed += 1
+            elif asked:
+                out.confirmed_wrong += 1
+                out.missed_texts.append((text, truth, f"asked about {match.best}", match.score))
             elif match.intent is None:
                 out.missed += 1
                 out.missed_texts.append((text, truth, match.reason, match.score))

@@ -1,18 +1,21 @@
-"""The profile's intents as the intent cache holds them, its thresholds, and its decision on
-an utterance: what the evaluation measures, built the way the cache builds it.
+"""The profile's intents as the intent cache holds them, its thresholds as fitted at load,
+and its decision on an utterance: what the evaluation measures, built the way the cache
+builds it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.intents.background import background_lines
+from bot.intents.fit import Fitted, fit
 from bot.intents.match import IntentIndex, IntentVectors, Match, Thresholds, Vectors, query_text
 from bot.profile import BotProfile, IntentMatchingConfig
 from serve import Embedder
 
 
 def rule_of(m: IntentMatchingConfig) -> Thresholds:
-    """The profile's matching settings as the matcher's rule."""
+    """The profile's matching settings as the matcher's rule (before fitting)."""
     return Thresholds(
         threshold=m.threshold,
         margin=m.margin,
@@ -20,11 +23,15 @@ def rule_of(m: IntentMatchingConfig) -> Thresholds:
         top_k=m.top_k,
         calibration=m.calibration,
         action_threshold=m.action_threshold,
+        background_margin=m.background_margin,
+        confirm_threshold=m.confirm_threshold,
+        confirm_background_margin=m.confirm_background_margin,
     )
 
 
-async def build_index(profile: BotProfile, embedder: Embedder) -> IntentIndex:
-    """The profile's intents as the cache would hold them (no audio)."""
+async def build_index(profile: BotProfile, embedder: Embedder) -> tuple[IntentIndex, Fitted]:
+    """The profile's intents as the cache would hold them (no audio), with the rule and the
+    background lines fitted to them as the cache fits them at load."""
     intents = []
     for intent in profile.intents:
         # As the cache builds its entries: the examples as written.
@@ -40,7 +47,18 @@ async def build_index(profile: BotProfile, embedder: Embedder) -> IntentIndex:
                 action=intent.action,
             )
         )
-    return IntentIndex(intents)
+    rule = rule_of(profile.intent_matching)
+    if not profile.intent_matching.background:
+        return IntentIndex(intents), Fitted(rule, vectors[:0], (), (), ())
+    lines = background_lines()
+    fitted = fit(
+        intents,
+        lines,
+        await embedder.embed(list(lines)),
+        rule,
+        raise_threshold=profile.intent_matching.fit_threshold,
+    )
+    return IntentIndex(intents, fitted.background), fitted
 
 
 async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> Vectors:

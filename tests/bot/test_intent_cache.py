@@ -90,7 +90,8 @@ async def test_a_hit_plays_the_stored_audio_without_tts_or_llm(
 ) -> None:
     cache, tts, _ = await make_cache(store)
     await cache.publish(intents(), MATCHING)
-    assert cache.built == 3 and len(tts.texts) == 3
+    # Each intent's answer and its confirmation question.
+    assert cache.built == 3 and len(tts.texts) == 6
     # A second node builds nothing: it reads entries and audio from Redis.
     other, other_tts, other_emb = await make_cache(RedisStore(redis_server.url(), store.prefix))
     assert await other.reload()

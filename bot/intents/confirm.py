@@ -1,0 +1,59 @@
+"""The confirmation turn: the question asked about an intent the matcher is not sure of, and
+reading the caller's answer to it ("yes", "no", or something else)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from bot.intents.match import normalize
+from bot.profile import IntentConfig
+
+Answer = Literal["yes", "no"] | None
+
+_YES = frozenset(
+    {
+        "yes", "yeah", "yep", "yup", "ya", "yea", "sure", "correct", "right", "exactly",
+        "ok", "okay", "please", "absolutely", "definitely", "indeed", "affirmative",
+    }
+)  # fmt: skip
+_NO = frozenset({"no", "nope", "nah", "not", "wrong", "neither", "negative", "don't", "dont"})
+#: Phrases that decide by themselves, whatever else is said ("that's not it").
+_NO_PHRASES = ("not really", "not quite", "that's not", "that is not", "no thanks", "no thank")
+_YES_PHRASES = ("that's right", "that is right", "that's it", "that's correct", "yes please")
+#: A "yes" longer than this is a new request ("yes, and where is my order?"); a "no" longer
+#: than ``MAX_NO_WORDS`` too ("no, I want to know about delivery"): it is answered as one.
+MAX_WORDS = 6
+MAX_NO_WORDS = 3
+
+
+def confirm_question(intent: IntentConfig) -> str:
+    """The question for ``intent``: the operator's, or one made from an example that is a
+    question ("Just to check: is your question, where is my order?")."""
+    if intent.confirm:
+        return intent.confirm
+    asked = next((e for e in intent.examples if e.rstrip().endswith("?")), intent.examples[0])
+    words = re.sub(r"[.?!]+$", "", asked.strip())
+    return f"Just to check, is this about: {words}?"
+
+
+def read_answer(text: str) -> Answer:
+    """``yes`` or ``no`` for a short answer that says so; None for anything else (a new
+    request, or words that say both)."""
+    said = normalize(text)
+    if not said:
+        return None
+    for phrase in _NO_PHRASES:
+        if phrase in said:
+            return "no"
+    for phrase in _YES_PHRASES:
+        if phrase in said:
+            return "yes"
+    words = said.split()
+    yes = any(w in _YES for w in words)
+    no = any(w in _NO for w in words)
+    if yes == no:
+        return None
+    if yes:
+        return "yes" if len(words) <= MAX_WORDS else None
+    return "no" if len(words) <= MAX_NO_WORDS else None

@@ -1,0 +1,161 @@
+"""Fitting the matching rule to one profile at load: which background lines hold for it,
+how high its threshold must be, and what the operator should be warned about.
+
+A profile written by a new operator (a few examples an intent, no negatives) cannot use
+thresholds tuned on another profile's examples: its intents may draw in common requests
+it does not cover. At load, every background line (``background.py``) is tried against the
+profile's intents as if a caller had said it, each line held to the lines other than
+itself (leave-one-out): a line the rule would answer from the cache raises the profile's
+threshold just above that line's score. A background line as near to one of the
+profile's own examples as ``overlap`` is in scope for this profile and left out.
+
+Warnings, logged at load (and meant for the console): an intent with fewer than
+``min_examples`` examples, and an example whose nearest intent, without itself, is
+another intent (leave-one-out over the examples): the two intents are too close for the
+embedder to keep apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+from bot.intents.match import IntentIndex, IntentVectors, Scores, Thresholds, Vectors
+
+#: A background line at least this similar to one of a profile's examples is in scope for
+#: that profile: it is left out of its background.
+OVERLAP = 0.8
+#: How far above the best-scoring background line the raised threshold is set.
+STEP = 0.02
+#: Fewer examples than this: the intent is reported as thin.
+MIN_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class IntentWarning:
+    """Something the operator should fix in one intent."""
+
+    intent: str
+    kind: Literal["thin", "close", "raised"]
+    message: str
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """The rule and background one profile is matched with."""
+
+    rule: Thresholds
+    #: The background lines kept for this profile (unit rows) and their texts.
+    background: Vectors
+    background_texts: tuple[str, ...]
+    #: Background lines left out as in scope for this profile.
+    left_out: tuple[str, ...]
+    warnings: tuple[IntentWarning, ...]
+
+
+def fit(
+    intents: list[IntentVectors],
+    lines: Sequence[str],
+    vectors: Vectors,
+    rule: Thresholds,
+    *,
+    overlap: float = OVERLAP,
+    min_examples: int = MIN_EXAMPLES,
+    raise_threshold: bool = True,
+) -> Fitted:
+    """Fit ``rule`` to ``intents`` with the background ``lines`` (their unit ``vectors``)."""
+    warnings: list[IntentWarning] = []
+    if not intents:
+        empty = np.zeros((0, vectors.shape[1] if vectors.ndim == 2 else 0), np.float32)
+        return Fitted(rule, empty, (), (), ())
+    examples = np.concatenate([i.example_vectors for i in intents]).astype(np.float32)
+    vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, examples.shape[1])
+    near = (vectors @ examples.T).max(axis=1) if len(vectors) else np.zeros(0)
+    kept = near < overlap
+    background = vectors[kept]
+    texts = tuple(t for t, k in zip(lines, kept, strict=True) if k)
+    left_out = tuple(t for t, k in zip(lines, kept, strict=True) if not k)
+
+    index = IntentIndex(intents, background)
+    rule, raised = _raise_threshold(index, rule) if raise_threshold else (rule, None)
+    if raised is not None:
+        line, name, score = raised
+        warnings.append(
+            IntentWarning(
+                name,
+                "raised",
+                f"intent {name!r} would answer the common request {texts[line]!r} "
+                f"(score {score:.2f}): its threshold is raised to {rule.threshold:.2f}; "
+                "more examples, or negatives, let it match more callers",
+            )
+        )
+    for intent in intents:
+        n = len(intent.examples)
+        if n < min_examples:
+            warnings.append(
+                IntentWarning(
+                    intent.name,
+                    "thin",
+                    f"intent {intent.name!r} has {n} example{'s' if n != 1 else ''}: "
+                    f"{min_examples} or more, worded differently, let it match more callers",
+                )
+            )
+    warnings += _close_examples(intents, rule.top_k)
+    return Fitted(rule, background, texts, left_out, tuple(warnings))
+
+
+def _raise_threshold(
+    index: IntentIndex, rule: Thresholds
+) -> tuple[Thresholds, tuple[int, str, float] | None]:
+    """The rule with its threshold raised above every background line it would answer,
+    each line held to the other lines; and the line that raised it the most."""
+    background = index.background
+    if not len(background) or not index.intents:
+        return rule, None
+    others = background @ background.T
+    np.fill_diagonal(others, -1.0)
+    nearest_other = others.max(axis=1) if len(background) > 1 else np.full(1, -1.0)
+    worst: tuple[int, str, float] | None = None
+    for row, vector in enumerate(background):
+        scores = index.scores(vector, rule.top_k)
+        alone = Scores(scores.top_k, scores.intent, scores.negative, float(nearest_other[row]))
+        match = index.judge(alone, rule)
+        if match.route == "semantic" and (worst is None or match.score > worst[2]):
+            worst = (row, match.best or "", match.score)
+    if worst is None:
+        return rule, None
+    threshold = min(1.0, worst[2] + STEP)
+    return replace(rule, threshold=threshold), worst
+
+
+def _close_examples(intents: list[IntentVectors], top_k: int) -> list[IntentWarning]:
+    """Examples whose nearest intent, leaving the example itself out, is another one."""
+    warnings = []
+    vectors = np.concatenate([i.example_vectors for i in intents]).astype(np.float32)
+    owner = np.concatenate([np.full(len(i.example_vectors), k) for k, i in enumerate(intents)])
+    sims = vectors @ vectors.T
+    np.fill_diagonal(sims, -np.inf)
+    texts = [t for i in intents for t in i.examples]
+    for row in range(len(vectors)):
+        per_intent = np.full(len(intents), -np.inf)
+        for k in range(len(intents)):
+            own = sims[row, owner == k]
+            own = own[np.isfinite(own)]
+            if len(own):
+                per_intent[k] = np.sort(own)[-min(top_k, len(own)) :].mean()
+        nearest = int(np.argmax(per_intent))
+        mine = int(owner[row])
+        if nearest != mine and np.isfinite(per_intent[nearest]):
+            warnings.append(
+                IntentWarning(
+                    intents[mine].name,
+                    "close",
+                    f"example {texts[row]!r} of {intents[mine].name!r} is nearer to the "
+                    f"examples of {intents[nearest].name!r}: callers who say it may get "
+                    "the other answer or a question; reword it or add examples",
+                )
+            )
+    return warnings

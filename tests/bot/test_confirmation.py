@@ -1,0 +1,258 @@
+"""The confirmation turn and the background lines: the matcher's ``confirm`` route, the fit
+at load, reading a yes or a no, and the router asking, then answering on a yes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from bot.intents.cache import IntentCache
+from bot.intents.confirm import confirm_question, read_answer
+from bot.intents.fit import fit
+from bot.intents.match import IntentIndex, IntentVectors, Thresholds
+from bot.intents.store import MemoryStore
+from bot.pipeline.frames import CallAction, DataFrame, Frame, PlayAudio, ResponseDone, Transcript
+from bot.pipeline.processor import Collector
+from bot.pipeline.router import Router
+from bot.pipeline.turn import Turn
+from bot.profile import IntentConfig, IntentMatchingConfig
+from serve import Embedder
+from tests.bot.fakes import ToneTTS
+
+E = np.eye(6, dtype=np.float32)
+
+
+def unit(*weights: float) -> npt.NDArray[np.float32]:
+    v = np.array(weights + (0.0,) * (6 - len(weights)), np.float32)
+    return v / np.linalg.norm(v)
+
+
+def no_negatives() -> npt.NDArray[np.float32]:
+    return np.zeros((0, 6), np.float32)
+
+
+ORDER = IntentVectors("order", ("where is my order",), (), E[[0]], no_negatives())
+HOURS = IntentVectors("hours", ("when are you open",), (), E[[1]], no_negatives())
+RULE = Thresholds(
+    threshold=0.8,
+    margin=0.1,
+    negative_margin=0.05,
+    top_k=1,
+    background_margin=0.1,
+    confirm_threshold=0.5,
+    confirm_background_margin=0.0,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("Yes.", "yes"),
+        ("Yeah, that's right.", "yes"),
+        ("yes please", "yes"),
+        ("Um, sure.", "yes"),
+        ("No.", "no"),
+        ("Nope, not that.", "no"),
+        ("No thanks, that's not it.", "no"),
+        ("Not really.", "no"),
+        ("No, I want to know how much delivery costs.", None),  # a new request
+        ("Yes and no.", None),
+        ("Where is my order?", None),
+        ("", None),
+    ],
+)
+def test_reading_a_yes_or_a_no(text: str, answer: str | None) -> None:
+    assert read_answer(text) == answer
+
+
+def test_the_question_is_the_operators_or_made_from_a_question_example() -> None:
+    written = IntentConfig(
+        name="order", examples=["Track my order."], answer="a", confirm="Is it about an order?"
+    )
+    assert confirm_question(written) == "Is it about an order?"
+    examples = ["Track my order.", "Where is my order?"]
+    made = IntentConfig(name="order", examples=examples, answer="a")
+    assert confirm_question(made) == "Just to check, is this about: Where is my order?"
+
+
+def test_a_near_miss_is_asked_about_and_a_far_one_is_not() -> None:
+    index = IntentIndex([ORDER, HOURS])
+    sure = index.semantic(unit(1.0, 0.1), RULE)
+    assert sure.route == "semantic" and sure.intent == "order"
+    unsure = index.semantic(unit(1.0, 0.0, 1.2), RULE)  # similarity ~0.64: below 0.8
+    assert unsure.route == "confirm" and unsure.intent is None and unsure.best == "order"
+    assert unsure.reason == "below threshold"
+    far = index.semantic(unit(1.0, 0.0, 3.0), RULE)  # ~0.32
+    assert far.route == "none" and far.reason == "below threshold"
+    never = Thresholds(threshold=0.8, margin=0.1, negative_margin=0.05, top_k=1)
+    assert index.semantic(unit(1.0, 0.0, 1.2), never).route == "none"
+
+
+def test_a_background_line_nearer_than_the_intent_vetoes_answer_and_question() -> None:
+    background = np.stack([unit(1.0, 0.0, 0.0, 2.0)])  # a common request near "order"
+    index = IntentIndex([ORDER, HOURS], background)
+    # Nearer to the background line than to the intent: neither answered nor asked.
+    vetoed = index.semantic(unit(1.0, 0.0, 0.0, 1.1), RULE)
+    assert vetoed.route == "none" and vetoed.reason == "background closer"
+    assert vetoed.background_score > vetoed.similarity
+    # Sure of the intent, but leading the background line by less than 0.1: asked.
+    close = index.semantic(unit(1.0, 0.0, 0.0, 0.6), RULE)
+    assert close.score >= RULE.threshold
+    assert close.route == "confirm" and close.reason == "background closer"
+
+
+def test_a_negative_example_vetoes_the_question_too() -> None:
+    order = IntentVectors("order", ("where is my order",), ("cancel my order",), E[[0]], E[[2]])
+    index = IntentIndex([order, HOURS])
+    found = index.semantic(unit(1.0, 0.0, 1.0), RULE)
+    assert found.route == "none" and found.reason == "negative example closer"
+
+
+def test_fit_raises_the_threshold_above_a_background_line_it_would_answer() -> None:
+    lines = ["tell me a joke", "where is my parcel", "is it raining"]
+    raining_vector = unit(0.9, 0.0, 0.0, 0.0, 0.0, 1.0)
+    vectors = np.stack([unit(0.0, 0.0, 0.0, 0.0, 1.0), unit(1.0, 0.2), raining_vector])
+    loose = Thresholds(threshold=0.5, margin=0.1, negative_margin=0.05, top_k=1)
+    fitted = fit([ORDER, HOURS], lines, vectors, loose, overlap=0.95)
+    # "where is my parcel" is as near to an example as 0.98: in scope, left out.
+    assert fitted.left_out == ("where is my parcel",)
+    assert fitted.background_texts == ("tell me a joke", "is it raining")
+    # "is it raining" (0.67 to "order", far from "tell me a joke") would be answered: the
+    # threshold goes just above it, and the operator is told which line did it.
+    raining = float(raining_vector @ E[0])
+    assert fitted.rule.threshold == pytest.approx(raining + 0.02)
+    raised = [w for w in fitted.warnings if w.kind == "raised"]
+    assert len(raised) == 1 and "is it raining" in raised[0].message
+    kept = fit([ORDER, HOURS], lines, vectors, loose, overlap=0.95, raise_threshold=False)
+    assert kept.rule.threshold == 0.5
+
+
+def test_fit_warns_about_thin_intents_and_examples_nearer_to_another_intent() -> None:
+    order = IntentVectors(
+        "order",
+        ("where is my order", "track my parcel", "opening times of the depot"),
+        (),
+        np.stack([E[0], unit(1.0, 0.3), unit(0.2, 1.0)]),
+        no_negatives(),
+    )
+    hours = IntentVectors(
+        "hours",
+        tuple(f"hours {n}" for n in range(5)),
+        (),
+        np.stack([unit(0.0, 1.0, 0.1 * n) for n in range(5)]),
+        no_negatives(),
+    )
+    fitted = fit([order, hours], [], np.zeros((0, 6), np.float32), RULE)
+    kinds = {(w.intent, w.kind) for w in fitted.warnings}
+    assert ("order", "thin") in kinds and ("hours", "thin") not in kinds
+    close = [w for w in fitted.warnings if w.kind == "close"]
+    assert len(close) == 1 and "opening times of the depot" in close[0].message
+
+
+class TableEmbedder(Embedder):
+    """Each known text to its unit vector; anything else far from every intent."""
+
+    def __init__(self, table: dict[str, npt.NDArray[np.float32]]) -> None:
+        super().__init__(timeout_s=2.0, retries=0, name="table")
+        self.table = table
+
+    @property
+    def description(self) -> str:
+        return "table-6"
+
+    def _load(self) -> None:
+        self.dim = 6
+
+    def _embed_impl(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        return np.stack([self.table.get(t, E[5]) for t in texts])
+
+
+async def asking_router() -> tuple[Router, Collector]:
+    table = {
+        "Where is my order?": E[0],
+        "Talk to a person.": E[3],
+        "Is my parcel somewhere?": unit(1.0, 0.0, 1.2),  # ~0.64 to "order"
+        "Could a human help?": unit(0.0, 0.0, 1.2, 1.0),  # ~0.64 to "person"
+    }
+    embedder, tts = TableEmbedder(table), ToneTTS()
+    await embedder.load()
+    await tts.load()
+    cache = IntentCache(MemoryStore(), embedder, tts, voice="tone")
+    intents = [
+        IntentConfig(
+            name="order_status",
+            examples=["Where is my order?"],
+            answer="It ships today.",
+            confirm="Do you want to know where your order is?",
+        ),
+        IntentConfig(
+            name="talk_to_person",
+            examples=["Talk to a person."],
+            answer="Putting you through.",
+            action="transfer",
+            transfer_to="sip:agents@127.0.0.1:5070",
+        ),
+    ]
+    matching = IntentMatchingConfig(
+        top_k=1, threshold=0.8, action_threshold=0.8, background=False, confirm_threshold=0.5
+    )
+    await cache.publish(intents, matching)
+    router, out = Router(cache), Collector()
+    router.link(out)
+    router.start()
+    out.start()
+    return router, out
+
+
+async def say(router: Router, out: Collector, text: str) -> tuple[Turn, list[Frame]]:
+    turn = Turn(call_id="c1", transcript=text)
+    before = len(out.frames)
+    await router.put(Transcript(turn=turn, text=text))
+    for _ in range(200):
+        got = out.frames[before:]
+        if any(isinstance(f, ResponseDone | Transcript) for f in got):
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.02)  # an action follows its ResponseDone
+    return turn, [f for f in out.frames[before:] if isinstance(f, DataFrame)]
+
+
+async def test_a_yes_plays_the_answer_the_question_was_about() -> None:
+    router, out = await asking_router()
+    turn, frames = await say(router, out, "Is my parcel somewhere?")
+    assert turn.route == "confirm" and turn.intent == "order_status"
+    played = [f.text for f in frames if isinstance(f, PlayAudio)]
+    assert played == ["Do you want to know where your order is?"]
+    turn, frames = await say(router, out, "Yes, please.")
+    assert turn.route == "confirmed" and turn.intent == "order_status"
+    assert [f.text for f in frames if isinstance(f, PlayAudio)] == ["It ships today."]
+
+
+async def test_a_no_sends_the_first_question_on_and_a_new_request_is_matched_afresh() -> None:
+    router, out = await asking_router()
+    await say(router, out, "Is my parcel somewhere?")
+    turn, frames = await say(router, out, "No.")
+    assert turn.route == "none"  # for the Responder to answer
+    assert [f.text for f in frames if isinstance(f, Transcript)] == ["Is my parcel somewhere?"]
+    await say(router, out, "Is my parcel somewhere?")
+    turn, frames = await say(router, out, "Where is my order?")
+    assert turn.route == "exact" and turn.intent == "order_status"
+    # Asked once only: a later "yes" is a new request, not an answer.
+    turn, frames = await say(router, out, "Yes.")
+    assert turn.route == "none"
+    assert [f.text for f in frames if isinstance(f, Transcript)] == ["Yes."]
+
+
+async def test_a_transfer_is_asked_about_and_carried_out_only_on_a_yes() -> None:
+    router, out = await asking_router()
+    turn, frames = await say(router, out, "Could a human help?")
+    assert turn.route == "confirm" and not any(isinstance(f, CallAction) for f in frames)
+    assert [f.text for f in frames if isinstance(f, PlayAudio)] == [
+        "Just to check, is this about: Talk to a person?"
+    ]
+    turn, frames = await say(router, out, "Yes.")
+    actions = [f for f in frames if isinstance(f, CallAction)]
+    assert turn.route == "confirmed" and [a.action for a in actions] == ["transfer"]

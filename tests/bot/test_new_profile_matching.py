@@ -1,0 +1,99 @@
+"""A profile written as a new operator writes one (an internet provider: 8 intents, 3-4
+examples each, no negatives, default matching settings), matched with the real MiniLM
+embedder: common requests and chit-chat it does not cover get neither an answer nor a
+question, its intents' callers get the answer or a question about the right intent, and the
+operator is warned about its thin intents at load."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.intents.cache import IntentCache
+from bot.intents.store import MemoryStore
+from bot.profile import load_profile
+from tests.bot.fakes import ToneTTS
+
+PROFILE = (
+    Path(__file__).resolve().parents[2]
+    / "bench"
+    / "intent_eval"
+    / "new_profiles"
+    / "brightwave"
+    / "profile.toml"
+)
+
+
+@pytest.fixture(scope="module")
+async def cache() -> AsyncIterator[IntentCache]:
+    from serve.embed_minilm import MiniLMEmbedder  # noqa: PLC0415 - loads torch
+
+    embedder, tts = MiniLMEmbedder(timeout_s=30.0), ToneTTS()
+    await embedder.load()
+    await tts.load()
+    profile = load_profile(PROFILE)
+    assert profile.intent_matching == type(profile.intent_matching)()  # default settings
+    built = IntentCache(MemoryStore(), embedder, tts, voice="tone")
+    await built.publish(profile.intents, profile.intent_matching)
+    yield built
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # What a new operator's profile answered before the background lines existed.
+        "Tell me a joke.",
+        "Hello, is anyone there?",
+        "How much does shipping cost?",
+        # Other requests of the same business's callers, and a wrong number.
+        "I was charged twice this month.",
+        "Do you have a student discount?",
+        "I'd like to order a pizza.",
+        "I want to make a complaint.",
+    ],
+)
+async def test_what_the_profile_does_not_cover_gets_no_answer_and_no_question(
+    cache: IntentCache, text: str
+) -> None:
+    found = await cache.lookup(text)
+    assert found.match.intent is None, found.match
+    assert found.match.route == "none", found.match
+
+
+@pytest.mark.parametrize(
+    ("text", "intent"),
+    [
+        ("I need to reset the wifi password.", "wifi_password"),
+        ("What's the fastest speed you offer?", "upgrade_plan"),
+        ("Where do I send the money for my bill?", "pay_bill"),
+        ("I just got the router, what do I do now?", "router_setup"),
+        ("What do I do about my internet when I move?", "move_house"),
+    ],
+)
+async def test_its_callers_get_the_answer_or_a_question_about_the_right_intent(
+    cache: IntentCache, text: str, intent: str
+) -> None:
+    found = await cache.lookup(text)
+    assert found.match.route in ("semantic", "confirm"), found.match
+    assert found.match.best == intent
+    assert found.entry is not None and found.entry.name == intent
+
+
+async def test_the_operator_is_warned_about_thin_intents(cache: IntentCache) -> None:
+    fitted = cache.fitted
+    assert fitted is not None
+    thin = {w.intent for w in fitted.warnings if w.kind == "thin"}
+    assert thin == {
+        "outage",
+        "pay_bill",
+        "upgrade_plan",
+        "cancel_service",
+        "move_house",
+        "router_setup",
+        "wifi_password",
+        "speak_to_agent",
+    }
+    # The background lines hold for it: none was in scope for this profile.
+    assert len(fitted.background_texts) > 150
