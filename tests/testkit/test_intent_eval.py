@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bot.intents.background import background_lines
 from bot.intents.match import IntentIndex, IntentVectors, Thresholds, normalize
 from bot.profile import DEFAULT_PROFILE, load_profile
 from testkit.intent_eval.eval_sets import (
+    DATA,
     MIN_TEST_INTENTS,
     MIN_TEST_NEGATIVES,
     MIN_TEST_PER_INTENT,
@@ -63,6 +65,22 @@ def test_no_profile_text_is_a_near_copy_of_a_test_utterance() -> None:
         for said in (normalize(t) for t, _ in read_split("test").items)
         for text in texts
         if difflib.SequenceMatcher(None, said, text).ratio() >= 0.9
+    ]
+    assert not close
+
+
+def test_no_background_line_is_a_near_copy_of_a_held_out_utterance() -> None:
+    """The background lines apply to every profile: one copied from a test split would make
+    that split's figures optimistic."""
+    lines = [normalize(t) for t in background_lines()]
+    held_out = [t for t, _ in read_split("test").items]
+    dental = DATA / "new_profiles" / "harbor_dental"
+    held_out += [t for t, _ in read_split("test", dental).items]
+    close = [
+        (said, line)
+        for said in (normalize(t) for t in held_out)
+        for line in lines
+        if difflib.SequenceMatcher(None, said, line).ratio() >= 0.9
     ]
     assert not close
 
