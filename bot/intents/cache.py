@@ -136,6 +136,13 @@ class IntentCache:
     def entry(self, name: str) -> CacheEntry | None:
         return None if self._state is None else self._state.entries.get(name)
 
+    def transfer_entry(self) -> CacheEntry | None:
+        """The first intent that puts the caller through to a person, if any."""
+        if self._state is None:
+            return None
+        found = (e for e in self._state.entries.values() if e.action == "transfer")
+        return next(found, None)
+
     @property
     def fitted(self) -> Fitted | None:
         """The live configuration's rule as fitted at load, its background and warnings."""

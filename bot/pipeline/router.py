@@ -24,6 +24,9 @@ class _Asked:
     #: What the caller said that the question was about.
     question: str
     score: float
+    #: Asked by the honest fallback's offer of a colleague, not about the caller's words:
+    #: a "no" is passed on as said.
+    offer: bool = False
 
 
 class Router(Processor):
@@ -34,16 +37,20 @@ class Router(Processor):
     has been heard. A near miss the matcher is not sure of plays the intent's yes-or-no
     question instead (pre-synthesized too); on the next turn a "yes" plays the answer, a
     "no" sends the earlier question on to the Responder, and anything else is a new request.
+    After the honest fallback (``offer``: "... I can put you through to a colleague if you
+    like."), a "yes" is taken as yes to the profile's transfer intent.
     Anything that goes wrong in the lookup (embedder failure, cache not loaded, shared store
     away too long) is a miss: the Responder answers as if there were no cache.
     """
 
     name = "router"
 
-    def __init__(self, cache: IntentCache) -> None:
+    def __init__(self, cache: IntentCache, offer: str | None = None) -> None:
         super().__init__()
         self._cache = cache
+        self._offer = offer
         self._asked: _Asked | None = None
+        self._previous: Turn | None = None
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, Transcript):
@@ -51,6 +58,9 @@ class Router(Processor):
             return
         turn = frame.turn
         asked, self._asked = self._asked, None
+        previous, self._previous = self._previous, turn
+        if asked is None and previous is not None:
+            asked = self._offered(previous, frame.text)
         if asked is not None and await self._answered(turn, frame.text, asked):
             return
         spec = turn.speculation
@@ -87,6 +97,15 @@ class Router(Processor):
         turn.mark("route_decided")
         await self._play(turn, entry)
 
+    def _offered(self, previous: Turn, text: str) -> _Asked | None:
+        """The colleague the previous answer offered, as a question the caller may answer."""
+        if not self._offer or not previous.answer.rstrip().endswith(self._offer.rstrip()):
+            return None
+        entry = self._cache.transfer_entry()
+        if entry is None:
+            return None
+        return _Asked(entry=entry, question=text, score=0.0, offer=True)
+
     async def _answered(self, turn: Turn, text: str, asked: _Asked) -> bool:
         """Handle the caller's reply to a confirmation question; False: it was not a reply."""
         answer = read_answer(text)
@@ -97,6 +116,8 @@ class Router(Processor):
             turn.mark("route_decided")
             await self._play(turn, asked.entry)
             return True
+        if answer == "no" and asked.offer:
+            return False  # nothing was asked about the caller's words: answered as said
         if answer == "no":
             log.debug("turn %d: not %s; answering %r", turn.index, asked.entry.name, asked.question)
             await self.push(Transcript(turn=turn, text=asked.question))

@@ -93,7 +93,7 @@ class CallSession:
         last: Processor = first.link(self.transcriber)
         self._processors: list[Processor] = [self.turn_detector, self.transcriber]
         if intent_cache is not None:  # cached answers first; the LLM gets the rest
-            last = last.link(Router(intent_cache))
+            last = last.link(Router(intent_cache, offer=profile.unsure))
             self._processors.append(last)
         failed = profile.transfer_failed or profile.apology
         self.control = CallControl(

@@ -151,7 +151,7 @@ class Rig:
         """Feed ``heard`` (one transcript per ask of ``case``) as one call's turns, each after
         the last one's answer ended; one record per turn."""
         profile = self.profile
-        router = Router(self.cache)
+        router = Router(self.cache, offer=profile.unsure)
         responder = Responder(self.llm, profile, apology_pcm=b"", knowledge=self.knowledge)
         guard = AnswerGuard(
             unsure=profile.unsure,

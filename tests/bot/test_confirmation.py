@@ -170,6 +170,9 @@ class TableEmbedder(Embedder):
         return np.stack([self.table.get(t, E[5]) for t in texts])
 
 
+OFFER = "I am not sure about that. I can put you through to a colleague if you like."
+
+
 async def asking_router() -> tuple[Router, Collector]:
     table = {
         "Where is my order?": E[0],
@@ -200,7 +203,7 @@ async def asking_router() -> tuple[Router, Collector]:
         top_k=1, threshold=0.8, action_threshold=0.8, background=False, confirm_threshold=0.5
     )
     await cache.publish(intents, matching)
-    router, out = Router(cache), Collector()
+    router, out = Router(cache, offer=OFFER), Collector()
     router.link(out)
     router.start()
     out.start()
@@ -256,3 +259,22 @@ async def test_a_transfer_is_asked_about_and_carried_out_only_on_a_yes() -> None
     turn, frames = await say(router, out, "Yes.")
     actions = [f for f in frames if isinstance(f, CallAction)]
     assert turn.route == "confirmed" and [a.action for a in actions] == ["transfer"]
+
+
+async def test_a_yes_to_the_honest_fallbacks_offer_puts_the_caller_through() -> None:
+    router, out = await asking_router()
+    unknown, _ = await say(router, out, "Do you sell bicycles?")
+    unknown.answer = OFFER  # what the Responder said, downstream
+    turn, frames = await say(router, out, "Yes please.")
+    assert turn.route == "confirmed" and turn.intent == "talk_to_person"
+    assert [f.text for f in frames if isinstance(f, PlayAudio)] == ["Putting you through."]
+    assert [f.action for f in frames if isinstance(f, CallAction)] == ["transfer"]
+
+
+async def test_a_no_to_the_offer_is_passed_on_as_said() -> None:
+    router, out = await asking_router()
+    unknown, _ = await say(router, out, "Do you sell bicycles?")
+    unknown.answer = OFFER
+    turn, frames = await say(router, out, "No.")
+    assert turn.route == "none"
+    assert [f.text for f in frames if isinstance(f, Transcript)] == ["No."]
