@@ -65,7 +65,8 @@ def tier() -> Iterator[TierSettings]:
     before = dict(os.environ)
     assert cluster.connect(TIER), "a Ray was already connected in this process"
     try:
-        cluster.deploy(ModelSpec(), TIER)
+        # The LLM deployment decodes the calls' answers in one batch.
+        cluster.deploy(ModelSpec(llm="llama-cpp-batched"), TIER)
         yield TIER
     finally:
         serve.shutdown()  # type: ignore[no-untyped-call]
