@@ -196,3 +196,12 @@ def build_app(spec: ModelSpec, tier: TierSettings) -> Any:
         name=INGRESS_NAME, num_replicas=1, ray_actor_options={"num_cpus": 0}
     )(TierIngress)
     return ingress.bind(**bound)
+
+
+def app_builder(args: dict[str, Any]) -> Any:
+    """The application for a Serve config file (KubeRay's RayService, ``serve run``):
+    ``import_path: serve.scale.deployments:app_builder``, ``args: {models: {...},
+    tier: {...}}`` (the ``SWITCHBOARD_MODELS__*`` and ``SWITCHBOARD_TIER__*`` fields)."""
+    spec = ModelSpec.model_validate(args.get("models") or {})
+    tier = TierSettings.model_validate(args.get("tier") or {})
+    return build_app(spec, tier)
