@@ -47,7 +47,8 @@ def descendants_rss_mib(root: int) -> tuple[int, float]:
         parent[int(entry.name)] = int(fields[1])
         line = next((x for x in status.splitlines() if x.startswith("VmRSS:")), "VmRSS: 0 kB")
         rss[int(entry.name)] = int(line.split()[1])
-    found, frontier = set(), {root}
+    found: set[int] = set()
+    frontier = {root}
     while frontier:
         frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - found
         found |= frontier
