@@ -49,9 +49,9 @@ def test_default_names_are_registered() -> None:
 
 
 def test_unknown_name_lists_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown llm backend 'gpt'; known: llama-cpp, vllm"):
+    with pytest.raises(ValueError, match=r"unknown llm backend 'gpt'; known: llama-cpp, llama-cpp-batched, vllm"):
         ModelSpec(llm="gpt")
-    with pytest.raises(ValueError, match=r"unknown llm backend 'gpt'; known: llama-cpp, vllm"):
+    with pytest.raises(ValueError, match=r"unknown llm backend 'gpt'; known: llama-cpp, llama-cpp-batched, vllm"):
         llm_backends.create("gpt", ModelSpec())
 
 
