@@ -31,14 +31,16 @@ from serve.tts import TTS
 
 def tier_error(name: str, exc: BaseException) -> ProviderError:
     """A Ray or Serve failure as the ``ProviderError`` the pipeline handles."""
-    if isinstance(exc, ProviderError):
-        return exc
+    # First: the error a replica raised arrives as a RayTaskError that may also be an
+    # instance of its cause's class, without the cause's attributes.
     if isinstance(exc, RayTaskError):
         cause = exc.cause
         if isinstance(cause, ProviderError):
             # The replica's model failed: same message and retry advice as in-process.
             return ProviderError(str(cause), retryable=cause.retryable)
         return ProviderError(f"{name} failed on the tier: {cause!r}")
+    if isinstance(exc, ProviderError):
+        return exc
     if isinstance(exc, BackPressureError):
         return ProviderError(f"{name}: the tier's queue is full", retryable=True)
     if isinstance(exc, RayActorError):
