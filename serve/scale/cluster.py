@@ -119,9 +119,10 @@ class Tier:
     tier: TierSettings
 
     def close(self) -> None:
+        """Leave the cluster; a Ray this node started stops with it (its application too)."""
         if self.started_local:
             serve.shutdown()  # type: ignore[no-untyped-call]
-            ray.shutdown()
+        ray.shutdown()
 
 
 async def connect_tier(
