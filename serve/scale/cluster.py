@@ -47,6 +47,14 @@ def connect(tier: TierSettings) -> bool:
             log_to_driver=False,
         )
         return True
+    # A cluster from `ray start` uses token authentication when a token exists (Ray 2.60's
+    # default); a driver joining it sends the token only in token mode, which `ray.init`
+    # does not turn on by itself: the same check `ray start` makes.
+    from ray._private.authentication.authentication_token_setup import (  # noqa: PLC0415
+        maybe_enable_token_auth_if_token_available,
+    )
+
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
     ray.init(address=tier.address, namespace=tier.namespace, log_to_driver=False)
     return False
 
