@@ -106,7 +106,8 @@ fi
 PIP=(.venv/bin/pip install -q --disable-pip-version-check)
 
 extras=""
-[[ $WITH_TEST -eq 1 ]] && extras="[test]"
+# The tests start a real Ray Serve tier (tests/e2e/test_tier_ray.py): the scale extra too.
+[[ $WITH_TEST -eq 1 ]] && extras="[test,scale]"
 stamp_src=$(cat pyproject.toml requirements.lock infra/install.sh; echo "$extras")
 stamp=".venv/.installed-$(printf '%s' "$stamp_src" | sha256sum | cut -c1-16)"
 if [[ -f "$stamp" ]]; then

@@ -9,6 +9,7 @@ import signal
 import sys
 import time
 from contextlib import aclosing
+from typing import Any
 
 from threadpoolctl import threadpool_limits
 
@@ -22,10 +23,11 @@ from bot.pipeline.session import CallSession
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile
-from node.calllog import open_call_log
+from node.calllog import node_name, open_call_log
 from node.looplag import LoopLagMonitor
 from node.settings import Settings
 from serve import ChatMessage, ModelSet, load_models
+from serve.registry import ModelSpec
 from telephony import SipServer
 from telephony.config import SAMPLE_RATE
 
@@ -46,6 +48,9 @@ class Node:
         self.knowledge: KnowledgeIndex | None = None
         self._sessions: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor(report_every_s=settings.loop_lag_report_s)
+        #: The Ray Serve tier (``SWITCHBOARD_TIER__BACKEND=ray``) and the node's load report.
+        self.tier: Any = None
+        self._load_reporter: Any = None
 
     async def start(self) -> None:
         """Load and warm the models, synthesize fixed phrases, then start answering."""
@@ -56,7 +61,7 @@ class Node:
         if not self.profile.intents and not self.profile.knowledge:
             # Sentence embeddings serve the intent cache and the knowledge base only.
             spec = spec.model_copy(update={"embedder": None})
-        self.models = await load_models(spec, progress=_progress)
+        self.models = await self._load_models(spec)
         prof = self.profile
         # The knowledge base's answers too: spoken as written, they start like a cached one.
         fixed = [prof.greeting, prof.apology, prof.unsure, prof.decline, *prof.fillers]
@@ -75,6 +80,8 @@ class Node:
         self.endpoint = SipServer(self.settings.sip, self._on_call)
         await self.endpoint.start()
         self.loop_lag.start()
+        if self._load_reporter is not None:
+            self._load_reporter.start()
         sip = self.settings.sip
         log.info(
             "ready: answering SIP on udp:%s:%d (started in %.1fs)",
@@ -82,6 +89,26 @@ class Node:
             sip.port,
             time.monotonic() - started,
         )
+
+    async def _load_models(self, spec: ModelSpec) -> ModelSet:
+        """The models in this process, or the tier's ``ray`` backends (Ray is imported
+        only then: the embedded default never loads it)."""
+        tier = self.settings.tier
+        if tier.backend == "in-process":
+            return await load_models(spec, progress=_progress)
+        from serve.scale.cluster import connect_tier  # noqa: PLC0415 - optional extra
+        from serve.scale.load import LoadReporter  # noqa: PLC0415
+
+        self.tier = await connect_tier(spec, tier, progress=_progress)
+        self._load_reporter = LoadReporter(
+            tier,
+            node_name(self.settings),
+            calls_in_flight=lambda: len(self._sessions),
+            # No call queue yet: a node beyond max_calls answers 503 (telephony/).
+            call_queue_depth=lambda: 0,
+        )
+        models: ModelSet = self.tier.models
+        return models
 
     async def _start_intent_cache(self, models: ModelSet) -> IntentCache:
         assert models.embedder is not None
@@ -156,6 +183,10 @@ class Node:
             await self.intent_cache.stop()
         if self.call_log is not None:
             await self.call_log.close()
+        if self._load_reporter is not None:
+            await self._load_reporter.stop()
+        if self.tier is not None:
+            await asyncio.to_thread(self.tier.close)
 
 
 def _progress(message: str) -> None:

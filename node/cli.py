@@ -1,4 +1,5 @@
-"""The ``switchboard`` command: run a bot node, or call one as a test caller."""
+"""The ``switchboard`` command: run a bot node, call one as a test caller, manage its
+database or its model tier."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         ("--profile", ("profile",), getattr(args, "profile", None)),
         ("--host", ("sip", "host"), getattr(args, "host", None)),
         ("--port", ("sip", "port"), getattr(args, "port", None)),
+        ("--address", ("tier", "address"), getattr(args, "address", None)),
     ):
         if value is None:
             continue
@@ -74,6 +76,14 @@ def _db(args: argparse.Namespace) -> int:
     )
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from node.servecli import run_serve  # noqa: PLC0415 - imports Ray
+
+    settings = _settings(args)
+    setup_logging("WARNING", "text")
+    return run_serve(settings, args.serve_command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
@@ -104,6 +114,17 @@ def build_parser() -> argparse.ArgumentParser:
     purge = dbsub.add_parser("purge", help="blank transcripts older than the retention period")
     purge.add_argument("--days", type=int, help="default: the retention setting")
     db.set_defaults(func=_db)
+
+    srv = sub.add_parser("serve", help="the model tier on a Ray cluster (ray[serve])")
+    srvsub = srv.add_subparsers(dest="serve_command", required=True)
+    for name, text in (
+        ("deploy", "deploy or update the application (SWITCHBOARD_MODELS__*, _TIER__*)"),
+        ("status", "deployments, replicas and the nodes' load"),
+        ("shutdown", "delete the application"),
+    ):
+        cmd = srvsub.add_parser(name, help=text)
+        cmd.add_argument("--address", help="Ray cluster (default: SWITCHBOARD_TIER__ADDRESS)")
+    srv.set_defaults(func=_serve)
     return parser
 
 

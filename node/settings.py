@@ -26,6 +26,7 @@ from bot.calllog.settings import CallLogSettings
 from bot.intents.settings import IntentCacheSettings
 from bot.profile import DEFAULT_PROFILE
 from serve.registry import ModelSpec
+from serve.scale.settings import TierSettings
 from telephony.config import EndpointConfig
 
 PREFIX = "SWITCHBOARD_"
@@ -51,6 +52,8 @@ class Settings(BaseSettings):
     profile: Path = DEFAULT_PROFILE
     sip: EndpointConfig = EndpointConfig()
     models: ModelSpec = ModelSpec()
+    #: Where the models run: in this process (default) or on a Ray Serve tier.
+    tier: TierSettings = TierSettings()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["json", "text"] = "json"
     #: Also log what callers and the bot said. Transcripts are personal data: off by default.

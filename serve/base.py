@@ -14,10 +14,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from serve.errors import ProviderError, ProviderTimeout, ProviderUnavailable
 from serve.priority_pool import PriorityPool
@@ -266,6 +266,69 @@ class Provider(abc.ABC):
             pipe.stop.set()
         if timings is not None:
             timings.record(total_stage, (time.monotonic() - started) * 1000.0)
+
+    async def _call_async(
+        self, stage: str, work: Callable[[], Awaitable[T]], timings: StageTimings | None
+    ) -> T:
+        """As ``_call`` for work that is already asynchronous (a remote model's handle):
+        the same timeout, retries, error wrapping, metrics and timings, no thread."""
+        started = time.monotonic()
+        result = await self._with_retries(work)
+        ms = (time.monotonic() - started) * 1000.0
+        self._metrics.observe(ms)
+        if timings is not None:
+            timings.record(stage, ms)
+        return result
+
+    async def _stream_async(
+        self,
+        first_stage: str,
+        total_stage: str,
+        open_stream: Callable[[], AsyncIterator[T]],
+        timings: StageTimings | None,
+    ) -> AsyncGenerator[T, None]:
+        """As ``_stream`` for an asynchronous stream (a remote model's): ``timeout_s`` and
+        retries apply to opening it and its first item; closing the consumer closes it."""
+        started = time.monotonic()
+
+        async def first() -> tuple[AsyncIterator[T], T | _End]:
+            items = open_stream()
+            try:
+                return items, await anext(items)
+            except StopAsyncIteration:
+                return items, _End()
+            except BaseException:
+                await _aclose(items)
+                raise
+
+        items, item = await self._with_retries(first)
+        ms = (time.monotonic() - started) * 1000.0
+        self._metrics.observe(ms)
+        if timings is not None:
+            timings.record(first_stage, ms)
+        try:
+            while not isinstance(item, _End):
+                yield item
+                try:
+                    item = await anext(items)
+                except StopAsyncIteration:
+                    break
+                except ProviderError:
+                    self._metrics.errors += 1
+                    raise
+                except Exception as exc:
+                    self._metrics.errors += 1
+                    raise self._wrap(exc) from exc
+        finally:
+            await _aclose(items)
+        if timings is not None:
+            timings.record(total_stage, (time.monotonic() - started) * 1000.0)
+
+
+async def _aclose(items: AsyncIterator[Any]) -> None:
+    close = getattr(items, "aclose", None)
+    if close is not None:
+        await close()
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,18 @@
 """GPU backends behind the same interfaces: vLLM (LLM), NeMo (ASR), Coqui (TTS).
 
 Not verified on CPU machines: their libraries (the ``gpu`` extra) need CUDA and cannot be
-installed where this was written. Each imports its library in ``_load`` (``import_module``:
-the libraries have no type stubs here) and raises ``ProviderUnavailable`` when it is missing,
-so choosing one by name fails clearly at start.
+installed where this was written. ``VllmLLM``'s streaming and abort logic is unit-tested
+against a stand-in for vLLM's async engine (tests/serve/test_gpu_vllm.py). Each imports
+its library in ``_load`` (``import_module``: the libraries have no type stubs here) and
+raises ``ProviderUnavailable`` when it is missing, so choosing one by name fails clearly at
+start.
 """
 
 from __future__ import annotations
 
 import importlib
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +21,7 @@ from serve.asr import ASR, Transcription
 from serve.audio import float_to_pcm16, pcm16_to_float, resample
 from serve.errors import ProviderUnavailable
 from serve.llm import LLM, ChatMessage
+from serve.timing import StageTimings
 from serve.tts import TTS
 
 
@@ -29,50 +32,105 @@ def _missing(library: str, extra: str) -> ProviderUnavailable:
 
 
 class VllmLLM(LLM):
-    """vLLM's synchronous engine, stepped on one worker thread. Not verified on CPU machines.
+    """vLLM's async engine: every request streams as vLLM batches it with the others
+    (continuous batching, prefix caching for the shared system prompt). Not verified on a
+    GPU here: its unit test drives it through a stand-in for the ``vllm`` module.
 
-    One request at a time; a GPU deployment that batches calls should put ``ray.serve.llm``
-    or vLLM's async engine behind this interface instead.
+    The engine runs on the event loop that calls ``stream`` (vLLM's own background loop);
+    closing a stream aborts its request in the engine.
     """
 
     name = "vllm"
-    thread_safe = False
+    #: Many requests at once: vLLM batches them itself.
+    kv_slots = None
 
-    def __init__(self, *, model_path: str, timeout_s: float = 10.0, retries: int = 1) -> None:
+    def __init__(
+        self,
+        *,
+        model_path: str,
+        timeout_s: float = 10.0,
+        retries: int = 1,
+        gpu_memory_utilization: float = 0.85,
+        max_model_len: int = 4096,
+    ) -> None:
         super().__init__(timeout_s=timeout_s, retries=retries)
         self.model_path = model_path
+        self.gpu_memory_utilization = gpu_memory_utilization
+        self.max_model_len = max_model_len
         self._engine: Any = None
         self._sampling_params: Any = None
+        self._tokenizer: Any = None
 
     def _load(self) -> None:
         try:
             vllm = importlib.import_module("vllm")
         except ImportError as exc:
             raise _missing("vllm", "gpu") from exc
-        self._engine = vllm.LLMEngine.from_engine_args(vllm.EngineArgs(model=self.model_path))
+        args = vllm.AsyncEngineArgs(
+            model=self.model_path,
+            enable_prefix_caching=True,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            max_model_len=self.max_model_len,
+        )
+        self._engine = vllm.AsyncLLMEngine.from_engine_args(args)
         self._sampling_params = vllm.SamplingParams
+        transformers = importlib.import_module("transformers")  # a dependency of vllm
+        self._tokenizer = transformers.AutoTokenizer.from_pretrained(self.model_path)
 
-    def _stream_impl(
-        self, messages: Sequence[ChatMessage], max_tokens: int, temperature: float
-    ) -> Iterator[str]:
-        prompt = self._engine.get_tokenizer().apply_chat_template(
+    def prompt(self, messages: Sequence[ChatMessage]) -> str:
+        """The model's chat template applied to ``messages``."""
+        text: str = self._tokenizer.apply_chat_template(
             [{"role": m.role, "content": m.content} for m in messages],
             tokenize=False,
             add_generation_prompt=True,
         )
+        return text
+
+    def stream(
+        self,
+        messages: list[ChatMessage],
+        *,
+        max_tokens: int = 96,
+        temperature: float = 0.3,
+        timings: StageTimings | None = None,
+    ) -> AsyncGenerator[str, None]:
+        if not messages:
+            raise ValueError("messages must not be empty")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        prompt = list(messages)
+        return self._counted(
+            self._stream_async(
+                "llm_first_token",
+                "llm_total",
+                lambda: self._generate(prompt, max_tokens, temperature),
+                timings,
+            )
+        )
+
+    async def _generate(
+        self, messages: Sequence[ChatMessage], max_tokens: int, temperature: float
+    ) -> AsyncGenerator[str, None]:
         request_id = uuid.uuid4().hex
         params = self._sampling_params(max_tokens=max_tokens, temperature=temperature)
-        self._engine.add_request(request_id, prompt, params)
+        outputs = self._engine.generate(self.prompt(messages), params, request_id)
         sent = 0
+        finished = False
         try:
-            while self._engine.has_unfinished_requests():
-                for output in self._engine.step():
-                    text = output.outputs[0].text
-                    if len(text) > sent:
-                        yield text[sent:]
-                        sent = len(text)
+            async for output in outputs:
+                text = output.outputs[0].text
+                if len(text) > sent:
+                    yield text[sent:]
+                    sent = len(text)
+                finished = bool(output.finished)
         finally:
-            self._engine.abort_request([request_id])
+            if not finished:
+                await self._engine.abort(request_id)
+
+    def _stream_impl(
+        self, messages: Sequence[ChatMessage], max_tokens: int, temperature: float
+    ) -> Iterator[str]:
+        raise ProviderUnavailable("vllm streams on the event loop: stream() drives it")
 
 
 class NemoASR(ASR):

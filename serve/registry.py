@@ -29,6 +29,7 @@ from serve.embed_minilm import MiniLMEmbedder
 from serve.gpu import CoquiTTS, NemoASR, VllmLLM
 from serve.llm import LLM
 from serve.llm_llamacpp import LlamaCppLLM
+from serve.llm_llamacpp_batched import BatchedLlamaCppLLM
 from serve.tts import TTS
 from serve.tts_flite import FliteTTS
 from serve.tts_piper import PiperTTS
@@ -80,6 +81,9 @@ class ModelSpec(BaseModel):
     #: Longest wait of the CPU LLM (llama.cpp), before each token, while callers' speech
     #: is being transcribed or looked up (ms; 0: never waits). On a GPU node: no effect.
     llm_yield_ms: int = Field(250, ge=0, le=5000)
+    #: Conversations ``llama-cpp-batched`` decodes at once (one KV sequence each; more
+    #: requests wait for a free one).
+    llm_sequences: int = Field(4, ge=1, le=64)
     #: Niceness of the synthesizer's own thread: a caller's finished turn is transcribed
     #: before the next sentence of another call's LLM answer is synthesized.
     tts_nice: int = Field(5, ge=0, le=19)
@@ -198,6 +202,20 @@ def _llama_cpp(s: ModelSpec) -> LlamaCppLLM:
 
 
 llm_backends.register("llama-cpp", _llama_cpp)
+
+
+def _llama_cpp_batched(s: ModelSpec) -> BatchedLlamaCppLLM:
+    # Several calls' answers in one decode (serve/llm_llamacpp_batched.py): the LLM
+    # deployment of the Ray tier, or a node with many calls on one process.
+    llm = BatchedLlamaCppLLM(
+        model_path=s.llm_model_path, sequences=s.llm_sequences, n_threads=1, thread_nice=s.llm_nice
+    )
+    if s.llm_yield_ms > 0:
+        llm.yield_to, llm.yield_max_s = shared_executor().wait_idle, s.llm_yield_ms / 1000.0
+    return llm
+
+
+llm_backends.register("llama-cpp-batched", _llama_cpp_batched)
 
 
 def _piper(s: ModelSpec) -> PiperTTS:

@@ -171,3 +171,42 @@ def test_the_command_stops_with_exit_2_and_no_traceback(tmp_path: Path) -> None:
     assert bad_profile.returncode == 2
     assert "Traceback" not in bad_profile.stderr
     assert f"switchboard: bot profile {profile} is not UTF-8 text" in bad_profile.stderr
+
+
+def test_the_model_tier_is_in_process_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().tier.backend == "in-process"
+    monkeypatch.setenv("SWITCHBOARD_TIER__BACKEND", "ray")
+    monkeypatch.setenv("SWITCHBOARD_TIER__ADDRESS", "10.0.0.5:6379")
+    monkeypatch.setenv("SWITCHBOARD_TIER__LLM__MAX_REPLICAS", "6")
+    tier = load_settings().tier
+    assert (tier.backend, tier.address, tier.llm.max_replicas) == ("ray", "10.0.0.5:6379", 6)
+    assert tier.deployment("llm") is tier.llm
+    monkeypatch.setenv("SWITCHBOARD_TIER__LLM__MIN_REPLICAS", "7")
+    with pytest.raises(SettingsError, match=r"SWITCHBOARD_TIER__LLM: .*below min_replicas"):
+        load_settings()
+    monkeypatch.delenv("SWITCHBOARD_TIER__LLM__MIN_REPLICAS")
+    monkeypatch.setenv("SWITCHBOARD_TIER__BACKEND", "gpu")
+    with pytest.raises(SettingsError, match="SWITCHBOARD_TIER__BACKEND"):
+        load_settings()
+
+
+def test_the_embedded_node_does_not_import_ray() -> None:
+    # What `switchboard run` imports before it starts (settings, the node, its models'
+    # registry): Ray is loaded only with SWITCHBOARD_TIER__BACKEND=ray.
+    code = (
+        "import sys, node.cli, node.app, node.settings, serve, serve.scale.settings;"
+        "node.settings.load_settings();"
+        "print('ray' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("SWITCHBOARD_")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_serve_commands_need_a_cluster_address() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("SWITCHBOARD_")}
+    done = _switchboard("serve", "status", env=env)
+    assert done.returncode == 2
+    assert "SWITCHBOARD_TIER__ADDRESS" in done.stderr

@@ -1,0 +1,89 @@
+"""The ``ray`` backends' error handling: what the tier refuses or loses becomes the
+``ProviderError`` the pipeline turns into a filler and a retry, or the apology."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+import pytest
+from ray.exceptions import ActorDiedError, RayTaskError
+from ray.serve.exceptions import BackPressureError
+
+from serve import ChatMessage, ProviderError, ProviderTimeout
+from serve.scale.client import RayLLM, tier_error
+
+
+def test_refused_and_lost_requests_are_retryable() -> None:
+    full = tier_error("llm", BackPressureError(num_queued_requests=8, max_queued_requests=8))
+    assert full.retryable and "queue is full" in str(full)
+    lost = tier_error("llm", ActorDiedError())
+    assert lost.retryable and "replica was lost" in str(lost)
+
+
+@pytest.mark.parametrize("instance_of_cause", [False, True])
+def test_a_replicas_model_error_keeps_its_retry_advice(instance_of_cause: bool) -> None:
+    def remote(cause: Exception) -> Exception:
+        err = RayTaskError("stream", "Traceback ...", cause)
+        return err.as_instanceof_cause() if instance_of_cause else err
+
+    late = tier_error("llm", remote(ProviderTimeout("llama-cpp timed out after 10s")))
+    assert isinstance(late, ProviderError) and late.retryable
+    assert "timed out" in str(late)
+    broken = tier_error("llm", remote(ProviderError("bad weights")))
+    assert not broken.retryable
+    crashed = tier_error("llm", remote(ValueError("boom")))
+    assert not crashed.retryable and "boom" in str(crashed)
+
+
+class _Handle:
+    """A deployment handle whose first streaming request is refused (the tier is full)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def options(self, **_: Any) -> _Handle:
+        return self
+
+    @property
+    def stream(self) -> _Handle:
+        return self
+
+    def remote(self, *args: Any) -> _Response:
+        self.requests += 1
+        return _Response(refuse=self.requests == 1)
+
+
+class _Response:
+    def __init__(self, *, refuse: bool) -> None:
+        self.refuse = refuse
+        self.cancelled = False
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._items()
+
+    async def _items(self) -> AsyncIterator[str]:
+        if self.refuse:
+            raise BackPressureError(num_queued_requests=8, max_queued_requests=8)
+        for piece in ("Hello", " there."):
+            yield piece
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+async def test_a_refused_stream_is_retried_once() -> None:
+    llm = RayLLM(app_name="switchboard", retries=1)
+    llm.handle, llm.loaded = _Handle(), True
+    prompt = [ChatMessage("user", "Hi")]
+    async with aclosing(llm.stream(prompt, max_tokens=8)) as pieces:
+        assert [p async for p in pieces] == ["Hello", " there."]
+    assert llm.metrics()["retries"] == 1
+    assert llm.metrics()["errors"] == 0
+    llm.retries = 0
+    llm.handle = _Handle()
+    with pytest.raises(ProviderError, match="queue is full"):
+        async with aclosing(llm.stream(prompt, max_tokens=8)) as pieces:
+            async for _ in pieces:
+                pass
