@@ -277,6 +277,7 @@ class SipServer:
             idle_s=self._relay_idle_s,
             linger_s=self._relay_linger_s,
             ringing_s=cfg.answer_delay_ms / 1000,
+            limits=cfg.limits,
         )
         try:
             await front.start()
