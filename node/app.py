@@ -147,8 +147,22 @@ class Node:
             if task is not None:
                 self._sessions.discard(task)
 
+    async def drain(self, give_up: asyncio.Event) -> None:
+        """Take no new call and let the live ones end, for ``sip.drain_s`` at most."""
+        if self.endpoint is None:
+            return
+        max_s = self.settings.sip.drain_s
+        live = self.endpoint.active_calls
+        log.info("draining: new calls get 503; waiting up to %.0f s for %d live", max_s, live)
+        if await self.endpoint.drain(max_s, give_up=give_up):
+            log.info("drained: no live call")
+        else:
+            log.warning(
+                "drain ended with %d live calls: hanging them up", self.endpoint.active_calls
+            )
+
     async def stop(self) -> None:
-        """Hang up and release the endpoint."""
+        """Hang up and release the endpoint; the call log's last records are written."""
         await self.loop_lag.stop()
         if self.endpoint is not None:
             await self.endpoint.stop()
@@ -163,7 +177,12 @@ def _progress(message: str) -> None:
 
 
 async def run_node(settings: Settings) -> None:
-    """Run a bot node until SIGINT or SIGTERM."""
+    """Run a bot node until SIGINT or SIGTERM.
+
+    SIGTERM drains (new calls get 503 + Retry-After so that a trunk tries another node; live
+    calls go on for ``sip.drain_s`` at most); a second SIGTERM, or SIGINT, stops at once.
+    Either way live calls are hung up and the call log's records written before the exit.
+    """
     # numpy's BLAS (OpenBLAS) starts a thread per core, and after each product its threads
     # spin waiting for the next one: every Whisper pass (its log-mel features) then burnt
     # ~100 ms of a second core besides its own ~120 ms. Every model here already has its
@@ -171,14 +190,27 @@ async def run_node(settings: Settings) -> None:
     threadpool_limits(limits=1, user_api="blas")
     profile = load_profile(settings.profile)
     node = Node(settings, profile)
-    stop = asyncio.Event()
+    stop = asyncio.Event()  # SIGINT, or a second SIGTERM: stop now
+    drain = asyncio.Event()  # the first SIGTERM: take no new call, let the live ones end
+
+    def on_sigterm() -> None:
+        (stop if drain.is_set() else drain).set()
+
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     await node.start()
     try:
-        await stop.wait()
+        waits = [asyncio.ensure_future(e.wait()) for e in (stop, drain)]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if drain.is_set() and not stop.is_set():
+            await node.drain(give_up=stop)
     finally:
         log.info("stopping")
         await node.stop()
+        log.info("stopped")

@@ -372,6 +372,15 @@ class SipFront(asyncio.DatagramProtocol):
         if via is None or not _VIA.match(via.value):
             c["front_malformed"] += 1  # nothing to answer with
             return
+        call_id = msg.call_id
+        route = self.routes.get(call_id) if call_id is not None else None
+        if route is not None:  # checked when it made the route; the worker judges the rest
+            if msg.method == "INVITE" and not self._admit_again(route, msg):
+                self._reject_busy(msg, addr)
+                return
+            route.client = addr
+            self._forward(route, data, msg, now)
+            return
         bad = check_request(data, msg)
         if bad is not None:
             c["front_malformed"] += 1
@@ -379,16 +388,7 @@ class SipFront(asyncio.DatagramProtocol):
                 c["front_answered_400" if bad.code == 400 else "front_answered_505"] += 1
                 self._reply(msg, bad.code, bad.reason, addr, bad.headers)
             return
-        call_id = msg.call_id
         assert call_id is not None  # check_request requires one
-        route = self.routes.get(call_id)
-        if route is not None:
-            if msg.method == "INVITE" and not self._admit_again(route, msg):
-                self._reject_busy(msg, addr)
-                return
-            route.client = addr
-            self._forward(route, data, msg, now)
-            return
         if msg.method == "ACK":  # nothing here to acknowledge: our answers need no ACK
             c["front_dropped_acks"] += 1
             return
