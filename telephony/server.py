@@ -46,6 +46,7 @@ from telephony.ipc import (
     encode,
     encode_send,
 )
+from telephony.peers import CallerGate
 from telephony.remote_call import RemoteCall
 from telephony.sip_dispatch import FRONT_KEYS, TRANSACTION_S, SipFront, WorkerSlot
 
@@ -279,6 +280,7 @@ class SipServer:
             linger_s=self._relay_linger_s,
             ringing_s=cfg.answer_delay_ms / 1000,
             limits=cfg.limits,
+            gate=CallerGate(cfg.peers, cfg.realm),
         )
         try:
             await front.start()

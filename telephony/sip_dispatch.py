@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from telephony.floodguard import GUARD_KEYS, FloodGuard, FrontLimits
+from telephony.peers import CallerGate
 from telephony.sipcheck import (
     ALLOW,
     IN_DIALOG_ONLY,
@@ -209,6 +210,8 @@ FRONT_KEYS = (
     "front_answered_options",
     "front_rejected_request",
     "front_rejected_draining",
+    "front_rejected_forbidden",
+    "front_challenged",
     *GUARD_KEYS,
 )
 
@@ -283,6 +286,7 @@ class SipFront(asyncio.DatagramProtocol):
         linger_s: float = TRANSACTION_S,
         ringing_s: float = 0.0,
         limits: FrontLimits | None = None,
+        gate: CallerGate | None = None,
     ) -> None:
         self.host, self.port = host, port
         self.workers = workers
@@ -295,6 +299,7 @@ class SipFront(asyncio.DatagramProtocol):
         self.max_routes = self.limits.max_routes
         self.guard = FloodGuard(self.limits, time.monotonic())
         self.draining = False  # new calls get 503 + Retry-After (SIGTERM)
+        self.gate = gate  # who may call (None: anyone)
         self._overflow_logged = -1e9
         self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # Where relays bind and send: the front's own address (a wildcard means loopback).
@@ -397,6 +402,17 @@ class SipFront(asyncio.DatagramProtocol):
             self._reply(msg, answer.code, answer.reason, addr, answer.headers)
             return
         # A new INVITE: the only request that makes anything here (a route, a relay).
+        if self.gate is not None and not self.gate.open:
+            verdict = self.gate.check(msg, addr[0], now)
+            if verdict.answer is not None:
+                if verdict.failed:
+                    c["front_rejected_forbidden"] += 1
+                    self.guard.auth_failed(addr[0], now)
+                else:
+                    c["front_challenged"] += 1
+                answer = verdict.answer
+                self._reply(msg, answer.code, answer.reason, addr, answer.headers)
+                return
         worker = self._pick(need_slot=True)
         if worker is None or len(self.routes) >= self.max_routes:
             if worker is not None:
