@@ -49,13 +49,18 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dial(args: argparse.Namespace) -> int:
-    from testkit.caller import dial_and_record  # noqa: PLC0415
+    from testkit.caller import SayError, dial_and_record, utterance  # noqa: PLC0415
 
     setup_logging("WARNING", "text")
+    try:  # before anything is dialled: a bad file is the user's to fix
+        play = utterance(args.say) if args.say else None
+    except SayError as exc:
+        _error(str(exc))
+        return 2
     return asyncio.run(
         dial_and_record(
             args.uri,
-            say=args.say,
+            play=play,
             record=Path(args.record) if args.record else None,
             record_both=Path(args.record_both) if args.record_both else None,
             duration_s=args.duration,
