@@ -46,6 +46,7 @@ class Node:
         self.knowledge: KnowledgeIndex | None = None
         self._sessions: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor(report_every_s=settings.loop_lag_report_s)
+        self._sip_report: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Load and warm the models, synthesize fixed phrases, then start answering."""
@@ -75,6 +76,9 @@ class Node:
         self.endpoint = SipServer(self.settings.sip, self._on_call)
         await self.endpoint.start()
         self.loop_lag.start()
+        self._sip_report = asyncio.get_running_loop().create_task(
+            self._report_sip(), name="sip-stats"
+        )
         sip = self.settings.sip
         log.info(
             "ready: answering SIP on udp:%s:%d (started in %.1fs)",
@@ -147,6 +151,18 @@ class Node:
             if task is not None:
                 self._sessions.discard(task)
 
+    def log_sip_stats(self) -> None:
+        """The SIP node's counters (the front's decisions, the workers' calls) as one line."""
+        if self.endpoint is None:
+            return
+        counters = {k: v for k, v in self.endpoint.stats().items() if v}
+        log.info("sip stats", extra={"record": {"event": "sip_stats", **counters}})
+
+    async def _report_sip(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.loop_lag_report_s)
+            self.log_sip_stats()
+
     async def drain(self, give_up: asyncio.Event) -> None:
         """Take no new call and let the live ones end, for ``sip.drain_s`` at most."""
         if self.endpoint is None:
@@ -164,7 +180,10 @@ class Node:
     async def stop(self) -> None:
         """Hang up and release the endpoint; the call log's last records are written."""
         await self.loop_lag.stop()
+        if self._sip_report is not None:
+            self._sip_report.cancel()
         if self.endpoint is not None:
+            self.log_sip_stats()  # the last counters, before the node's are gone
             await self.endpoint.stop()
         if self.intent_cache is not None:
             await self.intent_cache.stop()

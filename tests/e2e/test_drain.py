@@ -116,6 +116,9 @@ async def test_sigterm_refuses_new_calls_lets_the_live_one_finish_and_keeps_its_
         assert rms(result.received[after:]) > 300, "nothing heard from the bot after SIGTERM"
         assert await asyncio.to_thread(bot.proc.wait, 20) == 0
         assert logged(bot, "drained: no live call")
+        stats = bot.records("sip_stats")[-1]  # the counters, logged once more at the stop
+        assert stats["front_rejected_draining"] == 1 and stats["front_answered_options"] == 1
+        assert stats["calls_total"] == 1
     ((call, turns),) = call_rows(tmp_path)
     assert call.ended_at is not None and call.end_reason is not None
     assert turns >= 1, "the turn asked after SIGTERM is not in the call log"
