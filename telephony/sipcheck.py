@@ -57,7 +57,7 @@ _VERSION_ANY = re.compile(rb"\S+\s+\S+\s+SIP/(\d+\.\d+)\s*\Z")
 _SCHEME = re.compile(rb"([A-Za-z][A-Za-z0-9+.-]*):")
 _HEADER_NAME = re.compile(rb"(" + _TOKEN_B + rb")[ \t]*:")
 _QUOTED = rb'"(?:[^"\\\r\n]|\\[\x00-\x09\x0b\x0c\x0e-\x7f])*"'
-_HOST = rb"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?\.?|\[[0-9A-Fa-f:.]+\])"
+_HOST = rb"(?:[A-Za-z0-9_](?:[A-Za-z0-9._-]*[A-Za-z0-9_])?\.?|\[[0-9A-Fa-f:.]+\])"
 _PARAM = (
     rb"\s*;\s*"
     + _TOKEN_B
@@ -67,13 +67,15 @@ _PARAM = (
     + _HOST
     + rb"|"
     + _QUOTED
+    + rb"|[0-9A-Fa-f:.]+"  # received= an IPv6 address, unbracketed (RFC 3261 18.2.1)
     + rb"))?"
 )
 _VIA_PARM = re.compile(
     rb"\s*SIP\s*/\s*(\d+\.\d+)\s*/\s*" + _TOKEN_B + rb"\s+" + _HOST + rb"(?::\d{1,5})?"
     rb"(?:" + _PARAM + rb")*\s*\Z"
 )
-_DISPLAY = re.compile(rb"(?:" + _TOKEN_B + rb"\s*)+\Z")
+# Tokens; bytes past ASCII are let through (phones send unquoted UTF-8 names).
+_DISPLAY = re.compile(rb"(?:[A-Za-z0-9.!%*_+`'~\x80-\xff-]+\s*)+\Z")
 _CSEQ_VALUE = re.compile(rb"(\d+)\s+(" + _TOKEN_B + rb")\Z")
 _DIGITS = re.compile(rb"\d+\Z")
 _EXPIRES_PARAM = re.compile(rb";\s*expires\s*=\s*(\d+)", re.I)
