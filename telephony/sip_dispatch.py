@@ -18,12 +18,22 @@ SIP endpoint at ``host:port``.
 - When every worker is full (or none is up) a new INVITE gets a stateless ``503`` with
   ``Retry-After``. An INVITE the worker does not answer at all within ``SILENT_INVITE_S``
   (pjsip drops some malformed ones) stops holding a call slot, so junk cannot fill the node.
-- Malformed input: a request without a Call-ID gets a stateless ``400`` from the front if it
-  has a usable Via to answer to, and is dropped otherwise; datagrams that are not requests
-  (responses, junk) are dropped and counted; a CANCEL or ACK for a Call-ID the front does
-  not know gets a stateless 481, or is absorbed (ACK). Everything else with a Call-ID goes to a
-  worker, whose endpoint answers it (400, 415, 481, 488, ...) or drops it exactly as a
-  single ``SipEndpoint`` would: the front makes no SIP decisions of its own beyond these.
+- Before anything is made for a datagram (in this order): the flood guard
+  (``telephony.floodguard``: per-source and node-wide rates, bans) drops it unanswered if
+  its source is over a limit; a request with no Via to answer along is dropped; a request
+  the checks of ``telephony.sipcheck`` find malformed gets a stateless 400 (505 for another
+  SIP version); responses and junk are dropped and counted.
+- A request for a Call-ID the front does not route is answered here, statelessly, unless it
+  is a new INVITE: 501/405 for methods the node does not take, 420 for an unknown Require,
+  416 for an unknown URI scheme, 481 for CANCEL, BYE and the other in-dialog methods and a
+  To-tagged INVITE, 200 for OPTIONS (503 while draining); an ACK is absorbed. So no request
+  but a new INVITE gets a relay socket or reaches a worker.
+- With peers configured (``telephony.peers``) a new INVITE from anyone else gets 403 (or a
+  401 challenge); while draining (``SipServer.drain``), 503 with Retry-After.
+- Everything that goes on to a worker is answered there (415, 488, ...) exactly as a single
+  ``SipEndpoint`` would.
+
+See docs/design.md, "The SIP front's defences".
 """
 
 from __future__ import annotations
