@@ -3,13 +3,17 @@
     .venv/bin/python -m bench.sip_node --calls 10 --seconds 15
     .venv/bin/python -m bench.sip_node --calls 3 --endpoint   # the single-process baseline
     .venv/bin/python -m bench.sip_node --front                # the front's routing alone
+    .venv/bin/python -m bench.sip_node --calls 6 --flood 2000 # a flood during the calls
 
 sipp places the calls over loopback, each streaming a tone as PCMU RTP; ``on_call`` echoes
 every received frame back with ``send``. Over a steady window with all calls up it reports,
 as JSON: CPU of the node process, of the workers and of sipp (percent of one core, and per
 call), worker RSS, the IPC hop times the node measures (``stats()``), and the front's
 routing cost per datagram. ``--front`` instead times the front's routing alone, with
-plain UDP sockets standing in for the workers.
+plain UDP sockets standing in for the workers. ``--flood PPS`` floods the front from
+another address (127.0.0.3: OPTIONS, INVITEs and REGISTERs with fresh Call-IDs, PPS a
+second) through the measured window: sipp's calls must all complete (``sipp_rc`` 0), and
+the front's drop and ban counters say what became of the flood.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any
 
 from telephony import AudioIn, EndpointConfig, SipEndpoint, SipServer
 from telephony.call import CallHandle
+from telephony.floodguard import FrontLimits
 from telephony.remote_call import RemoteCall
 from telephony.sip_dispatch import SipFront, WorkerSlot
 from testkit.ports import free_udp_port
@@ -136,7 +141,39 @@ def prepare(tmp: Path, seconds: float) -> str:
     return sipp
 
 
-async def run(calls: int, seconds: float, endpoint: bool, tmp: Path, sipp: str) -> dict[str, Any]:
+FLOOD_SOURCE = "127.0.0.3"
+
+
+def flood(port: int, pps: int, seconds: float) -> int:
+    """Send ``pps`` requests a second (fresh Call-IDs) from FLOOD_SOURCE; returns how many."""
+    methods = ("OPTIONS", "INVITE", "REGISTER")
+    sent = 0
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((FLOOD_SOURCE, 0))
+        me = s.getsockname()[1]
+        start = time.monotonic()
+        while (now := time.monotonic()) - start < seconds:
+            due = int((now - start) * pps)
+            while sent < due:
+                method = methods[sent % 3]
+                s.sendto(
+                    (
+                        f"{method} sip:{sent}@127.0.0.1 SIP/2.0\r\n"
+                        f"Via: SIP/2.0/UDP {FLOOD_SOURCE}:{me};branch=z9hG4bK-f{sent}\r\n"
+                        f"From: <sip:x@{FLOOD_SOURCE}>;tag=f{sent}\r\n"
+                        f"To: <sip:{sent}@127.0.0.1>\r\n"
+                        f"Call-ID: flood-{sent}\r\nCSeq: 1 {method}\r\nContent-Length: 0\r\n\r\n"
+                    ).encode(),
+                    ("127.0.0.1", port),
+                )
+                sent += 1
+            time.sleep(0.002)
+    return sent
+
+
+async def run(
+    calls: int, seconds: float, endpoint: bool, tmp: Path, sipp: str, *, flood_pps: int = 0
+) -> dict[str, Any]:
     cfg = EndpointConfig(
         port=free_udp_port(), max_calls=calls, rtp_port_start=random.randrange(30000, 36000, 2)
     )
@@ -167,7 +204,10 @@ async def run(calls: int, seconds: float, endpoint: bool, tmp: Path, sipp: str) 
         t0 = time.monotonic()
         c0 = {pid: cpu_s(pid) for pid in (me, proc.pid, *workers)}
         s0 = node.stats()
-        await asyncio.sleep(seconds)
+        if flood_pps:
+            flooded = await asyncio.to_thread(flood, cfg.port, flood_pps, seconds)
+        else:
+            await asyncio.sleep(seconds)
         wall = time.monotonic() - t0
         c1 = {pid: cpu_s(pid) for pid in (me, proc.pid, *workers)}
         s1 = node.stats()
@@ -200,6 +240,17 @@ async def run(calls: int, seconds: float, endpoint: bool, tmp: Path, sipp: str) 
     for key in sorted(s1):
         if key.startswith(("ipc_", "bridge_to_node", "front_route_ns")):
             out[key] = s1[key]
+    if flood_pps:
+        out["flood_sent"] = flooded
+        for key in (
+            "front_dropped_rate",
+            "front_dropped_banned",
+            "front_bans",
+            "front_answered_options",
+            "front_rejected_request",
+            "rejected_codec",
+        ):
+            out[key] = s1.get(key, 0) - s0.get(key, 0)
     return out
 
 
@@ -221,7 +272,9 @@ async def front_cost(n: int = 800) -> dict[str, Any]:
     sink.bind(("127.0.0.1", 0))
     slot = WorkerSlot(0, n)
     slot.addr = sink.getsockname()
-    front = SipFront("127.0.0.1", 0, [slot], retry_after_s=30)
+    # Limits out of the way: this times the routing and the request checks.
+    limits = FrontLimits(per_source_burst=10 * n, node_burst=10 * n)
+    front = SipFront("127.0.0.1", 0, [slot], retry_after_s=30, limits=limits)
     await front.start()
     client = ("127.0.0.1", 5070)
     out: dict[str, Any] = {"datagrams_per_case": n}
@@ -247,6 +300,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=15.0, help="measured window")
     parser.add_argument("--endpoint", action="store_true", help="one SipEndpoint in-process")
     parser.add_argument("--front", action="store_true", help="time the SIP front alone")
+    parser.add_argument("--flood", type=int, default=0, metavar="PPS", help="flood the front")
     args = parser.parse_args()
     if args.front:
         print(json.dumps(asyncio.run(front_cost()), indent=2))
@@ -256,7 +310,9 @@ def main() -> int:
     os.dup2(2, 1)  # pjlib writes to stdout in --endpoint mode; keep stdout for the JSON
     try:
         sipp = prepare(tmp, args.seconds)
-        result = asyncio.run(run(args.calls, args.seconds, args.endpoint, tmp, sipp))
+        result = asyncio.run(
+            run(args.calls, args.seconds, args.endpoint, tmp, sipp, flood_pps=args.flood)
+        )
     finally:
         sys.stdout.flush()
         os.dup2(stdout, 1)

@@ -51,6 +51,7 @@ class Node:
         #: The Ray Serve tier (``SWITCHBOARD_TIER__BACKEND=ray``) and the node's load report.
         self.tier: Any = None
         self._load_reporter: Any = None
+        self._sip_report: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Load and warm the models, synthesize fixed phrases, then start answering."""
@@ -82,6 +83,9 @@ class Node:
         self.loop_lag.start()
         if self._load_reporter is not None:
             self._load_reporter.start()
+        self._sip_report = asyncio.get_running_loop().create_task(
+            self._report_sip(), name="sip-stats"
+        )
         sip = self.settings.sip
         log.info(
             "ready: answering SIP on udp:%s:%d (started in %.1fs)",
@@ -174,10 +178,39 @@ class Node:
             if task is not None:
                 self._sessions.discard(task)
 
+    def log_sip_stats(self) -> None:
+        """The SIP node's counters (the front's decisions, the workers' calls) as one line."""
+        if self.endpoint is None:
+            return
+        counters = {k: v for k, v in self.endpoint.stats().items() if v}
+        log.info("sip stats", extra={"record": {"event": "sip_stats", **counters}})
+
+    async def _report_sip(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.loop_lag_report_s)
+            self.log_sip_stats()
+
+    async def drain(self, give_up: asyncio.Event) -> None:
+        """Take no new call and let the live ones end, for ``sip.drain_s`` at most."""
+        if self.endpoint is None:
+            return
+        max_s = self.settings.sip.drain_s
+        live = self.endpoint.active_calls
+        log.info("draining: new calls get 503; waiting up to %.0f s for %d live", max_s, live)
+        if await self.endpoint.drain(max_s, give_up=give_up):
+            log.info("drained: no live call")
+        else:
+            log.warning(
+                "drain ended with %d live calls: hanging them up", self.endpoint.active_calls
+            )
+
     async def stop(self) -> None:
-        """Hang up and release the endpoint."""
+        """Hang up and release the endpoint; the call log's last records are written."""
         await self.loop_lag.stop()
+        if self._sip_report is not None:
+            self._sip_report.cancel()
         if self.endpoint is not None:
+            self.log_sip_stats()  # the last counters, before the node's are gone
             await self.endpoint.stop()
         if self.intent_cache is not None:
             await self.intent_cache.stop()
@@ -194,7 +227,12 @@ def _progress(message: str) -> None:
 
 
 async def run_node(settings: Settings) -> None:
-    """Run a bot node until SIGINT or SIGTERM."""
+    """Run a bot node until SIGINT or SIGTERM.
+
+    SIGTERM drains (new calls get 503 + Retry-After so that a trunk tries another node; live
+    calls go on for ``sip.drain_s`` at most); a second SIGTERM, or SIGINT, stops at once.
+    Either way live calls are hung up and the call log's records written before the exit.
+    """
     # numpy's BLAS (OpenBLAS) starts a thread per core, and after each product its threads
     # spin waiting for the next one: every Whisper pass (its log-mel features) then burnt
     # ~100 ms of a second core besides its own ~120 ms. Every model here already has its
@@ -202,14 +240,27 @@ async def run_node(settings: Settings) -> None:
     threadpool_limits(limits=1, user_api="blas")
     profile = load_profile(settings.profile)
     node = Node(settings, profile)
-    stop = asyncio.Event()
+    stop = asyncio.Event()  # SIGINT, or a second SIGTERM: stop now
+    drain = asyncio.Event()  # the first SIGTERM: take no new call, let the live ones end
+
+    def on_sigterm() -> None:
+        (stop if drain.is_set() else drain).set()
+
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+    with contextlib.suppress(NotImplementedError):
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     await node.start()
     try:
-        await stop.wait()
+        waits = [asyncio.ensure_future(e.wait()) for e in (stop, drain)]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if drain.is_set() and not stop.is_set():
+            await node.drain(give_up=stop)
     finally:
         log.info("stopping")
         await node.stop()
+        log.info("stopped")

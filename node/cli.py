@@ -34,7 +34,10 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from bot.calllog import SchemaError  # noqa: PLC0415 - keeps `switchboard --help` fast
+    from bot.calllog import (  # noqa: PLC0415 - keeps `switchboard --help` fast
+        DatabaseRefused,
+        SchemaError,
+    )
     from bot.profile import ProfileError  # noqa: PLC0415
     from node.app import run_node  # noqa: PLC0415
 
@@ -42,7 +45,7 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(run_node(settings))
-    except (ProfileError, SchemaError) as exc:
+    except (ProfileError, SchemaError, DatabaseRefused) as exc:
         _error(str(exc))
         return 2
     except KeyboardInterrupt:
@@ -51,13 +54,18 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dial(args: argparse.Namespace) -> int:
-    from testkit.caller import dial_and_record  # noqa: PLC0415
+    from testkit.caller import SayError, dial_and_record, utterance  # noqa: PLC0415
 
     setup_logging("WARNING", "text")
+    try:  # before anything is dialled: a bad file is the user's to fix
+        play = utterance(args.say) if args.say else None
+    except SayError as exc:
+        _error(str(exc))
+        return 2
     return asyncio.run(
         dial_and_record(
             args.uri,
-            say=args.say,
+            play=play,
             record=Path(args.record) if args.record else None,
             record_both=Path(args.record_both) if args.record_both else None,
             duration_s=args.duration,
@@ -67,10 +75,23 @@ def _dial(args: argparse.Namespace) -> int:
 
 
 def _db(args: argparse.Namespace) -> int:
-    from node.dbcli import run_db  # noqa: PLC0415
+    from bot.calllog.access import refusal  # noqa: PLC0415
 
     settings = _settings(args)
     setup_logging("WARNING", "text")
+    try:
+        return _run_db(settings, args)
+    except Exception as exc:
+        why = refusal(exc)
+        if why is None:
+            raise
+        _error(f"the call-log database {why} (check SWITCHBOARD_DATABASE_URL)")
+        return 2
+
+
+def _run_db(settings: Settings, args: argparse.Namespace) -> int:
+    from node.dbcli import run_db  # noqa: PLC0415
+
     return run_db(
         settings, args.db_command, getattr(args, "revision", None), getattr(args, "days", None)
     )

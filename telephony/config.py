@@ -8,6 +8,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from telephony.floodguard import FrontLimits
+from telephony.peers import Peer
+
 #: Rate of the PCM frames every call exposes to asyncio (narrowband telephony; G.722 is
 #: resampled by pjmedia's conference bridge). The one place this number is written.
 SAMPLE_RATE = 8000
@@ -54,6 +57,16 @@ class EndpointConfig(BaseModel):
     jb_min_pre_ms: int = Field(-1, ge=-1, le=10_000)
     jb_max_pre_ms: int = Field(-1, ge=-1, le=10_000)
     jb_max_ms: int = Field(-1, ge=-1, le=10_000)
+    #: The SIP front's rate limits, bans and table bounds.
+    limits: FrontLimits = FrontLimits()
+    #: Who may call (JSON list, e.g. ``[{"name": "trunk", "networks": ["203.0.113.0/24"]}]``,
+    #: with ``username``/``password`` for digest authentication). Empty: anyone may call.
+    peers: tuple[Peer, ...] = ()
+    #: Realm of the digest challenges.
+    realm: str = Field("switchboard", min_length=1, max_length=64)
+    #: On SIGTERM: live calls may go on this long before they are hung up (new calls get
+    #: 503 + Retry-After from the moment the signal arrives).
+    drain_s: float = Field(300.0, ge=0.0, le=86_400.0)
 
     @field_validator("codecs", mode="before")
     @classmethod

@@ -287,7 +287,7 @@ def encode(msg: Message) -> bytes:
 def _json(payload: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise IpcError(f"bad JSON payload: {exc}") from None
     if not isinstance(obj, dict):
         raise IpcError("JSON payload is not an object")
@@ -345,7 +345,7 @@ def decode(kind: int, payload: bytes) -> Message:
         if kind == MsgType.TRANSFER_STATUS:
             d = _json(payload)
             return TransferStatus(int(d["key"]), bool(d["ok"]), int(d["status"]), str(d["reason"]))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:  # e.g. int(Infinity)
         if isinstance(exc, IpcError):
             raise
         raise IpcError(f"bad message of type {kind}: {exc!r}") from None

@@ -46,6 +46,7 @@ from telephony.ipc import (
     encode,
     encode_send,
 )
+from telephony.peers import CallerGate
 from telephony.remote_call import RemoteCall
 from telephony.sip_dispatch import FRONT_KEYS, TRANSACTION_S, SipFront, WorkerSlot
 
@@ -60,6 +61,7 @@ STABLE_AFTER_S = 30.0  # a worker up this long resets the restart backoff
 # Workers send stats every second: one silent this long is hung, and is killed (restarted).
 HEARTBEAT_TIMEOUT_S = 10.0
 MIN_RTP_PORTS_PER_CALL = 4  # RTP + RTCP, and room for pjsua to skip a busy pair
+CALL_FINISH_S = 5.0  # on stop: how long on_call may take over its call's end
 
 # Counters that only grow: a dead worker's last values stay in the node's totals.
 _CUMULATIVE = tuple(k for k in STAT_KEYS if k != "calls_active")
@@ -277,6 +279,8 @@ class SipServer:
             idle_s=self._relay_idle_s,
             linger_s=self._relay_linger_s,
             ringing_s=cfg.answer_delay_ms / 1000,
+            limits=cfg.limits,
+            gate=CallerGate(cfg.peers, cfg.realm),
         )
         try:
             await front.start()
@@ -289,6 +293,28 @@ class SipServer:
             await self.stop()
             raise
         self._keep(asyncio.get_running_loop().create_task(self._heartbeats(), name="heartbeats"))
+
+    @property
+    def draining(self) -> bool:
+        """New calls get 503 + Retry-After (``drain`` was called)."""
+        return self._front is not None and self._front.draining
+
+    async def drain(self, max_s: float, *, give_up: asyncio.Event | None = None) -> bool:
+        """Take no new call (503 + Retry-After, OPTIONS too) and wait for the live ones.
+
+        Returns True once no call is live or being set up, False after ``max_s`` or when
+        ``give_up`` is set first. The node keeps serving its live calls; ``stop`` ends it.
+        """
+        front = self._front
+        if front is None:
+            return True
+        front.draining = True
+        deadline = time.monotonic() + max_s
+        while self._calls_active > 0 or any(s.load > 0 for s in self._slots):
+            if time.monotonic() >= deadline or (give_up is not None and give_up.is_set()):
+                return False
+            await asyncio.sleep(0.1)
+        return True
 
     async def stop(self, timeout_s: float = 10.0) -> None:
         """Hang up every call, stop the workers (killing any that hang), close the front."""
@@ -320,6 +346,8 @@ class SipServer:
             await asyncio.wait(self._background, timeout=5.0)
         if front is not None:
             front.close_relays()
+        if self._tasks:  # each call's on_call sees its end and finishes (its records)
+            await asyncio.wait(list(self._tasks), timeout=CALL_FINISH_S)
         for task in list(self._tasks):
             task.cancel()
         self._final = self.stats()

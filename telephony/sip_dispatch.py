@@ -18,12 +18,22 @@ SIP endpoint at ``host:port``.
 - When every worker is full (or none is up) a new INVITE gets a stateless ``503`` with
   ``Retry-After``. An INVITE the worker does not answer at all within ``SILENT_INVITE_S``
   (pjsip drops some malformed ones) stops holding a call slot, so junk cannot fill the node.
-- Malformed input: a request without a Call-ID gets a stateless ``400`` from the front if it
-  has a usable Via to answer to, and is dropped otherwise; datagrams that are not requests
-  (responses, junk) are dropped and counted; a CANCEL or ACK for a Call-ID the front does
-  not know gets a stateless 481, or is absorbed (ACK). Everything else with a Call-ID goes to a
-  worker, whose endpoint answers it (400, 415, 481, 488, ...) or drops it exactly as a
-  single ``SipEndpoint`` would: the front makes no SIP decisions of its own beyond these.
+- Before anything is made for a datagram (in this order): the flood guard
+  (``telephony.floodguard``: per-source and node-wide rates, bans) drops it unanswered if
+  its source is over a limit; a request with no Via to answer along is dropped; a request
+  the checks of ``telephony.sipcheck`` find malformed gets a stateless 400 (505 for another
+  SIP version); responses and junk are dropped and counted.
+- A request for a Call-ID the front does not route is answered here, statelessly, unless it
+  is a new INVITE: 501/405 for methods the node does not take, 420 for an unknown Require,
+  416 for an unknown URI scheme, 481 for CANCEL, BYE and the other in-dialog methods and a
+  To-tagged INVITE, 200 for OPTIONS (503 while draining); an ACK is absorbed. So no request
+  but a new INVITE gets a relay socket or reaches a worker.
+- With peers configured (``telephony.peers``) a new INVITE from anyone else gets 403 (or a
+  401 challenge); while draining (``SipServer.drain``), 503 with Retry-After.
+- Everything that goes on to a worker is answered there (415, 488, ...) exactly as a single
+  ``SipEndpoint`` would.
+
+See docs/design.md, "The SIP front's defences".
 """
 
 from __future__ import annotations
@@ -35,8 +45,28 @@ import re
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from telephony.floodguard import GUARD_KEYS, FloodGuard, FrontLimits
+from telephony.peers import CallerGate
+from telephony.sipcheck import (
+    ALLOW,
+    IN_DIALOG_ONLY,
+    SUPPORTED,
+    Rejection,
+    check_request,
+    method_rejection,
+    require_unsupported,
+    scheme_rejection,
+)
+from telephony.sipmsg import (
+    SipScan,
+    first_comma,
+    head_end_at,
+    scan,
+    top_via_parm,
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,147 +80,20 @@ SILENT_INVITE_S = 2 * T1_S
 SWEEP_S = 0.5
 MAX_DATAGRAM = 65535
 
-# RFC 3261 7.3.3 compact header names.
-COMPACT = {
-    "i": "call-id",
-    "v": "via",
-    "f": "from",
-    "t": "to",
-    "l": "content-length",
-    "m": "contact",
-    "c": "content-type",
-    "e": "content-encoding",
-    "k": "supported",
-    "s": "subject",
-}
-_TOKEN = re.compile(rb"[A-Za-z0-9.!%*_+`'~-]+\Z")
 _RPORT = re.compile(rb";\s*rport\s*(=\s*\d*\s*)?(?=;|$)", re.I)
 _BARE_RPORT = re.compile(rb";\s*rport\s*(?=;|$)", re.I)
 _RECEIVED = re.compile(rb";\s*received\s*=", re.I)
 _TAG = re.compile(rb";\s*tag\s*=", re.I)
-# One header: name, colon, value with its continuation lines (RFC 3261 7.3.1 folding).
-_HEADER = re.compile(rb"^([^:\r\n]*):([^\r\n]*(?:\r?\n[ \t][^\r\n]*)*)", re.M)
-_FOLD = re.compile(rb"[ \t]*\r?\n[ \t]+")
-_VIA = re.compile(rb"SIP\s*/\s*2\.0\s*/\s*[A-Za-z]+\s+[^\s;,]+")  # protocol and sent-by
-_CSEQ = re.compile(rb"\s*(\d+)\s+(\S+)\s*\Z")
 # Enough of a response to see whether it ends an INVITE transaction (checked on every datagram
 # a worker sends back, so no full parse).
 _CSEQ_INVITE = re.compile(rb"(?im)^(?:cseq)[ \t]*:[ \t]*\d+[ \t]+INVITE\b")
-
-
-@dataclass(slots=True)
-class Header:
-    """One header: lower-case full name, unfolded value, raw byte span of its value."""
-
-    name: str
-    value: bytes
-    value_start: int  # first byte after the colon
-    value_end: int  # end of the last continuation line (terminator excluded)
-
-
-@dataclass(slots=True)
-class SipScan:
-    """What the front learns from one datagram; lenient, never raises."""
-
-    is_response: bool = False
-    method: str = ""  # request method token ("" if the start line has none)
-    start_line_ok: bool = False
-    headers: list[Header] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-    def get(self, name: str) -> Header | None:
-        for h in self.headers:
-            if h.name == name:
-                return h
-        return None
-
-    def all(self, name: str) -> list[Header]:
-        return [h for h in self.headers if h.name == name]
-
-    @property
-    def call_id(self) -> str | None:
-        h = self.get("call-id")
-        if h is None or not h.value:
-            return None
-        return h.value.decode("latin-1")
-
-    @property
-    def cseq(self) -> tuple[int, str] | None:
-        h = self.get("cseq")
-        m = _CSEQ.match(h.value) if h is not None else None
-        if m is None:
-            return None
-        return int(m.group(1)), m.group(2).decode("latin-1").upper()
-
-
-def _head_end(data: bytes, start: int) -> int:
-    """Index where the header section ends (the empty line), or ``len(data)``."""
-    ends = [i for i in (data.find(b"\r\n\r\n", start), data.find(b"\n\n", start)) if i >= 0]
-    return min(ends) if ends else len(data)
-
-
-def scan(data: bytes) -> SipScan:
-    """Find the start line and headers of a SIP datagram (folded lines, compact names)."""
-    out = SipScan()
-    pos = 0
-    while pos < len(data) and data[pos] in b"\r\n":  # RFC 3261 7.5: ignore leading CRLFs
-        pos += 1
-    end = _head_end(data, pos)
-    if pos >= end:
-        out.problems.append("empty datagram")
-        return out
-    eol = data.find(b"\n", pos, end)
-    first = eol + 1 if eol >= 0 else end
-    start = data[pos : eol if eol >= 0 else end].rstrip(b"\r")
-    if start.startswith(b"SIP/"):
-        out.is_response = True
-        parts = start.split(None, 2)
-        out.start_line_ok = len(parts) >= 2 and len(parts[1]) == 3 and parts[1].isdigit()
-    else:
-        parts = start.split()
-        if parts and _TOKEN.match(parts[0]):
-            out.method = parts[0].decode("latin-1")
-        out.start_line_ok = bool(
-            out.method and len(parts) == 3 and parts[2].upper().startswith(b"SIP/")
-        )
-    if not out.start_line_ok:
-        out.problems.append("bad start line")
-    headers = out.headers
-    for m in _HEADER.finditer(data, first, end):
-        raw_name = m.group(1)
-        name = raw_name.strip(b" \t").decode("latin-1").lower()
-        if not name or raw_name[:1] in (b" ", b"\t"):
-            out.problems.append(f"header line without a name at byte {m.start()}")
-            continue
-        raw = m.group(2)
-        value = _FOLD.sub(b" ", raw).strip() if b"\n" in raw else raw.strip()
-        headers.append(Header(COMPACT.get(name, name), value, m.start(2), m.end(2)))
-    return out
-
-
-def _first_comma(data: bytes, start: int, end: int) -> int:
-    """Index of the first comma outside double quotes in ``data[start:end]``, or ``end``."""
-    if data.find(b'"', start, end) < 0:
-        comma = data.find(b",", start, end)
-        return end if comma < 0 else comma
-    quoted = False
-    i = start
-    while i < end:
-        ch = data[i]
-        if ch == 0x5C and quoted:  # backslash escape inside a quoted string
-            i += 2
-            continue
-        if ch == 0x22:
-            quoted = not quoted
-        elif ch == 0x2C and not quoted:
-            return i
-        i += 1
-    return end
-
-
-def top_via_parm(value: bytes) -> bytes:
-    """The first via-parm of a Via value (a header may list several, comma separated)."""
-    return value[: _first_comma(value, 0, len(value))].strip()
+# Enough of a Via to answer with (the answer goes to the datagram's source).
+_VIA = re.compile(rb"SIP\s*/\s*\d+\.\d+\s*/\s*[A-Za-z]+\s+[^\s;,]+")
+OPTIONS_HEADERS = (
+    ("Allow", ", ".join(ALLOW)),
+    ("Accept", "application/sdp"),
+    ("Supported", ", ".join(SUPPORTED)),
+)
 
 
 def with_rport(data: bytes, msg: SipScan) -> bytes:
@@ -202,7 +105,7 @@ def with_rport(data: bytes, msg: SipScan) -> bytes:
     via = msg.get("via")
     if via is None or _RPORT.search(top_via_parm(via.value)):
         return data
-    at = _first_comma(data, via.value_start, via.value_end)
+    at = first_comma(data, via.value_start, via.value_end)
     while at > via.value_start and data[at - 1] in b" \t\r\n":
         at -= 1
     return data[:at] + b";rport" + data[at:]
@@ -210,7 +113,7 @@ def with_rport(data: bytes, msg: SipScan) -> bytes:
 
 def _stamp_via(value: bytes, src: Addr) -> bytes:
     """Top via-parm with ``received`` and a filled-in ``rport`` (RFC 3261 18.2.1, RFC 3581)."""
-    cut = _first_comma(value, 0, len(value))
+    cut = first_comma(value, 0, len(value))
     parm, rest = value[:cut].rstrip(), value[cut:]
     parm = _BARE_RPORT.sub(lambda _m: b";rport=" + str(src[1]).encode(), parm, count=1)
     if not _RECEIVED.search(parm):
@@ -275,7 +178,7 @@ def invite_status(data: bytes) -> int:
     code = data[8:11]
     if not code.isdigit():
         return 0
-    head = data[: _head_end(data, 0)]
+    head = data[: head_end_at(data, 0)]
     return int(code) if _CSEQ_INVITE.search(head) else 0
 
 
@@ -313,6 +216,13 @@ FRONT_KEYS = (
     "front_relay_foreign",
     "front_route_overflow",
     "front_send_errors",
+    "front_answered_505",
+    "front_answered_options",
+    "front_rejected_request",
+    "front_rejected_draining",
+    "front_rejected_forbidden",
+    "front_challenged",
+    *GUARD_KEYS,
 )
 
 
@@ -385,7 +295,8 @@ class SipFront(asyncio.DatagramProtocol):
         idle_s: float = TRANSACTION_S,
         linger_s: float = TRANSACTION_S,
         ringing_s: float = 0.0,
-        max_routes: int = 4096,
+        limits: FrontLimits | None = None,
+        gate: CallerGate | None = None,
     ) -> None:
         self.host, self.port = host, port
         self.workers = workers
@@ -394,12 +305,18 @@ class SipFront(asyncio.DatagramProtocol):
         self.idle_s = idle_s  # a route with no traffic and no call this long is dropped
         self.linger_s = linger_s  # a relay stays open this long after its call or transaction
         self.ringing_s = ringing_s  # extra time an unanswered INVITE may stay quiet
-        self.max_routes = max_routes
+        self.limits = limits if limits is not None else FrontLimits()
+        self.max_routes = self.limits.max_routes
+        self.guard = FloodGuard(self.limits, time.monotonic())
+        self.draining = False  # new calls get 503 + Retry-After (SIGTERM)
+        self.gate = gate  # who may call (None: anyone)
+        self._overflow_logged = -1e9
         self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # Where relays bind and send: the front's own address (a wildcard means loopback).
         self.relay_host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
         self.routes: dict[str, _Route] = {}
         self.counters = dict.fromkeys(FRONT_KEYS, 0)
+        self.guard.counters = self.counters  # one table of counters, shared
         self.transport: asyncio.DatagramTransport | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -453,6 +370,9 @@ class SipFront(asyncio.DatagramProtocol):
     def _route(self, data: bytes, addr: Addr) -> None:
         c = self.counters
         c["front_datagrams"] += 1
+        now = time.monotonic()
+        if not self.guard.admit(addr[0], now):
+            return  # over a rate or banned: nothing made, nothing answered
         if not data.strip(b"\r\n"):  # RFC 5626 keepalive: a CRLFCRLF ping gets a CRLF pong
             c["front_keepalives"] += 1
             if data == b"\r\n\r\n":
@@ -463,39 +383,58 @@ class SipFront(asyncio.DatagramProtocol):
             key = "front_dropped_responses" if msg.is_response else "front_malformed"
             c[key] += 1
             return
-        call_id = msg.call_id
         via = msg.get("via")
-        if call_id is None or via is None:
-            c["front_malformed"] += 1
-            if via is not None and _VIA.match(via.value) and msg.method != "ACK":
-                c["front_answered_400"] += 1
-                self._reply(msg, 400, "Bad Request (Missing Call-ID)", addr)
+        if via is None or not _VIA.match(via.value):
+            c["front_malformed"] += 1  # nothing to answer with
             return
-        now = time.monotonic()
-        route = self.routes.get(call_id)
-        if route is not None:
+        call_id = msg.call_id
+        route = self.routes.get(call_id) if call_id is not None else None
+        if route is not None:  # checked when it made the route; the worker judges the rest
             if msg.method == "INVITE" and not self._admit_again(route, msg):
                 self._reject_busy(msg, addr)
                 return
             route.client = addr
             self._forward(route, data, msg, now)
             return
-        if msg.method == "ACK":  # nothing here to acknowledge: our 503/400 need no ACK
+        bad = check_request(data, msg)
+        if bad is not None:
+            c["front_malformed"] += 1
+            if msg.method != "ACK":
+                c["front_answered_400" if bad.code == 400 else "front_answered_505"] += 1
+                self._reply(msg, bad.code, bad.reason, addr, bad.headers)
+            return
+        assert call_id is not None  # check_request requires one
+        if msg.method == "ACK":  # nothing here to acknowledge: our answers need no ACK
             c["front_dropped_acks"] += 1
             return
-        if msg.method == "CANCEL":
-            c["front_answered_481"] += 1
-            self._reply(msg, 481, "Call/Transaction Does Not Exist", addr)
+        answer = self._answer_here(msg)
+        if answer is not None:
+            self._reply(msg, answer.code, answer.reason, addr, answer.headers)
             return
-        if msg.method == "INVITE":
-            worker = self._pick(need_slot=True)
-        else:
-            worker = self._pick(need_slot=False)
+        # A new INVITE: the only request that makes anything here (a route, a relay).
+        if self.gate is not None and not self.gate.open:
+            verdict = self.gate.check(msg, addr[0], now)
+            if verdict.answer is not None:
+                if verdict.failed:
+                    c["front_rejected_forbidden"] += 1
+                    self.guard.auth_failed(addr[0], now)
+                else:
+                    c["front_challenged"] += 1
+                answer = verdict.answer
+                self._reply(msg, answer.code, answer.reason, addr, answer.headers)
+                return
+        worker = self._pick(need_slot=True)
         if worker is None or len(self.routes) >= self.max_routes:
-            if len(self.routes) >= self.max_routes:
+            if worker is not None:
                 c["front_route_overflow"] += 1
-            if msg.method == "INVITE" or worker is None:
-                self._reject_busy(msg, addr)
+                if now - self._overflow_logged >= 60.0:
+                    self._overflow_logged = now
+                    log.warning(
+                        "SIP front: %d routes (SWITCHBOARD_SIP__LIMITS__MAX_ROUTES): new "
+                        "calls get 503",
+                        self.max_routes,
+                    )
+            self._reject_busy(msg, addr)
             return
         route = _Route(call_id, worker, addr, last_seen=now)
         try:
@@ -505,11 +444,45 @@ class SipFront(asyncio.DatagramProtocol):
             self._reject_busy(msg, addr)
             return
         self.routes[call_id] = route
-        if msg.method == "INVITE":
-            self._hold(route, msg)
-        else:  # an out-of-dialog transaction (OPTIONS, REGISTER, ...): gone after it ends
-            route.expires_at = now + self.linger_s
+        self._hold(route, msg)
         self._forward(route, data, msg, now)
+
+    def _answer_here(self, msg: SipScan) -> Rejection | None:
+        """The front's own answer to a request with no route, or None for a new call.
+
+        In RFC 3261 8.2's order: the method (405, 501), Require (420), the Request-URI's
+        scheme (416); then what needs no worker: a request of a dialog the front does not
+        know (481), OPTIONS (200, or 503 while draining or with no worker up). Only an
+        INVITE without a To tag goes on, to a worker.
+        """
+        c = self.counters
+        method = msg.method
+        answer = method_rejection(method)
+        if answer is None and method != "CANCEL":
+            tags = require_unsupported(msg)
+            if tags:
+                answer = Rejection(420, "Bad Extension", (("Unsupported", ", ".join(tags)),))
+        if answer is None:
+            answer = scheme_rejection(msg)
+        if answer is not None:
+            c["front_rejected_request"] += 1
+            return answer
+        to = msg.get("to")
+        in_dialog = to is not None and _has_tag(to.value)
+        if method in ("CANCEL", *IN_DIALOG_ONLY) or (method == "INVITE" and in_dialog):
+            c["front_answered_481"] += 1
+            return Rejection(481, "Call/Transaction Does Not Exist")
+        if method == "OPTIONS":
+            c["front_answered_options"] += 1
+            if self.draining or not any(w.addr is not None for w in self.workers):
+                return self._unavailable()
+            return Rejection(200, "OK", OPTIONS_HEADERS)
+        if self.draining:
+            c["front_rejected_draining"] += 1
+            return Rejection(
+                503, "Service Unavailable", (("Retry-After", str(self.retry_after_s)),)
+            )
+        return None
 
     def _pick(self, *, need_slot: bool) -> WorkerSlot | None:
         up = [w for w in self.workers if w.addr is not None and (w.free > 0 or not need_slot)]
@@ -549,6 +522,9 @@ class SipFront(asyncio.DatagramProtocol):
             return
         self.counters["front_relayed_to_workers"] += 1
         route.relay.send(with_rport(data, msg), addr)
+
+    def _unavailable(self) -> Rejection:
+        return Rejection(503, "Service Unavailable", (("Retry-After", str(self.retry_after_s)),))
 
     def _reject_busy(self, msg: SipScan, addr: Addr) -> None:
         self.counters["front_rejected_busy"] += 1
@@ -640,6 +616,7 @@ class SipFront(asyncio.DatagramProtocol):
         An INVITE the worker never answered stops holding its slot after
         ``SILENT_INVITE_S``: junk INVITEs must not fill the node for a whole transaction time.
         """
+        self.guard.sweep(now)
         quiet_limit = self.idle_s + self.ringing_s
         for route in list(self.routes.values()):
             if route.holds_slot and not route.responded and now - route.invite_at > SILENT_INVITE_S:

@@ -48,7 +48,8 @@ class BotProcess:
 def run_bot(
     *, env: dict[str, str] | None = None, profile: Path | None = None, timeout_s: float = 180
 ) -> Iterator[BotProcess]:
-    """Start ``switchboard run`` on a free port; stop it (SIGTERM, then SIGKILL) after."""
+    """Start ``switchboard run`` on a free port; stop it after (SIGTERM: drain; a second
+    SIGTERM 5 s later: at once; SIGKILL if it still runs 15 s after that)."""
     port = free_udp_port()
     data_dir = tempfile.TemporaryDirectory(prefix="switchboard-bench-")
     full_env = {
@@ -86,10 +87,15 @@ def run_bot(
         yield bot
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
+            # SIGTERM drains (live calls may go on); a second one stops at once.
+            for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGTERM, 15)):
+                proc.send_signal(sig)
+                try:
+                    proc.wait(timeout=wait_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+            else:
                 proc.kill()
                 proc.wait()
         reader.join(timeout=5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import wave
 from pathlib import Path
 
 import numpy as np
@@ -10,28 +11,55 @@ import numpy as np
 from telephony.dialer import dial
 from testkit.voices import RATE, read_wav, speak, write_wav
 
+#: Suffixes of audio files: a ``--say`` value ending so is a file, never text to speak.
+AUDIO_SUFFIXES = frozenset({".wav", ".wave", ".mp3", ".ogg", ".oga", ".opus", ".flac", ".au"})
+
+
+class SayError(ValueError):
+    """``--say`` names a file that cannot be played; the message is one line for the user."""
+
 
 def utterance(say: str) -> bytes:
-    """``say`` is a WAV file to play, or text to speak in a synthetic voice."""
+    """``say`` is a WAV file to play, or text to speak in a synthetic voice.
+
+    A value that names an existing file, or ends in an audio suffix, is a file: a missing
+    one, one that is not a WAV, or a WAV that is not PCM is a ``SayError``.
+    """
     path = Path(say)
-    if path.suffix.lower() == ".wav":
-        if not path.exists():
-            raise FileNotFoundError(f"no such WAV file: {path}")
-        return read_wav(path)
-    return speak(say)
+    if not path.is_file() and path.suffix.lower() not in AUDIO_SUFFIXES:
+        return speak(say)
+    if path.is_dir():
+        raise SayError(f"--say {say}: is a folder, not a WAV file")
+    if not path.exists():
+        raise SayError(f"--say {say}: no such file")
+    try:
+        with wave.open(str(path), "rb") as wav:
+            width, frames = wav.getsampwidth(), wav.getnframes()
+    except wave.Error as exc:
+        if "RIFF" in str(exc) or "WAVE" in str(exc):
+            raise SayError(f"--say {say}: not a WAV file (16-bit PCM WAV needed)") from None
+        raise SayError(f"--say {say}: unsupported WAV ({exc}); 16-bit PCM WAV needed") from None
+    except (EOFError, OSError) as exc:
+        raise SayError(f"--say {say}: cannot be read as a WAV file ({exc})") from None
+    if width != 2:
+        raise SayError(
+            f"--say {say}: unsupported WAV ({8 * width}-bit samples); 16-bit PCM WAV needed"
+        )
+    if frames == 0:
+        raise SayError(f"--say {say}: the WAV file holds no audio")
+    return read_wav(path)
 
 
 async def dial_and_record(
     uri: str,
     *,
-    say: str | None,
+    play: bytes | None,
     record: Path | None,
     record_both: Path | None,
     duration_s: float,
     say_at_s: float,
 ) -> int:
     """Place the call; returns a process exit code (0 answered, 1 not answered)."""
-    play = utterance(say) if say else None
     result = await dial(uri, play=play, play_at_s=say_at_s, record_seconds=duration_s)
     if result.sip_final_status != 200:
         print(f"not answered: SIP {result.sip_final_status} {result.error}", file=sys.stderr)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.calllog.access import refusal, refused_error
 from bot.calllog.migrate import SchemaError, schema_state, upgrade_async
 from bot.calllog.privacy import mask_uri
 from bot.calllog.records import Record, utc
@@ -87,7 +88,8 @@ class CallLog:
         """Check the schema, adopt records a dead process spooled, close crashed calls.
 
         Raises ``SchemaError`` when the schema is not this code's (an empty database is
-        migrated when ``create_if_empty``). An unreachable database is not an error: the
+        migrated when ``create_if_empty``), ``DatabaseRefused`` when the database refuses
+        the credentials or has no such database. An unreachable database is not an error: the
         log starts spooling and catches up when it answers.
         """
         engine = make_engine(url)
@@ -98,6 +100,10 @@ class CallLog:
         except SchemaError:
             raise
         except Exception as exc:
+            why = refusal(exc)
+            if why is not None:
+                await engine.dispose()
+                raise refused_error(url, why) from None
             log.warning("call-log database unreachable at start, spooling to disk: %s", exc)
             reachable = False
         else:
@@ -107,7 +113,7 @@ class CallLog:
             elif state.status != "current":
                 await engine.dispose()
                 raise SchemaError(state.message())
-        spool = Spool(spool_dir)
+        spool = Spool(spool_dir, max_bytes=(options or CallLogSettings()).spool_max_bytes)
         spool.open()
         adopted = await asyncio.to_thread(spool.adopt_orphans)
         self = cls(

@@ -22,3 +22,6 @@ class CallLogSettings(BaseModel):
     retry_s: float = Field(2.0, gt=0)
     #: Default: ``<data_dir>/spool``.
     spool_dir: Path | None = None
+    #: The spool file's bound: past it the oldest records are dropped (and counted in the
+    #: log) rather than the disk filled.
+    spool_max_bytes: int = Field(1 << 30, ge=4096)

@@ -25,9 +25,13 @@ SUFFIX = ".jsonl"
 class Spool:
     """An append-only, fsync'd JSON-lines file of records, replayed front to back."""
 
-    def __init__(self, directory: Path, name: str = "calllog") -> None:
+    def __init__(
+        self, directory: Path, name: str = "calllog", *, max_bytes: int | None = None
+    ) -> None:
         self.directory = directory
         self._name = name
+        #: The file's bound: an append that would pass it drops the oldest records first.
+        self.max_bytes = max_bytes
         self._fd: int | None = None
         self.path: Path | None = None
 
@@ -69,16 +73,42 @@ class Spool:
                 os.close(fd)
         return adopted
 
-    def append(self, records: Iterable[Record]) -> None:
-        """Append records and fsync (blocking: run it off the event loop)."""
-        data = "".join(rec.to_json() + "\n" for rec in records).encode()
-        if not data:
-            return
+    def append(self, records: Iterable[Record], replayed: int = 0) -> tuple[bool, int]:
+        """Append records and fsync (blocking: run it off the event loop).
+
+        ``replayed``: bytes at the file's start already in the database. When the append
+        would pass ``max_bytes``, the file is rewritten without those and without as many
+        of the oldest records as it takes to fit. Returns (rewritten, records dropped); a
+        rewritten file's replay starts again at offset 0.
+        """
+        lines = [(rec.to_json() + "\n").encode() for rec in records]
+        if not lines:
+            return False, 0
         fd = self._require()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        size = os.fstat(fd).st_size
+        added = sum(len(line) for line in lines)
+        if self.max_bytes is not None and size + added > self.max_bytes:
+            return True, self._rewrite(fd, replayed, lines)
+        _write_all(fd, b"".join(lines))
         os.fsync(fd)
+        return False, 0
+
+    def _rewrite(self, fd: int, replayed: int, new: list[bytes]) -> int:
+        assert self.max_bytes is not None
+        with open(os.dup(fd), "rb") as f:
+            f.seek(replayed)
+            kept = [line for line in f.readlines() if line.endswith(b"\n")]
+        kept += new
+        total = sum(len(line) for line in kept)
+        dropped = 0
+        while dropped < len(kept) and total > self.max_bytes:
+            total -= len(kept[dropped])
+            dropped += 1
+        kept = kept[dropped:]
+        os.ftruncate(fd, 0)
+        _write_all(fd, b"".join(kept))
+        os.fsync(fd)
+        return dropped
 
     def read_from(self, offset: int, limit: int) -> tuple[list[Record], int]:
         """Up to ``limit`` records from byte ``offset``, and the offset after them."""
@@ -119,6 +149,12 @@ class Spool:
         if self._fd is None:
             raise RuntimeError("spool is not open")
         return self._fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _mtime(path: Path) -> float:

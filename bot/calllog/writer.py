@@ -22,6 +22,7 @@ from pathlib import Path
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from bot.calllog.access import refusal
 from bot.calllog.records import Record
 from bot.calllog.spool import Spool
 from bot.calllog.store import write_batch
@@ -44,6 +45,7 @@ class WriterStats:
     spooled: int = 0  # records that went to the spool file
     replayed: int = 0  # records committed from the spool
     rejected: int = 0  # records the database refused as invalid (kept in rejected.jsonl)
+    dropped: int = 0  # oldest spooled records dropped to keep the spool within its bound
     batches: int = 0
     commit_ms: list[float] = field(default_factory=list)
 
@@ -174,11 +176,24 @@ class RecordWriter:
             items = list(self._to_spool)
             self._to_spool.clear()
             try:
-                await asyncio.to_thread(self._spool.append, items)
+                rewritten, dropped = await asyncio.to_thread(
+                    self._spool.append, items, self._offset
+                )
             except BaseException:
                 self._to_spool.extendleft(reversed(items))
                 raise
             self.stats.spooled += len(items)
+            if rewritten:
+                self._offset = 0  # the replayed records are gone from the file
+            if dropped:
+                self.stats.dropped += dropped
+                log.error(
+                    "call-log spool at its bound (%d bytes, SWITCHBOARD_CALLLOG__SPOOL_MAX_BYTES):"
+                    " dropped the %d oldest records (%d in all)",
+                    self._spool.max_bytes or 0,
+                    dropped,
+                    self.stats.dropped,
+                )
 
     async def _replay(self) -> None:
         self._next_retry = time.monotonic() + self._retry_s
@@ -221,7 +236,11 @@ class RecordWriter:
                 return False
         except _UNAVAILABLE as exc:
             if not self._spooling:
-                log.warning("call-log database unavailable, spooling: %s", _brief(exc))
+                why = refusal(exc)
+                if why is not None:
+                    log.error("call-log database %s; spooling until it lets us in", why)
+                else:
+                    log.warning("call-log database unavailable, spooling: %s", _brief(exc))
             return False
         except Exception:
             # A bug, not an outage; keeping the records (spooled) beats dropping them.

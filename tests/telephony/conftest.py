@@ -12,11 +12,14 @@ import wave
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from telephony import CallHandle, EndpointConfig, SipEndpoint
+from telephony import CallHandle, EndpointConfig, SipEndpoint, SipServer
+from telephony.dialer import DialResult
+from tests.telephony.nodekit import alive
 
 SIPP = shutil.which("sipp")
 SIPP_TIMEOUT_S = 25.0
@@ -338,3 +341,50 @@ def helpers() -> object:
         pause = staticmethod(pause)
 
     return H
+
+
+# ------------------------------------------------------------------------------ nodes
+
+
+@pytest.fixture
+def make_node(
+    free_udp_port: Callable[[], int],
+) -> Callable[..., contextlib.AbstractAsyncContextManager[SipServer]]:
+    """``async with make_node(on_call, max_calls=8) as node``; checks no worker outlives it."""
+
+    @contextlib.asynccontextmanager
+    async def factory(on_call: Any, **overrides: Any) -> AsyncIterator[SipServer]:
+        node_keys = ("relay_linger_s", "relay_idle_s", "heartbeat_timeout_s")
+        node_kw = {k: overrides.pop(k) for k in node_keys if k in overrides}
+        cfg = EndpointConfig(
+            port=free_udp_port(),
+            rtp_port_start=random.randrange(30000, 38000, 2),
+            rtp_port_range=400,
+            log_level=1,
+        )
+        for key, value in overrides.items():
+            setattr(cfg, key, value)
+        node = SipServer(cfg, on_call, **node_kw)
+        await node.start()
+        pids: set[int] = set(node.worker_pids)
+        try:
+            yield node
+            pids.update(node.worker_pids)
+        finally:
+            await asyncio.wait_for(node.stop(), timeout=20)
+        leftover = [p for p in pids if alive(p)]
+        assert not leftover, f"worker processes left behind: {leftover}"
+
+    return factory
+
+
+@pytest.fixture
+def hears_own_tone(helpers: Any) -> Callable[[DialResult, float], None]:
+    """Checks that a dialer got its own tone back (the node's on_call echoed it)."""
+
+    def check(result: DialResult, freq: float) -> None:
+        assert result.sip_final_status == 200, result.error
+        ratio = helpers.tone_ratio(result.received, freq)
+        assert ratio > 0.8, f"caller at {freq} Hz heard {ratio:.2f} of its tone back"
+
+    return check

@@ -274,12 +274,26 @@ async def test_requests_the_front_answers_or_drops(harness: Harness) -> None:
     for junk in (b"SIP/2.0 200 OK\r\nCall-ID: x\r\n\r\n", b"\x00\xff" * 40, b"hello", b""):
         await h.send(junk)
     await h.nothing(h.client)
-    # OPTIONS and other out-of-dialog requests go to a worker, without taking a call slot
+    # OPTIONS and other out-of-dialog requests are answered here: no route, no relay, no
+    # worker message
     await h.send(request("OPTIONS", call_id="o1"))
-    got, _ = await h.recv(h.worker_socks[0])
-    assert got.startswith(b"OPTIONS") and h.workers[0].load == 0
+    got, _ = await h.recv(h.client)
+    assert got.startswith(b"SIP/2.0 200 OK\r\n") and b"\r\nAllow: INVITE, ACK, " in got
+    for method, code in ((b"REGISTER", b"405"), (b"MESSAGE", b"405"), (b"FOO", b"501")):
+        await h.send(request(method.decode(), call_id="o2"))
+        got, _ = await h.recv(h.client)
+        assert got.startswith(b"SIP/2.0 " + code + b" ") and b"\r\nAllow: " in got
+    await h.send(request("BYE", call_id="o3"))  # no such call
+    got, _ = await h.recv(h.client)
+    assert got.startswith(b"SIP/2.0 481 ")
+    await h.send(request().replace(b"CSeq: 1", b"Require: foo, timer\r\nCSeq: 1"))
+    got, _ = await h.recv(h.client)
+    assert got.startswith(b"SIP/2.0 420 Bad Extension\r\n") and b"\r\nUnsupported: foo\r\n" in got
+    await h.nothing(h.worker_socks[0])
+    assert h.front.routes == {} and h.workers[0].load == 0
     c = h.front.counters
-    assert c["front_answered_481"] == 1 and c["front_answered_400"] == 1
+    assert c["front_answered_481"] == 2 and c["front_answered_400"] == 1
+    assert c["front_answered_options"] == 1 and c["front_rejected_request"] == 4
     assert c["front_keepalives"] == 2 and c["front_dropped_responses"] == 1  # b"" counts too
     assert c["front_malformed"] == 3  # the 400'd request, the binary junk and b"hello"
 
