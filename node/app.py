@@ -12,7 +12,10 @@ from contextlib import aclosing
 
 from threadpoolctl import threadpool_limits
 
+from admin.app import create_app
+from admin.server import AdminServer
 from bot.calllog import CallLog
+from bot.calllog.store import make_engine
 from bot.intents.cache import IntentCache
 from bot.intents.store import CacheStore, MemoryStore, RedisStore
 from bot.knowledge.index import KnowledgeIndex
@@ -22,7 +25,7 @@ from bot.pipeline.session import CallSession
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile
-from node.calllog import open_call_log
+from node.calllog import database_url, open_call_log
 from node.looplag import LoopLagMonitor
 from node.settings import Settings
 from serve import ChatMessage, ModelSet, load_models
@@ -46,12 +49,15 @@ class Node:
         self.knowledge: KnowledgeIndex | None = None
         self._sessions: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor(report_every_s=settings.loop_lag_report_s)
+        self.admin: AdminServer | None = None
 
     async def start(self) -> None:
         """Load and warm the models, synthesize fixed phrases, then start answering."""
         started = time.monotonic()
         # First: a database on the wrong schema stops the node before models load.
         self.call_log = await open_call_log(self.settings)
+        if self.settings.admin.enabled:
+            await self._start_admin(self.call_log)
         spec = self.settings.models
         if not self.profile.intents and not self.profile.knowledge:
             # Sentence embeddings serve the intent cache and the knowledge base only.
@@ -82,6 +88,15 @@ class Node:
             sip.port,
             time.monotonic() - started,
         )
+
+    async def _start_admin(self, call_log: CallLog) -> None:
+        """The REST API and console, on the call log's database, in this event loop."""
+        cfg = self.settings.admin
+        app = create_app(
+            make_engine(database_url(self.settings)), cfg, live_calls=call_log.live_calls
+        )
+        self.admin = AdminServer(app, cfg.host, cfg.port)
+        await self.admin.start()
 
     async def _start_intent_cache(self, models: ModelSet) -> IntentCache:
         assert models.embedder is not None
@@ -150,6 +165,9 @@ class Node:
     async def stop(self) -> None:
         """Hang up and release the endpoint."""
         await self.loop_lag.stop()
+        if self.admin is not None:
+            await self.admin.stop()
+            await self.admin.app.state.db.engine.dispose()
         if self.endpoint is not None:
             await self.endpoint.stop()
         if self.intent_cache is not None:

@@ -32,6 +32,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from admin.server import AdminServerError  # noqa: PLC0415
     from bot.calllog import SchemaError  # noqa: PLC0415 - keeps `switchboard --help` fast
     from bot.profile import ProfileError  # noqa: PLC0415
     from node.app import run_node  # noqa: PLC0415
@@ -40,7 +41,7 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(run_node(settings))
-    except (ProfileError, SchemaError) as exc:
+    except (ProfileError, SchemaError, AdminServerError) as exc:
         _error(str(exc))
         return 2
     except KeyboardInterrupt:
@@ -74,6 +75,20 @@ def _db(args: argparse.Namespace) -> int:
     )
 
 
+def _admin(args: argparse.Namespace) -> int:
+    from node.admincli import run_admin  # noqa: PLC0415
+
+    settings = _settings(args)
+    setup_logging(settings.log_level, settings.log_format)
+    return run_admin(
+        settings,
+        getattr(args, "admin_command", None),
+        name=getattr(args, "name", None),
+        role=getattr(args, "role", None),
+        password_stdin=getattr(args, "password_stdin", None),
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
@@ -104,6 +119,19 @@ def build_parser() -> argparse.ArgumentParser:
     purge = dbsub.add_parser("purge", help="blank transcripts older than the retention period")
     purge.add_argument("--days", type=int, help="default: the retention setting")
     db.set_defaults(func=_db)
+
+    admin = sub.add_parser(
+        "admin", help="the admin API on its own (a fleet sharing PostgreSQL), and its users"
+    )
+    adminsub = admin.add_subparsers(dest="admin_command")
+    adminsub.add_parser("serve", help="serve the REST API and console (the default)")
+    cu = adminsub.add_parser("create-user", help="add a console user (the first admin, say)")
+    cu.add_argument("name")
+    cu.add_argument("--role", choices=["admin", "editor", "viewer"], default="admin")
+    cu.add_argument(
+        "--password-stdin", action="store_true", help="read the password from stdin, no prompt"
+    )
+    admin.set_defaults(func=_admin)
     return parser
 
 
