@@ -7,7 +7,7 @@ from collections.abc import Callable
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from admin.api import accounts, calls
+from admin.api import accounts, calls, config
 from admin.db import AdminDb
 from admin.settings import AdminSettings
 from bot.calllog.calllog import LiveCallInfo
@@ -20,6 +20,7 @@ def create_app(
     settings: AdminSettings,
     *,
     live_calls: Callable[[], list[LiveCallInfo]] | None = None,
+    try_utterance: config.TryUtterance | None = None,
 ) -> FastAPI:
     """The app on the call log's database. ``live_calls``: the node's own calls, when the
     app runs inside a node (``switchboard run``); without it, live calls come from the
@@ -34,6 +35,8 @@ def create_app(
     app.state.db = AdminDb(engine)
     app.state.settings = settings
     app.state.live_calls = live_calls
+    app.state.try_utterance = try_utterance
     app.include_router(accounts.router)
     app.include_router(calls.router)
+    app.include_router(config.router)
     return app

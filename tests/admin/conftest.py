@@ -19,7 +19,7 @@ from admin.settings import AdminSettings
 from bot.calllog.migrate import upgrade_async
 from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.calllog.store import make_engine
-from tests.calllog.conftest import pg_database
+from tests.calllog.conftest import pg_database, pg_url  # noqa: F401 - a fixture
 
 PASSWORD = "correct horse battery"
 
