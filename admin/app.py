@@ -8,7 +8,9 @@ from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.api import accounts, calls, config
+from admin.api.metrics import metrics_router
 from admin.db import AdminDb
+from admin.metrics import NodeMetrics
 from admin.settings import AdminSettings
 from bot.calllog.calllog import LiveCallInfo
 
@@ -21,6 +23,7 @@ def create_app(
     *,
     live_calls: Callable[[], list[LiveCallInfo]] | None = None,
     try_utterance: config.TryUtterance | None = None,
+    metrics: NodeMetrics | None = None,
 ) -> FastAPI:
     """The app on the call log's database. ``live_calls``: the node's own calls, when the
     app runs inside a node (``switchboard run``); without it, live calls come from the
@@ -36,7 +39,9 @@ def create_app(
     app.state.settings = settings
     app.state.live_calls = live_calls
     app.state.try_utterance = try_utterance
+    app.state.metrics = metrics
     app.include_router(accounts.router)
     app.include_router(calls.router)
     app.include_router(config.router)
+    app.include_router(metrics_router(public=settings.metrics_public))
     return app

@@ -25,5 +25,8 @@ class AdminSettings(BaseModel):
     #: before further attempts are refused with 429.
     login_max_failures: int = Field(5, ge=1, le=1000)
     login_window_s: int = Field(300, ge=1, le=86_400)
+    #: Serve ``/metrics`` without credentials (for a Prometheus on a trusted network);
+    #: otherwise it needs an API token like the rest of the API.
+    metrics_public: bool = False
     #: How often a node checks the database for a new configuration version (s).
     config_poll_s: float = Field(2.0, gt=0.0, le=3600.0)

@@ -7,7 +7,9 @@ import contextlib
 import getpass
 import signal
 import sys
+from pathlib import Path
 
+from admin import config_store
 from admin.accounts import AccountError, create_user
 from admin.app import create_app
 from admin.db import AdminDb
@@ -15,6 +17,7 @@ from admin.security import MIN_PASSWORD_LENGTH, Role
 from admin.server import AdminServer, AdminServerError
 from bot.calllog.migrate import schema_state
 from bot.calllog.store import make_engine
+from bot.profile import ProfileError, load_profile
 from node.calllog import database_url
 from node.settings import Settings
 
@@ -30,6 +33,10 @@ def run_admin(settings: Settings, command: str | None, **options: str | None) ->
         if password is None:
             return 2
         return asyncio.run(_create_user(settings, name, password, role))  # type: ignore[arg-type]
+    if command == "import-profile":
+        path = options["path"]
+        assert path is not None
+        return asyncio.run(_import_profile(settings, Path(path)))
     raise ValueError(f"unknown admin command: {command}")
 
 
@@ -74,6 +81,38 @@ async def _create_user(settings: Settings, name: str, password: str, role: Role)
     finally:
         await db.engine.dispose()
     print(f"user {name} created ({role})")
+    return 0
+
+
+async def _import_profile(settings: Settings, path: Path) -> int:
+    try:
+        profile = load_profile(path)
+    except ProfileError as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return 2
+    db = await _checked_engine(settings)
+    if db is None:
+        return 2
+    try:
+        async with db.sessions() as session:
+            base = await config_store.latest_version(session)
+            version = await config_store.save(
+                session,
+                profile,
+                actor="cli",
+                action="config.import",
+                target=f"profile:{path.name}",
+                before={"version": base},
+                after={"name": profile.name},
+                base=base,
+            )
+            await session.commit()
+    except config_store.ConfigConflict as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await db.engine.dispose()
+    print(f"configuration version {version} from {path}: nodes use it from their next call")
     return 0
 
 

@@ -86,6 +86,7 @@ def _admin(args: argparse.Namespace) -> int:
         name=getattr(args, "name", None),
         role=getattr(args, "role", None),
         password_stdin=getattr(args, "password_stdin", None),
+        path=getattr(args, "path", None),
     )
 
 
@@ -131,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     cu.add_argument(
         "--password-stdin", action="store_true", help="read the password from stdin, no prompt"
     )
+    imp = adminsub.add_parser(
+        "import-profile", help="load a profile TOML file as the next configuration version"
+    )
+    imp.add_argument("path")
     admin.set_defaults(func=_admin)
     return parser
 
