@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import RedirectResponse
+from fastapi.staticfiles import StaticFiles
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.api import accounts, calls, config
@@ -15,6 +18,17 @@ from admin.settings import AdminSettings
 from bot.calllog.calllog import LiveCallInfo
 
 API_TITLE = "Switchboard admin API"
+STATIC = Path(__file__).parent / "static"
+#: The console loads nothing from elsewhere, and no other site may frame it.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
 
 
 def create_app(
@@ -32,7 +46,8 @@ def create_app(
         title=API_TITLE,
         version="1",
         openapi_url="/api/v1/openapi.json",
-        docs_url="/api/v1/docs",
+        # The interactive docs page loads its scripts from a CDN: the console does not.
+        docs_url=None,
         redoc_url=None,
     )
     app.state.db = AdminDb(engine)
@@ -44,4 +59,21 @@ def create_app(
     app.include_router(calls.router)
     app.include_router(config.router)
     app.include_router(metrics_router(public=settings.metrics_public))
+    app.mount("/console", StaticFiles(directory=STATIC, html=True), name="console")
+
+    @app.get("/", include_in_schema=False)
+    async def home() -> RedirectResponse:
+        return RedirectResponse("/console/")
+
+    @app.middleware("http")
+    async def security_headers(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await call_next(request)
+        for key, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(key, value)
+        if request.url.path.startswith("/api/"):
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
     return app

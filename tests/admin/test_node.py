@@ -64,6 +64,10 @@ async def test_a_call_is_live_in_the_nodes_api_then_in_its_log(pg_url: str) -> N
             assert 0 < ms["eot_decided"] <= ms["transcript_ready"] <= ms["first_audio_out"]
             summary = (await api.get("/api/v1/summary")).json()
             assert summary["calls"] == 1 and summary["live_calls"] == 0
+            exported = (await api.get("/metrics")).text
+            assert "switchboard_sip_calls_total 1.0" in exported
+            assert f'switchboard_turns_total{{route="{answered["route"]}"}}' in exported
+            assert "switchboard_voice_to_voice_seconds_bucket" in exported
 
 
 PROFILE_TOML = """
@@ -115,7 +119,7 @@ async def test_a_change_through_one_nodes_api_reaches_another_node_without_a_res
             result = await dial(node_b.uri, script=[(3.0, speak(QUESTION))], record_seconds=10)
             assert result.sip_final_status == 200
             for _ in range(50):
-                calls = (await api.get("/api/v1/calls", params={"node": ""})).json()["items"]
+                calls = (await api.get("/api/v1/calls")).json()["items"]
                 if calls and calls[0]["ended_at"]:
                     break
                 await asyncio.sleep(0.1)
