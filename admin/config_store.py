@@ -54,8 +54,22 @@ class Versioned:
     profile: BotProfile
 
 
+def _control_characters(data: Any, loc: tuple[str | int, ...] = ()) -> list[ConfigProblem]:
+    """Text with a NUL character: nothing a caller should hear, nor PostgreSQL store as text."""
+    if isinstance(data, str):
+        return [ConfigProblem(loc, "must not contain NUL characters")] if "\x00" in data else []
+    if isinstance(data, dict):
+        return [p for k, v in data.items() for p in _control_characters(v, (*loc, k))]
+    if isinstance(data, list):
+        return [p for i, v in enumerate(data) for p in _control_characters(v, (*loc, i))]
+    return []
+
+
 def validate(data: dict[str, Any]) -> BotProfile:
     """``data`` as a profile, or ``ConfigRejected`` naming each field and reason."""
+    problems = _control_characters(data)
+    if problems:
+        raise ConfigRejected(problems)
     try:
         return BotProfile.model_validate(data)
     except ValidationError as exc:

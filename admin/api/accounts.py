@@ -6,12 +6,12 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
 from admin import accounts
-from admin.api.pagination import Page, PageDep
+from admin.api.pagination import DbText, Page, PageDep
 from admin.audit import record
 from admin.db import aware, now
 from admin.deps import (
@@ -164,7 +164,12 @@ async def create_user(body: UserCreate, session: SessionDep, who: Admin) -> User
 
 
 @router.patch("/users/{name}", response_model=UserRead, summary="Change a user")
-async def update_user(name: str, body: UserUpdate, session: SessionDep, who: Admin) -> UserRead:
+async def update_user(
+    name: Annotated[str, Path(max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")],
+    body: UserUpdate,
+    session: SessionDep,
+    who: Admin,
+) -> UserRead:
     user = await accounts.find_user(session, name)
     if user is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no user {name!r}")
@@ -186,7 +191,7 @@ async def update_user(name: str, body: UserUpdate, session: SessionDep, who: Adm
 
 
 class TokenCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=64)
+    name: DbText = Field(min_length=1, max_length=64)
     #: At most your own role; default: your role.
     role: Role | None = None
 

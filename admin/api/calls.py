@@ -13,7 +13,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, status
 from pydantic import BaseModel, Field
 from sqlalchemy import Select, exists, func, select
 
-from admin.api.pagination import Page, PageDep
+from admin.api.pagination import DbText, Page, PageDep
 from admin.db import aware, now, to_utc
 from admin.deps import SessionDep, Viewer
 from bot.calllog.calllog import LiveCallInfo
@@ -133,10 +133,10 @@ class CallFilters(BaseModel):
 
     since: datetime | None = Field(None, description="answered at or after (ISO 8601)")
     until: datetime | None = Field(None, description="answered before (ISO 8601)")
-    caller: str | None = Field(None, max_length=255, description="part of the caller URI")
-    route: str | None = Field(None, max_length=32, description="has a turn on this route")
-    end_reason: str | None = Field(None, max_length=64)
-    node: str | None = Field(None, max_length=255)
+    caller: DbText | None = Field(None, max_length=255, description="part of the caller URI")
+    route: DbText | None = Field(None, max_length=32, description="has a turn on this route")
+    end_reason: DbText | None = Field(None, max_length=64)
+    node: DbText | None = Field(None, max_length=255)
 
 
 def _filtered(query: Select[Any], f: CallFilters) -> Select[Any]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import APIRouter, HTTPException, Path, Request, status
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
@@ -224,7 +224,9 @@ async def list_versions(session: SessionDep, _who: Viewer, page: PageDep) -> Pag
 
 
 @router.get("/versions/{version}", response_model=BotProfile, summary="One version in full")
-async def get_version(version: int, session: SessionDep, _who: Viewer) -> BotProfile:
+async def get_version(
+    version: Annotated[int, Path(ge=1, le=2**31 - 1)], session: SessionDep, _who: Viewer
+) -> BotProfile:
     found = await config_store.get_version(session, version)
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no version {version}")

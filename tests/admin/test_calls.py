@@ -138,3 +138,12 @@ async def test_summary_percentiles_cache_rate_and_calls_per_hour(
         f"/api/v1/summary?since={T0.isoformat()}&until={T0.isoformat()}", headers=auth
     )
     assert r.status_code == 422
+
+
+async def test_text_no_database_can_store_is_refused_not_a_server_error(
+    client: httpx.AsyncClient, admin_engine: AsyncEngine
+) -> None:
+    auth = bearer(await add_token(admin_engine, "vic", "viewer"))
+    r = await client.get("/api/v1/calls", params={"caller": "a\x00b"}, headers=auth)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["query", "caller"]

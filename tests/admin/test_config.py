@@ -183,3 +183,18 @@ async def test_no_configuration_yet_says_how_to_get_one(
     r = await client.get("/api/v1/config/settings", headers=auth)
     assert r.status_code == 404
     assert "import-profile" in r.json()["detail"]
+
+
+async def test_a_nul_character_in_the_configuration_is_refused(
+    client: httpx.AsyncClient, editor: dict[str, str]
+) -> None:
+    r = await client.patch(
+        "/api/v1/config/settings", json={"greeting": "Hello\x00there"}, headers=editor
+    )
+    assert r.status_code == 422, r.text
+    r = await client.post(
+        "/api/v1/config/knowledge",
+        json={"topic": "nul", "questions": ["what\x00"], "answer": "None."},
+        headers=editor,
+    )
+    assert r.status_code == 422, r.text
