@@ -418,15 +418,27 @@ async function settingsPage() {
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const f = form.elements;
+    const wanted = {
+      greeting: f.greeting.value, apology: f.apology.value, unsure: f.unsure.value,
+      decline: f.decline.value, system_prompt: f.system_prompt.value,
+      fillers: lines(f.fillers.value), filler_after_ms: Number(f.filler_after_ms.value),
+      intent_matching: { threshold: Number(f.threshold.value), margin: Number(f.margin.value) },
+      knowledge_matching: { min_score: Number(f.min_score.value) },
+      endpointing: { end_silence_ms: Number(f.end_silence_ms.value) },
+    };
+    // Only what changed, so that the audit log shows the change and nothing else.
+    const changes = {};
+    for (const [key, value] of Object.entries(wanted)) {
+      if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+        const part = Object.fromEntries(Object.entries(value).filter(([k, v]) => s[key][k] !== v));
+        if (Object.keys(part).length) changes[key] = part;
+      } else if (JSON.stringify(value) !== JSON.stringify(s[key])) {
+        changes[key] = value;
+      }
+    }
+    if (Object.keys(changes).length === 0) { toast("Nothing changed"); return; }
     try {
-      await api("PATCH", "/config/settings", {
-        greeting: f.greeting.value, apology: f.apology.value, unsure: f.unsure.value,
-        decline: f.decline.value, system_prompt: f.system_prompt.value,
-        fillers: lines(f.fillers.value), filler_after_ms: Number(f.filler_after_ms.value),
-        intent_matching: { threshold: Number(f.threshold.value), margin: Number(f.margin.value) },
-        knowledge_matching: { min_score: Number(f.min_score.value) },
-        endpointing: { end_silence_ms: Number(f.end_silence_ms.value) },
-      });
+      await api("PATCH", "/config/settings", changes);
       toast("Saved: nodes use it from their next call");
       settingsPage();
     } catch (e) { err.textContent = e.message; }

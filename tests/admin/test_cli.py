@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,25 @@ def test_no_user_until_one_is_created_from_the_cli_then_the_served_api_lets_them
             proc.stdout.close()
         if proc.stderr:
             proc.stderr.close()
+
+
+def test_a_taken_port_stops_the_api_with_one_line(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
+    upgrade(url)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**_env(url), "SWITCHBOARD_ADMIN__PORT": str(port)}
+        done = subprocess.run(
+            [sys.executable, "-m", "node.cli", "admin"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert f"\nswitchboard: admin API cannot listen on 127.0.0.1:{port}: " in done.stderr
+    assert "SWITCHBOARD_ADMIN__PORT" in done.stderr and "Traceback" not in done.stderr

@@ -155,7 +155,9 @@ async def test_console_pages(
         await expect(page.locator("main")).to_contain_text("Voice-to-voice by route")
         await _shot(page, f"{viewport}-latency")
         await page.click("nav a[data-page=audit]")
-        await expect(page.locator("main")).to_contain_text("settings.update settings")
+        change = page.locator("tr:has-text('settings.update settings')")
+        await expect(change).to_contain_text("Welcome to the console shop.")
+        await expect(change).not_to_contain_text("system_prompt")  # only what changed
         await expect(page.locator("main")).to_contain_text("intent.create intent:returns")
         await _shot(page, f"{viewport}-audit")
         # Nothing overflows a phone's width but the tables' own scrolling.
