@@ -10,11 +10,12 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from admin.api import accounts, calls, config
+from admin.api import accounts, calls, config, webrtc
 from admin.api.metrics import metrics_router
 from admin.db import AdminDb
 from admin.metrics import NodeMetrics
 from admin.settings import AdminSettings
+from admin.webrtc import WebRtcCalls
 from bot.calllog.calllog import LiveCallInfo
 
 API_TITLE = "Switchboard admin API"
@@ -38,6 +39,7 @@ def create_app(
     live_calls: Callable[[], list[LiveCallInfo]] | None = None,
     try_utterance: config.TryUtterance | None = None,
     metrics: NodeMetrics | None = None,
+    webrtc_calls: WebRtcCalls | None = None,
 ) -> FastAPI:
     """The app on the call log's database. ``live_calls``: the node's own calls, when the
     app runs inside a node (``switchboard run``); without it, live calls come from the
@@ -55,9 +57,11 @@ def create_app(
     app.state.live_calls = live_calls
     app.state.try_utterance = try_utterance
     app.state.metrics = metrics
+    app.state.webrtc = webrtc_calls
     app.include_router(accounts.router)
     app.include_router(calls.router)
     app.include_router(config.router)
+    app.include_router(webrtc.router)
     app.include_router(metrics_router(public=settings.metrics_public))
     app.mount("/console", StaticFiles(directory=STATIC, html=True), name="console")
 

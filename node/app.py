@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import signal
 import sys
@@ -17,6 +18,7 @@ from admin.app import create_app
 from admin.config_store import Versioned
 from admin.metrics import NodeMetrics
 from admin.server import AdminServer
+from admin.webrtc import WebRtcCalls
 from bot.calllog import CallLog
 from bot.calllog.store import make_engine
 from bot.intents.cache import IntentCache
@@ -55,6 +57,7 @@ class Node:
         self.loop_lag = LoopLagMonitor(report_every_s=settings.loop_lag_report_s)
         self.admin: AdminServer | None = None
         self.config: ConfigSync | None = None
+        self.webrtc: WebRtcCalls | None = None
         self.metrics = NodeMetrics()
         self.metrics.add_snapshot(
             sip=lambda: self.endpoint.stats() if self.endpoint is not None else {},
@@ -146,6 +149,14 @@ class Node:
             (time.monotonic() - started) * 1000,
         )
 
+    def _webrtc_calls(self) -> WebRtcCalls | None:
+        """Browser test calls, when the ``webrtc`` extra (aiortc) is installed."""
+        if importlib.util.find_spec("aiortc") is None:
+            log.info("browser test calls off: the webrtc extra (aiortc) is not installed")
+            return None
+        self.webrtc = WebRtcCalls(self._on_call, sample_rate=SAMPLE_RATE)
+        return self.webrtc
+
     def _model_metrics(self) -> dict[str, dict[str, float]]:
         m = self.models
         if m is None:
@@ -194,6 +205,7 @@ class Node:
             live_calls=call_log.live_calls,
             try_utterance=self._try_utterance,
             metrics=self.metrics,
+            webrtc_calls=self._webrtc_calls(),
         )
         self.admin = AdminServer(app, cfg.host, cfg.port)
         await self.admin.start()
@@ -271,6 +283,8 @@ class Node:
         if self.config is not None:
             await self.config.stop()
             await self.config.engine.dispose()
+        if self.webrtc is not None:
+            await self.webrtc.close()
         if self.admin is not None:
             await self.admin.stop()
             await self.admin.app.state.db.engine.dispose()
