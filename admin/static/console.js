@@ -460,12 +460,70 @@ async function auditPage() {
   ], data.items));
 }
 
+// -- a test call from the browser ------------------------------------------------------
+
+const call = { pc: null, stream: null };
+
+async function hangUp(status) {
+  if (call.pc) { call.pc.close(); call.pc = null; }
+  if (call.stream) { for (const t of call.stream.getTracks()) t.stop(); call.stream = null; }
+  if (status) status.textContent = "Call ended.";
+}
+
+function iceGathered(pc) {
+  if (pc.iceGatheringState === "complete") return Promise.resolve();
+  return new Promise((resolve) => {
+    pc.addEventListener("icegatheringstatechange", () => {
+      if (pc.iceGatheringState === "complete") resolve();
+    });
+  });
+}
+
+async function testCallPage() {
+  const status = h("p", { id: "call-status", class: "muted" }, "Not in a call.");
+  const audio = h("audio", { id: "bot-audio", autoplay: true });
+  const start = h("button", { type: "button", id: "start-call" }, "Call the bot");
+  const stop = h("button", { type: "button", id: "end-call", class: "danger" }, "Hang up");
+  start.addEventListener("click", async () => {
+    await hangUp(null);
+    status.textContent = "Asking for the microphone…";
+    try {
+      call.stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+      const pc = new RTCPeerConnection();
+      call.pc = pc;
+      for (const track of call.stream.getAudioTracks()) pc.addTrack(track, call.stream);
+      pc.addEventListener("track", (ev) => {
+        audio.srcObject = ev.streams[0] || new MediaStream([ev.track]);
+      });
+      pc.addEventListener("connectionstatechange", () => {
+        if (pc.connectionState === "connected") status.textContent = "In a call: speak to the bot.";
+        if (["failed", "closed"].includes(pc.connectionState)) status.textContent = "Call ended.";
+      });
+      await pc.setLocalDescription(await pc.createOffer());
+      await iceGathered(pc);
+      const answer = await api("POST", "/webrtc/offer",
+        { sdp: pc.localDescription.sdp, type: "offer" });
+      await pc.setRemoteDescription(answer);
+      status.textContent = "Connecting…";
+    } catch (e) {
+      await hangUp(null);
+      status.textContent = `No call: ${e.message}`;
+    }
+  });
+  stop.addEventListener("click", () => hangUp(status));
+  page("Test call",
+    h("p", { class: "muted" }, "Talk to the bot from this browser: the same pipeline, models " +
+      "and call log as a phone call (the call log shows it as webrtc:<you>)."),
+    h("p", { class: "row" }, start, stop), status, audio);
+}
+
 // -- routing ----------------------------------------------------------------------------
 
 function stopTimer() { if (state.timer) { clearInterval(state.timer); state.timer = null; } }
 
 async function route() {
   stopTimer();
+  if (!location.hash.startsWith("#/call") || location.hash.startsWith("#/calls")) hangUp(null);
   if (!state.me) return;
   const parts = (location.hash || "#/live").slice(2).split("/");
   for (const a of document.querySelectorAll("nav a")) {
@@ -478,6 +536,7 @@ async function route() {
     else if (parts[0] === "intents") await intentsPage();
     else if (parts[0] === "settings") await settingsPage();
     else if (parts[0] === "audit") await auditPage();
+    else if (parts[0] === "call") await testCallPage();
     else await livePage();
   } catch (e) {
     if (e.status !== 401) page("Error", h("p", { class: "error" }, e.message));
