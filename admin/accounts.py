@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from admin.audit import record
@@ -203,7 +203,7 @@ async def revoke_token(
     """Revoke a token (``owner``'s only, unless None); None when there is no such token."""
     query = select(ApiToken).where(ApiToken.id == token_id)
     if owner is not None:
-        query = query.where(or_(ApiToken.user_id == owner.id))
+        query = query.where(ApiToken.user_id == owner.id)
     token = (await session.execute(query)).scalar_one_or_none()
     if token is None:
         return None

@@ -131,3 +131,17 @@ async def test_validation_errors_name_the_field_and_reason(
     r = await client.get("/api/v1/calls?limit=0", headers=bearer(admin))
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["query", "limit"]
+
+
+async def test_a_non_admin_cannot_see_or_revoke_someone_elses_token(
+    client: httpx.AsyncClient, admin_engine: AsyncEngine
+) -> None:
+    admin = await add_token(admin_engine, "root", "admin")
+    viewer = await add_token(admin_engine, "vic", "viewer")
+    everyone = (await client.get("/api/v1/tokens", headers=bearer(admin))).json()["items"]
+    roots = next(t for t in everyone if t["user"] == "root")
+    mine = (await client.get("/api/v1/tokens", headers=bearer(viewer))).json()["items"]
+    assert [t["user"] for t in mine] == ["vic"]
+    r = await client.delete(f"/api/v1/tokens/{roots['id']}", headers=bearer(viewer))
+    assert r.status_code == 404
+    assert (await client.get("/api/v1/auth/me", headers=bearer(admin))).status_code == 200

@@ -17,11 +17,17 @@ from admin.app import create_app
 from admin.config_store import seed
 from admin.server import AdminServer
 from admin.settings import AdminSettings
+from admin.webrtc import WebRtcCall, WebRtcCalls
 from bot.calllog.migrate import upgrade
 from bot.calllog.store import make_engine
 from tests.admin.conftest import T0, add_call, add_token
 from tests.admin.test_config import PROFILE
 from tests.calllog.conftest import pg_database
+
+
+async def _drain(call: WebRtcCall) -> None:
+    async for _ in call.receive():
+        pass
 
 
 class _ServerThread:
@@ -42,13 +48,17 @@ class _ServerThread:
         await seed(engine, PROFILE, "profile:test.toml")
         self.token = await add_token(engine, "fuzz", "admin")
         await add_call(engine, caller="sip:1@x", at=T0, end_reason="200 OK", turns=[("llm", 900)])
-        app = create_app(engine, AdminSettings(login_max_failures=1000))
+        # Offers are answered for real (aiortc parses every generated SDP); a call that
+        # connected would only be drained here, no pipeline behind it.
+        webrtc = WebRtcCalls(_drain, sample_rate=16_000)
+        app = create_app(engine, AdminSettings(login_max_failures=1000), webrtc_calls=webrtc)
         server = AdminServer(app, "127.0.0.1", 0)
         await server.start()
         self.port = server.port
         self._ready.set()
         await self._stop.wait()
         await server.stop()
+        await webrtc.close()
         await engine.dispose()
 
     def __enter__(self) -> _ServerThread:
