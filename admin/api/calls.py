@@ -99,6 +99,23 @@ class HourCount(BaseModel):
     calls: int
 
 
+class LatencyPoint(BaseModel):
+    """Voice-to-voice of one route's turns in one time bucket."""
+
+    start: datetime
+    route: str
+    turns: int
+    p50_ms: float
+    p95_ms: float
+
+
+class LatencySeries(BaseModel):
+    since: datetime
+    until: datetime
+    bucket_minutes: int
+    points: list[LatencyPoint]
+
+
 class Summary(BaseModel):
     since: datetime
     until: datetime
@@ -338,3 +355,48 @@ async def summary(
         calls_per_hour=[HourCount(hour=h, calls=n) for h, n in sorted(hours.items())],
         live_calls=len(live()) if live is not None else None,
     )
+
+
+@router.get("/summary/latency", response_model=LatencySeries, summary="Voice-to-voice over time")
+async def latency_over_time(
+    session: SessionDep,
+    _who: Viewer,
+    since: Annotated[datetime | None, Query(description="default: 24 hours ago")] = None,
+    until: Annotated[datetime | None, Query(description="default: now")] = None,
+    bucket_minutes: Annotated[int, Query(ge=1, le=1440)] = 60,
+) -> LatencySeries:
+    """P50/P95 voice-to-voice per route in buckets of ``bucket_minutes`` (by the turn's end
+    of speech); buckets without a timed turn are left out."""
+    until = to_utc(until) or now()
+    since = to_utc(since) or until - timedelta(hours=24)
+    if since >= until:
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, detail="since: must be before until"
+        )
+    rows = (
+        await session.execute(
+            select(TurnRow.route, TurnRow.speech_end_at, TurnRow.first_audio_out_at).where(
+                TurnRow.speech_end_at >= since,
+                TurnRow.speech_end_at < until,
+                TurnRow.first_audio_out_at.is_not(None),
+            )
+        )
+    ).all()
+    width = timedelta(minutes=bucket_minutes)
+    buckets: dict[tuple[datetime, str], list[float]] = defaultdict(list)
+    for route, spoke, heard in rows:
+        spoke_at, heard_at = aware(spoke), aware(heard)
+        assert spoke_at is not None and heard_at is not None  # both filtered on
+        start = since + width * ((spoke_at - since) // width)
+        buckets[(start, route)].append((heard_at - spoke_at).total_seconds() * 1000.0)
+    points = [
+        LatencyPoint(
+            start=start,
+            route=route,
+            turns=len(values),
+            p50_ms=round(float(np.percentile(values, 50)), 1),
+            p95_ms=round(float(np.percentile(values, 95)), 1),
+        )
+        for (start, route), values in sorted(buckets.items())
+    ]
+    return LatencySeries(since=since, until=until, bucket_minutes=bucket_minutes, points=points)

@@ -17,7 +17,7 @@ function h(tag, attrs, ...children) {
     else if (k === "style") Object.assign(el.style, v);
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -231,9 +231,63 @@ async function callPage(id) {
 
 // -- latency ----------------------------------------------------------------------------
 
+const ROUTE_COLORS = { exact: "#067647", semantic: "#0e9384", knowledge: "#7a5af8",
+  llm: "#2456c7", fallback: "#dc6803", none: "#98a2b3" };
+
+function svg(tag, attrs, ...children) {
+  const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  el.append(...children);
+  return el;
+}
+
+function latencyChart(series) {
+  if (series.points.length === 0) return h("p", { class: "muted" }, "No timed turns yet.");
+  const W = 800, H = 260, L = 50, B = 24;
+  const t0 = Date.parse(series.since), t1 = Date.parse(series.until);
+  const top = Math.max(...series.points.map((p) => p.p95_ms)) * 1.1;
+  const half = series.bucket_minutes * 30000; // a point sits in the middle of its bucket
+  const x = (iso) => L + ((Date.parse(iso) + half - t0) / (t1 - t0)) * (W - L);
+  const y = (ms) => H - B - (ms / top) * (H - B - 8);
+  const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart", role: "img",
+    "aria-label": "voice-to-voice P50 and P95 per route over time" });
+  for (const frac of [0, 0.5, 1]) {
+    const ms = Math.round(top * frac);
+    chart.append(svg("line", { x1: L, x2: W, y1: y(ms), y2: y(ms), stroke: "#d9dee7" }),
+      svg("text", { x: 2, y: y(ms) + 4, "font-size": 11, fill: "#667085" }, `${ms} ms`));
+  }
+  const routes = [...new Set(series.points.map((p) => p.route))];
+  const legend = [];
+  for (const route of routes) {
+    const pts = series.points.filter((p) => p.route === route);
+    const color = ROUTE_COLORS[route] || "#1d2330";
+    for (const [key, dash] of [["p50_ms", "none"], ["p95_ms", "5 4"]]) {
+      chart.append(svg("polyline", { class: `series route-${route} ${key}`, fill: "none",
+        stroke: color, "stroke-width": 2, "stroke-dasharray": dash,
+        points: pts.map((p) => `${x(p.start)},${y(p[key])}`).join(" ") }));
+    }
+    for (const p of pts) {
+      chart.append(svg("circle", { cx: x(p.start), cy: y(p.p50_ms), r: 3, fill: color },
+        svg("title", {}, `${route} ${fmtTime(p.start)}: P50 ${p.p50_ms} ms, ` +
+          `P95 ${p.p95_ms} ms (${p.turns} turns)`)));
+    }
+    legend.push(h("span", { class: `legend route-${route}` }, `${route}`));
+  }
+  return h("div", {}, chart, h("p", { class: "muted" },
+    "Solid: P50, dashed: P95, per hour. ", legend.map((l, i) => [i ? " · " : "", l])));
+}
+
 async function latencyPage() {
-  const s = await api("GET", "/summary");
-  const most = Math.max(1, ...s.calls_per_hour.map((x) => x.calls));
+  const [s, series] = await Promise.all([api("GET", "/summary"), api("GET", "/summary/latency")]);
+  // One bar an hour over the whole window, empty hours included.
+  const counts = new Map(s.calls_per_hour.map((x) => [Date.parse(x.hour), x.calls]));
+  const hours = [];
+  const first = new Date(s.since);
+  first.setUTCMinutes(0, 0, 0);
+  for (let t = first.getTime(); t < Date.parse(s.until); t += 3600000) {
+    hours.push({ hour: new Date(t).toISOString(), calls: counts.get(t) || 0 });
+  }
+  const most = Math.max(1, ...hours.map((x) => x.calls));
   page("Latency and volume (last 24 hours)",
     h("div", { class: "stats" },
       h("div", { class: "stat" }, h("b", {}, s.calls), "calls"),
@@ -241,6 +295,8 @@ async function latencyPage() {
       h("div", { class: "stat" }, h("b", {}, s.cache_hit_rate === null ? "—"
         : `${Math.round(s.cache_hit_rate * 100)} %`), "answered from the cache"),
       h("div", { class: "stat" }, h("b", {}, s.live_calls ?? "—"), "calls now")),
+    h("h2", {}, "Voice-to-voice over time"),
+    latencyChart(series),
     h("h2", {}, "Voice-to-voice by route"),
     table([
       { title: "Route", value: (r) => r.route },
@@ -249,7 +305,7 @@ async function latencyPage() {
       { title: "P95", value: (r) => fmtMs(r.p95_ms) },
     ], s.voice_to_voice),
     h("h2", {}, "Calls per hour"),
-    h("div", { class: "hours" }, s.calls_per_hour.map((x) => h("div", {
+    h("div", { class: "hours" }, hours.map((x) => h("div", {
       style: { height: `${(x.calls / most) * 100}%` }, title: `${fmtTime(x.hour)}: ${x.calls}` }))));
 }
 

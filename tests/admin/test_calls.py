@@ -147,3 +147,41 @@ async def test_text_no_database_can_store_is_refused_not_a_server_error(
     r = await client.get("/api/v1/calls", params={"caller": "a\x00b"}, headers=auth)
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["loc"] == ["query", "caller"]
+
+
+async def test_latency_over_time_per_route_in_buckets(
+    client: httpx.AsyncClient, admin_engine: AsyncEngine
+) -> None:
+    auth = bearer(await add_token(admin_engine, "vic", "viewer"))
+    # Hour 09: semantic 100, 200, 300; llm 1000. Hour 10: semantic 500.
+    await add_call(admin_engine, caller="a", at=T0, end_reason="x", turns=[("semantic", 100.0)])
+    await add_call(
+        admin_engine,
+        caller="b",
+        at=T0 + timedelta(minutes=20),
+        end_reason="x",
+        turns=[("semantic", 200.0), ("semantic", 300.0), ("llm", 1000.0)],
+    )
+    await add_call(
+        admin_engine,
+        caller="c",
+        at=T0 + timedelta(minutes=65),
+        end_reason="x",
+        turns=[("semantic", 500.0), ("none", None)],
+    )
+    window = {"since": T0.isoformat(), "until": (T0 + timedelta(hours=3)).isoformat()}
+    r = await client.get("/api/v1/summary/latency", params=window, headers=auth)
+    assert r.status_code == 200, r.text
+    points = [
+        (p["start"][11:16], p["route"], p["turns"], p["p50_ms"], p["p95_ms"])
+        for p in r.json()["points"]
+    ]
+    assert points == [
+        ("09:00", "llm", 1, 1000.0, 1000.0),
+        ("09:00", "semantic", 3, 200.0, 290.0),
+        ("10:00", "semantic", 1, 500.0, 500.0),
+    ]
+    r = await client.get(
+        "/api/v1/summary/latency", params={**window, "bucket_minutes": 0}, headers=auth
+    )
+    assert r.status_code == 422

@@ -153,6 +153,9 @@ async def test_console_pages(
         await _shot(page, f"{viewport}-settings")
         await page.click("nav a[data-page=latency]")
         await expect(page.locator("main")).to_contain_text("Voice-to-voice by route")
+        # The chart: a P50 and a P95 line for each route with timed turns.
+        await expect(page.locator("svg.chart polyline.route-semantic")).to_have_count(2)
+        await expect(page.locator("svg.chart polyline.route-llm")).to_have_count(2)
         await _shot(page, f"{viewport}-latency")
         await page.click("nav a[data-page=audit]")
         change = page.locator("tr:has-text('settings.update settings')")
