@@ -1,1 +1,1 @@
-"""Operators' REST config API and web console (not built yet)."""
+"""Operators' REST API, web console and metrics (docs/admin.md)."""

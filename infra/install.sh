@@ -35,6 +35,9 @@ if [[ $WITH_TEST -eq 1 ]]; then
   apt_pkgs+=(sip-tester baresip-core flite espeak-ng sox)
   # server binaries only: the test suite runs its own PostgreSQL and Redis on free ports
   apt_pkgs+=(postgresql redis-server)
+  # the admin console's browser tests: headless Chromium driven by Playwright (no browser
+  # download; Playwright is pointed at this binary)
+  apt_pkgs+=(chromium)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do

@@ -8,6 +8,7 @@ from logging.config import fileConfig
 from alembic import context
 from sqlalchemy import Connection
 
+from admin.models import AdminBase
 from bot.calllog.models import Base
 from bot.calllog.store import make_engine
 from node.calllog import database_url
@@ -17,7 +18,7 @@ config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):
     fileConfig(config.config_file_name)
 
-target_metadata = Base.metadata
+target_metadata = [Base.metadata, AdminBase.metadata]
 url = config.get_main_option("sqlalchemy.url") or database_url(load_settings())
 
 

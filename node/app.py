@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import signal
 import sys
@@ -13,7 +14,14 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
+from admin.api.config import TryResult
+from admin.app import create_app
+from admin.config_store import Versioned
+from admin.metrics import NodeMetrics
+from admin.server import AdminServer
+from admin.webrtc import WebRtcCalls
 from bot.calllog import CallLog
+from bot.calllog.store import make_engine
 from bot.intents.cache import IntentCache
 from bot.intents.store import CacheStore, MemoryStore, RedisStore
 from bot.knowledge.index import KnowledgeIndex
@@ -23,7 +31,8 @@ from bot.pipeline.session import CallSession
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile
-from node.calllog import node_name, open_call_log
+from node.calllog import database_url, node_name, open_call_log
+from node.config_sync import ConfigSync
 from node.looplag import LoopLagMonitor
 from node.settings import Settings
 from serve import ChatMessage, ModelSet, load_models
@@ -52,27 +61,42 @@ class Node:
         self.tier: Any = None
         self._load_reporter: Any = None
         self._sip_report: asyncio.Task[None] | None = None
+        self.admin: AdminServer | None = None
+        self.config: ConfigSync | None = None
+        self.webrtc: WebRtcCalls | None = None
+        self.metrics = NodeMetrics()
+        self.metrics.add_snapshot(
+            sip=lambda: self.endpoint.stats() if self.endpoint is not None else {},
+            models=self._model_metrics,
+            live_calls=lambda: len(self.call_log.live_calls()) if self.call_log else 0,
+        )
 
     async def start(self) -> None:
         """Load and warm the models, synthesize fixed phrases, then start answering."""
         started = time.monotonic()
         # First: a database on the wrong schema stops the node before models load.
         self.call_log = await open_call_log(self.settings)
+        # The configuration: the database's newest version (the file seeds an empty one).
+        self.config = ConfigSync(
+            make_engine(database_url(self.settings)),
+            poll_s=self.settings.admin.config_poll_s,
+            apply=self._apply_config,
+        )
+        found = await self.config.initial(self.profile, f"profile:{self.settings.profile.name}")
+        if found is not None:
+            self.profile = found.profile
+            self.call_log.config_version = str(found.version)
+        if self.settings.admin.enabled:
+            await self._start_admin(self.call_log)
         spec = self.settings.models
         if not self.profile.intents and not self.profile.knowledge:
             # Sentence embeddings serve the intent cache and the knowledge base only.
             spec = spec.model_copy(update={"embedder": None})
         self.models = await self._load_models(spec)
-        prof = self.profile
-        # The knowledge base's answers too: spoken as written, they start like a cached one.
-        fixed = [prof.greeting, prof.apology, prof.unsure, prof.decline, *prof.fillers]
-        fixed += [entry.answer for entry in prof.knowledge]
-        if prof.transfer_failed is not None:
-            fixed.append(prof.transfer_failed)
-        for text in fixed:
+        for text in _fixed_phrases(self.profile):
             await self.prompts.add(self.models.tts, text)
         if self.profile.intents and self.models.embedder is not None:
-            self.intent_cache = await self._start_intent_cache(self.models)
+            self.intent_cache = await self._start_intent_cache(self.models, self.profile)
         if self.profile.knowledge and self.models.embedder is not None:
             self.knowledge = await KnowledgeIndex.build(
                 self.profile.knowledge, self.models.embedder, self.profile.knowledge_matching
@@ -86,6 +110,7 @@ class Node:
         self._sip_report = asyncio.get_running_loop().create_task(
             self._report_sip(), name="sip-stats"
         )
+        self.config.start()
         sip = self.settings.sip
         log.info(
             "ready: answering SIP on udp:%s:%d (started in %.1fs)",
@@ -114,7 +139,109 @@ class Node:
         models: ModelSet = self.tier.models
         return models
 
-    async def _start_intent_cache(self, models: ModelSet) -> IntentCache:
+    async def _apply_config(self, found: Versioned) -> None:
+        """Run configuration ``found`` from the next call on; only new phrases and changed
+        intents are synthesized (the intent cache and the prompts keep what they have)."""
+        assert self.models is not None
+        profile, models = found.profile, self.models
+        started = time.monotonic()
+        for text in _fixed_phrases(profile):
+            await self.prompts.add(models.tts, text)
+        if models.embedder is None:
+            if profile.intents or profile.knowledge:
+                log.warning(
+                    "configuration %d has intents or knowledge, but this node started without "
+                    "them and has no sentence embedder loaded: restart it to use them",
+                    found.version,
+                )
+        else:
+            if self.intent_cache is not None:
+                await self.intent_cache.publish(profile.intents, profile.intent_matching)
+            elif profile.intents:
+                self.intent_cache = await self._start_intent_cache(models, profile)
+            if (profile.knowledge, profile.knowledge_matching) != (
+                self.profile.knowledge,
+                self.profile.knowledge_matching,
+            ):
+                self.knowledge = (
+                    await KnowledgeIndex.build(
+                        profile.knowledge, models.embedder, profile.knowledge_matching
+                    )
+                    if profile.knowledge
+                    else None
+                )
+        self.profile = profile
+        if self.call_log is not None:
+            self.call_log.config_version = str(found.version)
+        log.info(
+            "configuration version %d (%s) in use from the next call (applied in %.0f ms)",
+            found.version,
+            found.comment,
+            (time.monotonic() - started) * 1000,
+        )
+
+    def _webrtc_calls(self) -> WebRtcCalls | None:
+        """Browser test calls, when the ``webrtc`` extra (aiortc) is installed."""
+        if importlib.util.find_spec("aiortc") is None:
+            log.info("browser test calls off: the webrtc extra (aiortc) is not installed")
+            return None
+        self.webrtc = WebRtcCalls(self._on_call, sample_rate=SAMPLE_RATE)
+        return self.webrtc
+
+    def _model_metrics(self) -> dict[str, dict[str, float]]:
+        m = self.models
+        if m is None:
+            return {}
+        kinds = {"asr": m.asr, "llm": m.llm, "tts": m.tts, "vad": m.vad, "embedder": m.embedder}
+        return {kind: p.metrics() for kind, p in kinds.items() if p is not None}
+
+    async def _try_utterance(self, text: str) -> TryResult:
+        """What this node would do with ``text``: its intent cache, then its knowledge base."""
+        if self.intent_cache is not None:
+            found = await self.intent_cache.lookup(text)
+            m = found.match
+            if m.intent is not None:
+                return TryResult(
+                    route=m.route,
+                    intent=m.intent,
+                    score=round(m.score, 4),
+                    answer=found.entry.answer if found.entry is not None else None,
+                    reason=m.reason or "match",
+                )
+            reason, best, score = m.reason or "no match", m.best, round(m.score, 4)
+        else:
+            reason, best, score = "no intents", None, None
+        if self.knowledge is not None:
+            hits = await self.knowledge.retrieve(text)
+            if hits:
+                top = hits[0]
+                direct = top.score >= self.profile.knowledge_matching.direct_score
+                return TryResult(
+                    route="knowledge" if direct else "llm",
+                    intent=best,
+                    score=score,
+                    answer=top.entry.answer if direct else None,
+                    reason=reason,
+                    knowledge_topic=top.entry.topic,
+                    knowledge_score=round(top.score, 4),
+                )
+        return TryResult(route="llm", intent=best, score=score, answer=None, reason=reason)
+
+    async def _start_admin(self, call_log: CallLog) -> None:
+        """The REST API and console, on the call log's database, in this event loop."""
+        cfg = self.settings.admin
+        app = create_app(
+            make_engine(database_url(self.settings)),
+            cfg,
+            live_calls=call_log.live_calls,
+            try_utterance=self._try_utterance,
+            metrics=self.metrics,
+            webrtc_calls=self._webrtc_calls(),
+        )
+        self.admin = AdminServer(app, cfg.host, cfg.port)
+        await self.admin.start()
+
+    async def _start_intent_cache(self, models: ModelSet, profile: BotProfile) -> IntentCache:
         assert models.embedder is not None
         cfg = self.settings.intent_cache
         store: CacheStore = (
@@ -133,7 +260,7 @@ class Node:
             heartbeat_s=cfg.heartbeat_s,
             retry_max_s=cfg.retry_max_s,
         )
-        await cache.publish(self.profile.intents, self.profile.intent_matching)
+        await cache.publish(profile.intents, profile.intent_matching)
         cache.start()
         return cache
 
@@ -153,8 +280,11 @@ class Node:
         log_line = log_turn_with_text if self.settings.log_transcripts else log_turn
         call_log = self.call_log
 
+        metrics = self.metrics
+
         def on_turn(turn: Turn) -> None:
             log_line(turn)
+            metrics.observe_turn(turn)
             if call_log is not None:
                 call_log.turn_finished(turn)
 
@@ -209,6 +339,14 @@ class Node:
         await self.loop_lag.stop()
         if self._sip_report is not None:
             self._sip_report.cancel()
+        if self.config is not None:
+            await self.config.stop()
+            await self.config.engine.dispose()
+        if self.webrtc is not None:
+            await self.webrtc.close()
+        if self.admin is not None:
+            await self.admin.stop()
+            await self.admin.app.state.db.engine.dispose()
         if self.endpoint is not None:
             self.log_sip_stats()  # the last counters, before the node's are gone
             await self.endpoint.stop()
@@ -220,6 +358,16 @@ class Node:
             await self._load_reporter.stop()
         if self.tier is not None:
             await asyncio.to_thread(self.tier.close)
+
+
+def _fixed_phrases(prof: BotProfile) -> list[str]:
+    """What is synthesized ahead: prompts, fillers, and the knowledge base's answers (spoken
+    as written, they start like a cached one)."""
+    fixed = [prof.greeting, prof.apology, prof.unsure, prof.decline, *prof.fillers]
+    fixed += [entry.answer for entry in prof.knowledge]
+    if prof.transfer_failed is not None:
+        fixed.append(prof.transfer_failed)
+    return fixed
 
 
 def _progress(message: str) -> None:

@@ -34,6 +34,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from admin.server import AdminServerError  # noqa: PLC0415
     from bot.calllog import (  # noqa: PLC0415 - keeps `switchboard --help` fast
         DatabaseRefused,
         SchemaError,
@@ -45,7 +46,7 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(settings.log_level, settings.log_format)
     try:
         asyncio.run(run_node(settings))
-    except (ProfileError, SchemaError, DatabaseRefused) as exc:
+    except (ProfileError, SchemaError, DatabaseRefused, AdminServerError) as exc:
         _error(str(exc))
         return 2
     except KeyboardInterrupt:
@@ -105,6 +106,21 @@ def _serve(args: argparse.Namespace) -> int:
     return run_serve(settings, args.serve_command)
 
 
+def _admin(args: argparse.Namespace) -> int:
+    from node.admincli import run_admin  # noqa: PLC0415
+
+    settings = _settings(args)
+    setup_logging(settings.log_level, settings.log_format)
+    return run_admin(
+        settings,
+        getattr(args, "admin_command", None),
+        name=getattr(args, "name", None),
+        role=getattr(args, "role", None),
+        password_stdin=getattr(args, "password_stdin", None),
+        path=getattr(args, "path", None),
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
@@ -146,6 +162,23 @@ def build_parser() -> argparse.ArgumentParser:
         cmd = srvsub.add_parser(name, help=text)
         cmd.add_argument("--address", help="Ray cluster (default: SWITCHBOARD_TIER__ADDRESS)")
     srv.set_defaults(func=_serve)
+
+    admin = sub.add_parser(
+        "admin", help="the admin API on its own (a fleet sharing PostgreSQL), and its users"
+    )
+    adminsub = admin.add_subparsers(dest="admin_command")
+    adminsub.add_parser("serve", help="serve the REST API and console (the default)")
+    cu = adminsub.add_parser("create-user", help="add a console user (the first admin, say)")
+    cu.add_argument("name")
+    cu.add_argument("--role", choices=["admin", "editor", "viewer"], default="admin")
+    cu.add_argument(
+        "--password-stdin", action="store_true", help="read the password from stdin, no prompt"
+    )
+    imp = adminsub.add_parser(
+        "import-profile", help="load a profile TOML file as the next configuration version"
+    )
+    imp.add_argument("path")
+    admin.set_defaults(func=_admin)
     return parser
 
 

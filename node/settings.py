@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 
+from admin.settings import AdminSettings
 from bot.calllog.settings import CallLogSettings
 from bot.intents.settings import IntentCacheSettings
 from bot.profile import DEFAULT_PROFILE
@@ -75,6 +76,8 @@ class Settings(BaseSettings):
     #: the cache lives in this process only (the embedded default).
     redis_url: str | None = None
     intent_cache: IntentCacheSettings = IntentCacheSettings()
+    #: The REST config API and web console (admin/).
+    admin: AdminSettings = AdminSettings()
 
 
 class SettingsError(ValueError):

@@ -35,6 +35,15 @@ class BotProcess:
     def uri(self) -> str:
         return f"sip:bot@127.0.0.1:{self.port}"
 
+    @property
+    def admin_url(self) -> str:
+        """The admin API's base URL, from the node's log (``http://127.0.0.1:<port>``)."""
+        for line in self.lines:
+            if "admin API on http://" in line:
+                start = line.index("http://")
+                return line[start:].split("/api/v1")[0]
+        raise LookupError("the node logged no admin API address")
+
     def records(self, event: str, since: int = 0) -> list[dict[str, Any]]:
         """Structured log records with this ``event`` (from log line ``since`` on)."""
         out = []
@@ -59,6 +68,8 @@ def run_bot(
         "SWITCHBOARD_SIP__RTP_PORT_START": str(20000 + (port % 20) * 1000),
         # a call log of its own (SQLite) unless the caller names a database
         "SWITCHBOARD_DATA_DIR": data_dir.name,
+        # the admin API on a free port (several test bots run at once)
+        "SWITCHBOARD_ADMIN__PORT": "0",
         **(env or {}),
     }
     if profile is not None:

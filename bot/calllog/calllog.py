@@ -39,9 +39,28 @@ class _LiveCall:
     id: uuid.UUID
     offset: float  # time.time() - time.monotonic() when answered
     seqs: dict[int, int] = field(default_factory=dict)  # Turn.index -> seq in this call
+    sip_call_id: str = ""
+    caller: str = ""
+    callee: str = ""
+    answered_at: datetime | None = None
+    last_route: str | None = None
 
     def wall(self, mono: float) -> datetime:
         return utc(mono + self.offset)
+
+
+@dataclass(frozen=True)
+class LiveCallInfo:
+    """A call this node is on now, as the admin console shows it."""
+
+    id: uuid.UUID
+    sip_call_id: str
+    caller: str
+    callee: str
+    node: str
+    answered_at: datetime
+    turns: int
+    last_route: str | None
 
 
 class CallLog:
@@ -138,6 +157,22 @@ class CallLog:
         await asyncio.to_thread(self._spool.close)
         await self.engine.dispose()
 
+    def live_calls(self) -> list[LiveCallInfo]:
+        """The calls answered and not yet ended on this node, oldest first."""
+        return [
+            LiveCallInfo(
+                id=live.id,
+                sip_call_id=live.sip_call_id,
+                caller=live.caller,
+                callee=live.callee,
+                node=self.node,
+                answered_at=live.answered_at or utc(live.offset),
+                turns=len(live.seqs),
+                last_route=live.last_route,
+            )
+            for live in self._calls.values()
+        ]
+
     # -- what a call session reports ------------------------------------------------
 
     def call_answered(
@@ -154,6 +189,8 @@ class CallLog:
         live = _LiveCall(id=uuid.uuid4(), offset=time.time() - now)
         self._calls[call_id] = live
         answered = live.wall(answered_at if answered_at is not None else now)
+        live.sip_call_id, live.caller, live.callee = call_id, caller, callee
+        live.answered_at = answered
         row = {
             "id": live.id,
             "sip_call_id": call_id,
@@ -175,6 +212,7 @@ class CallLog:
         if live is None:
             return
         seq = live.seqs.setdefault(turn.index, len(live.seqs) + 1)
+        live.last_route = turn.route
         # Derived from the call and the turn: the same turn reported twice is one row.
         turn_id = uuid.uuid5(live.id, f"turn/{turn.index}")
         row: dict[str, object] = {

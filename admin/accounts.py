@@ -1,0 +1,220 @@
+"""Users, console logins, API tokens and the login rate limit, on the database."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from admin.audit import record
+from admin.db import aware, now
+from admin.models import ApiToken, LoginFailure, LoginSession, User
+from admin.security import (
+    MIN_PASSWORD_LENGTH,
+    Principal,
+    Role,
+    digest,
+    hash_password,
+    new_secret,
+    verify_password,
+)
+
+
+class AccountError(ValueError):
+    """A request about accounts that cannot be carried out; the message says why."""
+
+
+def user_view(user: User) -> dict[str, object]:
+    """What the audit log keeps of a user (never the hash)."""
+    return {
+        "name": user.name,
+        "role": user.role,
+        "disabled": user.disabled_at is not None,
+    }
+
+
+async def create_user(
+    session: AsyncSession, name: str, password: str, role: Role, *, actor: str
+) -> User:
+    """Add a user (audited). Refuses a taken name and a short password."""
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise AccountError(f"password: at least {MIN_PASSWORD_LENGTH} characters")
+    if await find_user(session, name) is not None:
+        raise AccountError(f"name: user {name!r} exists")
+    user = User(
+        id=uuid.uuid4(),
+        name=name,
+        password_hash=hash_password(password),
+        role=role,
+        created_at=now(),
+    )
+    session.add(user)
+    record(session, actor, "user.create", f"user:{name}", after=user_view(user))
+    return user
+
+
+async def find_user(session: AsyncSession, name: str) -> User | None:
+    return (await session.execute(select(User).where(User.name == name))).scalar_one_or_none()
+
+
+async def count_users(session: AsyncSession) -> int:
+    return (await session.execute(select(func.count()).select_from(User))).scalar_one()
+
+
+@dataclass(frozen=True)
+class RateLimited:
+    """Too many failed logins: try again after ``retry_after_s``."""
+
+    retry_after_s: int
+
+
+async def login_blocked(
+    session: AsyncSession, name: str, client: str, *, max_failures: int, window_s: int
+) -> RateLimited | None:
+    """Whether this name or this client address failed too often in the window."""
+    since = now() - timedelta(seconds=window_s)
+    for column, value in ((LoginFailure.user_name, name), (LoginFailure.client, client)):
+        rows = (
+            await session.execute(
+                select(func.count(), func.min(LoginFailure.at))
+                .where(column == value)
+                .where(LoginFailure.at >= since)
+            )
+        ).one()
+        count, oldest = rows
+        if count >= max_failures:
+            oldest_at = aware(oldest)
+            assert oldest_at is not None
+            wait = (oldest_at + timedelta(seconds=window_s) - now()).total_seconds()
+            return RateLimited(retry_after_s=max(1, int(wait) + 1))
+    return None
+
+
+async def authenticate(session: AsyncSession, name: str, password: str, client: str) -> User | None:
+    """The user if the password is right; a failure is recorded for the rate limit."""
+    user = await find_user(session, name)
+    ok = verify_password(user.password_hash if user else None, password)
+    if not ok or user is None or user.disabled_at is not None:
+        session.add(LoginFailure(user_name=name[:64], client=client[:64], at=now()))
+        return None
+    await session.execute(delete(LoginFailure).where(LoginFailure.user_name == name))
+    return user
+
+
+async def open_session(session: AsyncSession, user: User, hours: float) -> tuple[str, str]:
+    """A new console login for ``user``: (cookie secret, CSRF token)."""
+    secret, csrf = new_secret(), new_secret()
+    at = now()
+    session.add(
+        LoginSession(
+            token_hash=digest(secret),
+            csrf_token=csrf,
+            user_id=user.id,
+            created_at=at,
+            expires_at=at + timedelta(hours=hours),
+        )
+    )
+    # Expired logins of everyone are dropped on the way.
+    await session.execute(delete(LoginSession).where(LoginSession.expires_at < at))
+    return secret, csrf
+
+
+async def close_session(session: AsyncSession, secret: str) -> None:
+    await session.execute(delete(LoginSession).where(LoginSession.token_hash == digest(secret)))
+
+
+async def session_principal(session: AsyncSession, secret: str, hours: float) -> Principal | None:
+    """The user behind a session cookie, if the login is current; it is extended."""
+    row = (
+        await session.execute(
+            select(LoginSession, User)
+            .join(User, User.id == LoginSession.user_id)
+            .where(LoginSession.token_hash == digest(secret))
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    login, user = row
+    expires = aware(login.expires_at)
+    assert expires is not None
+    if expires < now() or user.disabled_at is not None:
+        return None
+    login.expires_at = now() + timedelta(hours=hours)
+    return Principal(user.name, user.role, "session", csrf_token=login.csrf_token)  # type: ignore[arg-type]
+
+
+async def token_principal(session: AsyncSession, secret: str) -> Principal | None:
+    """The token's principal, if it exists, is not revoked and its user is enabled."""
+    row = (
+        await session.execute(
+            select(ApiToken, User)
+            .join(User, User.id == ApiToken.user_id)
+            .where(ApiToken.token_hash == digest(secret))
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    token, user = row
+    if token.revoked_at is not None or user.disabled_at is not None:
+        return None
+    token.last_used_at = now()
+    return Principal(user.name, token.role, "token", token_name=token.name)  # type: ignore[arg-type]
+
+
+async def create_token(
+    session: AsyncSession, user: User, name: str, role: Role, *, actor: str
+) -> tuple[ApiToken, str]:
+    """A new API token for ``user``: the row, and the secret (shown once, never stored)."""
+    secret = "sbt_" + new_secret()
+    token = ApiToken(
+        id=uuid.uuid4(),
+        user_id=user.id,
+        name=name,
+        token_hash=digest(secret),
+        role=role,
+        created_at=now(),
+    )
+    session.add(token)
+    record(
+        session,
+        actor,
+        "token.create",
+        f"token:{token.id}",
+        after={"name": name, "user": user.name, "role": role},
+    )
+    return token, secret
+
+
+async def list_tokens(session: AsyncSession, user: User | None) -> list[tuple[ApiToken, str]]:
+    """Tokens (of ``user``, or everyone's), newest first, with their owner's name."""
+    query = select(ApiToken, User.name).join(User, User.id == ApiToken.user_id)
+    if user is not None:
+        query = query.where(ApiToken.user_id == user.id)
+    rows = await session.execute(query.order_by(ApiToken.created_at.desc()))
+    return [(t, n) for t, n in rows.all()]
+
+
+async def revoke_token(
+    session: AsyncSession, token_id: uuid.UUID, owner: User | None, *, actor: str
+) -> ApiToken | None:
+    """Revoke a token (``owner``'s only, unless None); None when there is no such token."""
+    query = select(ApiToken).where(ApiToken.id == token_id)
+    if owner is not None:
+        query = query.where(ApiToken.user_id == owner.id)
+    token = (await session.execute(query)).scalar_one_or_none()
+    if token is None:
+        return None
+    if token.revoked_at is None:
+        token.revoked_at = now()
+        record(
+            session,
+            actor,
+            "token.revoke",
+            f"token:{token.id}",
+            before={"name": token.name, "revoked": False},
+            after={"name": token.name, "revoked": True},
+        )
+    return token

@@ -1,0 +1,470 @@
+"""The bot's configuration: settings, intents and knowledge entries, versioned in the database.
+
+Every change is validated as a whole profile before it is written (422 naming the field and
+the reason), written as a new version with its audit entry, and picked up by every node on
+its next call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Path, Request, status
+from pydantic import BaseModel, Field
+from sqlalchemy import func, select
+
+from admin import config_store
+from admin.api.pagination import Page, PageDep
+from admin.config_store import ConfigConflict, ConfigRejected, Versioned
+from admin.db import aware
+from admin.deps import Editor, SessionDep, Viewer
+from admin.models import ConfigVersion
+from bot.profile import (
+    BotProfile,
+    EndpointingConfig,
+    IntentConfig,
+    IntentMatchingConfig,
+    KnowledgeConfig,
+    KnowledgeEntry,
+    LlmConfig,
+)
+
+router = APIRouter(prefix="/api/v1/config", tags=["configuration"])
+
+NO_CONFIG = (
+    "no configuration in the database yet: start a node once (its profile file seeds it) "
+    "or run `switchboard admin import-profile FILE`"
+)
+
+
+class VersionRead(BaseModel):
+    version: int
+    created_at: datetime
+    created_by: str
+    comment: str
+
+
+class SettingsRead(BaseModel):
+    """Everything in the profile but its intents and knowledge entries."""
+
+    config_version: int
+    name: str
+    greeting: str
+    apology: str
+    decline: str
+    unsure: str
+    system_prompt: str
+    transfer_failed: str | None
+    transfer_timeout_s: float
+    fillers: list[str]
+    filler_after_ms: int
+    filler_every_ms: int
+    endpointing: EndpointingConfig
+    llm: LlmConfig
+    intent_matching: IntentMatchingConfig
+    knowledge_matching: KnowledgeConfig
+
+
+class SettingsUpdate(BaseModel):
+    """Fields left out keep their value; in a section, so do the fields left out of it."""
+
+    name: str | None = Field(None, min_length=1)
+    greeting: str | None = Field(None, min_length=1)
+    apology: str | None = Field(None, min_length=1)
+    decline: str | None = Field(None, min_length=1)
+    unsure: str | None = Field(None, min_length=1)
+    system_prompt: str | None = Field(None, min_length=1)
+    transfer_failed: str | None = Field(None, min_length=1)
+    transfer_timeout_s: float | None = Field(None, gt=0.0, le=300.0)
+    fillers: list[str] | None = None
+    filler_after_ms: int | None = Field(None, ge=0)
+    filler_every_ms: int | None = Field(None, ge=0)
+    endpointing: dict[str, Any] | None = Field(None, description="fields of EndpointingConfig")
+    llm: dict[str, Any] | None = Field(None, description="fields of LlmConfig")
+    intent_matching: dict[str, Any] | None = Field(
+        None, description="fields of IntentMatchingConfig"
+    )
+    knowledge_matching: dict[str, Any] | None = Field(None, description="fields of KnowledgeConfig")
+
+
+class IntentCreate(IntentConfig):
+    """A new intent (the name must be new)."""
+
+
+class IntentUpdate(BaseModel):
+    """Fields left out keep their value."""
+
+    examples: list[str] | None = Field(None, min_length=1)
+    negatives: list[str] | None = None
+    answer: str | None = Field(None, min_length=1)
+    action: Literal["transfer", "hangup"] | None = None
+    transfer_to: str | None = None
+
+
+class IntentRead(IntentConfig):
+    config_version: int
+
+
+class KnowledgeCreate(KnowledgeEntry):
+    """A new knowledge entry (the topic must be new)."""
+
+
+class KnowledgeUpdate(BaseModel):
+    """Fields left out keep their value."""
+
+    questions: list[str] | None = Field(None, min_length=1)
+    answer: str | None = Field(None, min_length=1)
+    keywords: list[str] | None = None
+
+
+class KnowledgeRead(KnowledgeEntry):
+    config_version: int
+
+
+class TryRequest(BaseModel):
+    text: str = Field(min_length=1, max_length=1000)
+
+
+class TryResult(BaseModel):
+    """What the running node would do with these words."""
+
+    route: str
+    intent: str | None
+    score: float | None
+    answer: str | None
+    reason: str
+    knowledge_topic: str | None = None
+    knowledge_score: float | None = None
+
+
+#: The node's matcher for "try an utterance" (None when the API runs without a node).
+TryUtterance = Callable[[str], Awaitable[TryResult]]
+
+
+def _rejected(exc: ConfigRejected) -> HTTPException:
+    return HTTPException(
+        status.HTTP_422_UNPROCESSABLE_CONTENT,
+        detail=[
+            {"loc": ["profile", *p.loc], "msg": p.msg, "type": "config_invalid"}
+            for p in exc.problems
+        ],
+    )
+
+
+async def _current(session: SessionDep) -> Versioned:
+    found = await config_store.latest(session)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=NO_CONFIG)
+    return found
+
+
+async def _write(
+    session: SessionDep,
+    base: Versioned,
+    data: dict[str, Any],
+    *,
+    who: Editor,
+    action: str,
+    target: str,
+    before: Any,
+    after: Any,
+) -> int:
+    try:
+        profile = config_store.validate(data)
+        return await config_store.save(
+            session,
+            profile,
+            actor=who.actor,
+            action=action,
+            target=target,
+            before=before,
+            after=after,
+            base=base.version,
+        )
+    except ConfigRejected as exc:
+        raise _rejected(exc) from None
+    except ConfigConflict as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
+
+
+def _settings_read(version: int, profile: BotProfile) -> SettingsRead:
+    data = profile.model_dump(exclude={"intents", "knowledge"})
+    return SettingsRead(config_version=version, **data)
+
+
+# -- versions --------------------------------------------------------------------------
+
+
+@router.get("/versions", response_model=Page[VersionRead], summary="Configuration versions")
+async def list_versions(session: SessionDep, _who: Viewer, page: PageDep) -> Page[VersionRead]:
+    total = (await session.execute(select(func.count()).select_from(ConfigVersion))).scalar_one()
+    rows = await session.execute(
+        select(
+            ConfigVersion.version,
+            ConfigVersion.created_at,
+            ConfigVersion.created_by,
+            ConfigVersion.comment,
+        )
+        .order_by(ConfigVersion.version.desc())
+        .limit(page.limit)
+        .offset(page.offset)
+    )
+    items = [
+        VersionRead(
+            version=v,
+            created_at=aware(at),
+            created_by=by,
+            comment=c,
+        )
+        for v, at, by, c in rows.all()
+    ]
+    return Page(items=items, total=total, limit=page.limit, offset=page.offset)
+
+
+@router.get("/versions/{version}", response_model=BotProfile, summary="One version in full")
+async def get_version(
+    version: Annotated[int, Path(ge=1, le=2**31 - 1)], session: SessionDep, _who: Viewer
+) -> BotProfile:
+    found = await config_store.get_version(session, version)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no version {version}")
+    return found.profile
+
+
+# -- settings --------------------------------------------------------------------------
+
+
+@router.get("/settings", response_model=SettingsRead, summary="The bot's settings")
+async def get_settings(session: SessionDep, _who: Viewer) -> SettingsRead:
+    cur = await _current(session)
+    return _settings_read(cur.version, cur.profile)
+
+
+@router.patch("/settings", response_model=SettingsRead, summary="Change the bot's settings")
+async def update_settings(body: SettingsUpdate, session: SessionDep, who: Editor) -> SettingsRead:
+    cur = await _current(session)
+    changes = body.model_dump(exclude_unset=True)
+    data = cur.profile.model_dump()
+    before: dict[str, Any] = {}
+    for key, value in changes.items():
+        before[key] = data[key]
+        if isinstance(value, dict) and isinstance(data[key], dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    version = await _write(
+        session,
+        cur,
+        data,
+        who=who,
+        action="settings.update",
+        target="settings",
+        before=before,
+        after=changes,
+    )
+    return _settings_read(version, config_store.validate(data))
+
+
+# -- intents ---------------------------------------------------------------------------
+
+
+def _find_intent(profile: BotProfile, name: str) -> IntentConfig:
+    for intent in profile.intents:
+        if intent.name == name:
+            return intent
+    raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no intent {name!r}")
+
+
+@router.get("/intents", response_model=Page[IntentRead], summary="Intents")
+async def list_intents(session: SessionDep, _who: Viewer, page: PageDep) -> Page[IntentRead]:
+    cur = await _current(session)
+    items = [IntentRead(config_version=cur.version, **i.model_dump()) for i in cur.profile.intents]
+    return Page(
+        items=items[page.offset : page.offset + page.limit],
+        total=len(items),
+        limit=page.limit,
+        offset=page.offset,
+    )
+
+
+@router.get("/intents/{name}", response_model=IntentRead, summary="One intent")
+async def get_intent(name: str, session: SessionDep, _who: Viewer) -> IntentRead:
+    cur = await _current(session)
+    return IntentRead(config_version=cur.version, **_find_intent(cur.profile, name).model_dump())
+
+
+@router.post("/intents", response_model=IntentRead, status_code=201, summary="Add an intent")
+async def create_intent(body: IntentCreate, session: SessionDep, who: Editor) -> IntentRead:
+    cur = await _current(session)
+    if any(i.name == body.name for i in cur.profile.intents):
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=f"name: intent {body.name!r} exists")
+    data = cur.profile.model_dump()
+    new = IntentConfig.model_validate(body.model_dump()).model_dump()
+    data["intents"].append(new)
+    version = await _write(
+        session,
+        cur,
+        data,
+        who=who,
+        action="intent.create",
+        target=f"intent:{body.name}",
+        before=None,
+        after=new,
+    )
+    return IntentRead(config_version=version, **new)
+
+
+@router.patch("/intents/{name}", response_model=IntentRead, summary="Change an intent")
+async def update_intent(
+    name: str, body: IntentUpdate, session: SessionDep, who: Editor
+) -> IntentRead:
+    cur = await _current(session)
+    old = _find_intent(cur.profile, name).model_dump()
+    new = {**old, **body.model_dump(exclude_unset=True)}
+    data = cur.profile.model_dump()
+    data["intents"] = [new if i["name"] == name else i for i in data["intents"]]
+    version = await _write(
+        session,
+        cur,
+        data,
+        who=who,
+        action="intent.update",
+        target=f"intent:{name}",
+        before=old,
+        after=new,
+    )
+    return IntentRead(config_version=version, **new)
+
+
+@router.delete("/intents/{name}", status_code=204, summary="Remove an intent")
+async def delete_intent(name: str, session: SessionDep, who: Editor) -> None:
+    cur = await _current(session)
+    old = _find_intent(cur.profile, name).model_dump()
+    data = cur.profile.model_dump()
+    data["intents"] = [i for i in data["intents"] if i["name"] != name]
+    await _write(
+        session,
+        cur,
+        data,
+        who=who,
+        action="intent.delete",
+        target=f"intent:{name}",
+        before=old,
+        after=None,
+    )
+
+
+# -- knowledge -------------------------------------------------------------------------
+
+
+def _find_entry(profile: BotProfile, topic: str) -> KnowledgeEntry:
+    for entry in profile.knowledge:
+        if entry.topic == topic:
+            return entry
+    raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no knowledge topic {topic!r}")
+
+
+@router.get("/knowledge", response_model=Page[KnowledgeRead], summary="Knowledge entries")
+async def list_knowledge(session: SessionDep, _who: Viewer, page: PageDep) -> Page[KnowledgeRead]:
+    cur = await _current(session)
+    items = [
+        KnowledgeRead(config_version=cur.version, **e.model_dump()) for e in cur.profile.knowledge
+    ]
+    return Page(
+        items=items[page.offset : page.offset + page.limit],
+        total=len(items),
+        limit=page.limit,
+        offset=page.offset,
+    )
+
+
+@router.get("/knowledge/{topic}", response_model=KnowledgeRead, summary="One knowledge entry")
+async def get_knowledge(topic: str, session: SessionDep, _who: Viewer) -> KnowledgeRead:
+    cur = await _current(session)
+    entry = _find_entry(cur.profile, topic)
+    return KnowledgeRead(config_version=cur.version, **entry.model_dump())
+
+
+@router.post(
+    "/knowledge", response_model=KnowledgeRead, status_code=201, summary="Add a knowledge entry"
+)
+async def create_knowledge(
+    body: KnowledgeCreate, session: SessionDep, who: Editor
+) -> KnowledgeRead:
+    cur = await _current(session)
+    if any(e.topic == body.topic for e in cur.profile.knowledge):
+        raise HTTPException(
+            status.HTTP_409_CONFLICT, detail=f"topic: knowledge topic {body.topic!r} exists"
+        )
+    data = cur.profile.model_dump()
+    new = KnowledgeEntry.model_validate(body.model_dump()).model_dump()
+    data["knowledge"].append(new)
+    version = await _write(
+        session,
+        cur,
+        data,
+        who=who,
+        action="knowledge.create",
+        target=f"knowledge:{body.topic}",
+        before=None,
+        after=new,
+    )
+    return KnowledgeRead(config_version=version, **new)
+
+
+@router.patch("/knowledge/{topic}", response_model=KnowledgeRead, summary="Change an entry")
+async def update_knowledge(
+    topic: str, body: KnowledgeUpdate, session: SessionDep, who: Editor
+) -> KnowledgeRead:
+    cur = await _current(session)
+    old = _find_entry(cur.profile, topic).model_dump()
+    new = {**old, **body.model_dump(exclude_unset=True)}
+    data = cur.profile.model_dump()
+    data["knowledge"] = [new if e["topic"] == topic else e for e in data["knowledge"]]
+    version = await _write(
+        session,
+        cur,
+        data,
+        who=who,
+        action="knowledge.update",
+        target=f"knowledge:{topic}",
+        before=old,
+        after=new,
+    )
+    return KnowledgeRead(config_version=version, **new)
+
+
+@router.delete("/knowledge/{topic}", status_code=204, summary="Remove a knowledge entry")
+async def delete_knowledge(topic: str, session: SessionDep, who: Editor) -> None:
+    cur = await _current(session)
+    old = _find_entry(cur.profile, topic).model_dump()
+    data = cur.profile.model_dump()
+    data["knowledge"] = [e for e in data["knowledge"] if e["topic"] != topic]
+    await _write(
+        session,
+        cur,
+        data,
+        who=who,
+        action="knowledge.delete",
+        target=f"knowledge:{topic}",
+        before=old,
+        after=None,
+    )
+
+
+# -- try an utterance ------------------------------------------------------------------
+
+
+@router.post("/try", response_model=TryResult, summary="What the node would answer")
+async def try_utterance(body: TryRequest, request: Request, _who: Viewer) -> TryResult:
+    """The running node's intent cache and knowledge base on these words (nothing is said)."""
+    matcher: TryUtterance | None = request.app.state.try_utterance
+    if matcher is None:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="trying an utterance needs the models of a node: use the API of "
+            "`switchboard run`",
+        )
+    return await matcher(body.text)

@@ -1,0 +1,43 @@
+"""``POST /api/v1/webrtc/offer``: a test call from the browser, answered by this node."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, HTTPException, Request, status
+from pydantic import BaseModel, Field
+
+from admin.deps import Viewer
+from admin.webrtc import WebRtcCalls
+
+router = APIRouter(prefix="/api/v1/webrtc", tags=["webrtc"])
+
+
+class Offer(BaseModel):
+    """The browser's session description (``RTCPeerConnection.localDescription``)."""
+
+    sdp: str = Field(min_length=1, max_length=20_000)
+    type: Literal["offer"]
+
+
+class Answer(BaseModel):
+    sdp: str
+    type: str
+
+
+@router.post("/offer", response_model=Answer, summary="Call the bot from the browser")
+async def offer(body: Offer, request: Request, who: Viewer) -> Answer:
+    """Answer a WebRTC offer; the call runs through the node's pipeline and call log, its
+    caller ``webrtc:<user>``."""
+    calls: WebRtcCalls | None = request.app.state.webrtc
+    if calls is None:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="browser calls need a node with the webrtc extra (aiortc): use the API of "
+            "`switchboard run`",
+        )
+    try:
+        sdp, kind = await calls.answer(body.sdp, body.type, caller=f"webrtc:{who.user_name}")
+    except ValueError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"sdp: {exc}") from None
+    return Answer(sdp=sdp, type=kind)

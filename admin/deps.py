@@ -1,0 +1,98 @@
+"""FastAPI dependencies: the database session, and who is asking (with their role checked)."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request, status
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from admin.accounts import session_principal, token_principal
+from admin.db import AdminDb
+from admin.security import Principal, Role
+from admin.settings import AdminSettings
+
+SESSION_COOKIE = "sb_session"
+CSRF_HEADER = "X-CSRF-Token"
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def admin_db(request: Request) -> AdminDb:
+    db: AdminDb = request.app.state.db
+    return db
+
+
+def admin_settings(request: Request) -> AdminSettings:
+    settings: AdminSettings = request.app.state.settings
+    return settings
+
+
+async def db_session(
+    db: Annotated[AdminDb, Depends(admin_db)],
+) -> AsyncIterator[AsyncSession]:
+    """One session a request, committed when the handler returns without an error."""
+    async with db.sessions() as session:
+        yield session
+        await session.commit()
+
+
+SessionDep = Annotated[AsyncSession, Depends(db_session)]
+SettingsDep = Annotated[AdminSettings, Depends(admin_settings)]
+
+
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(
+        status.HTTP_401_UNAUTHORIZED, detail=detail, headers={"WWW-Authenticate": "Bearer"}
+    )
+
+
+async def principal(request: Request, session: SessionDep, settings: SettingsDep) -> Principal:
+    """Who sent the request: a bearer token, or the console's session cookie.
+
+    A change made with the cookie must carry the session's CSRF token in ``X-CSRF-Token``
+    (a token sent in a header is not something another site's page can make a browser send).
+    """
+    auth = request.headers.get("Authorization")
+    if auth is not None:
+        scheme, _, secret = auth.partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            raise _unauthorized("Authorization: expected 'Bearer <token>'")
+        found = await token_principal(session, secret.strip())
+        if found is None:
+            raise _unauthorized("token unknown or revoked")
+        return found
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie is None:
+        raise _unauthorized("not logged in: log in, or send an API token")
+    found = await session_principal(session, cookie, settings.session_hours)
+    if found is None:
+        raise _unauthorized("login expired: log in again")
+    if request.method not in _SAFE_METHODS:
+        sent = request.headers.get(CSRF_HEADER, "")
+        assert found.csrf_token is not None
+        if not hmac.compare_digest(sent.encode(), found.csrf_token.encode()):
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN, detail=f"{CSRF_HEADER} header missing or wrong"
+            )
+    return found
+
+
+def require(role: Role) -> Callable[..., Awaitable[Principal]]:
+    """A dependency that lets through ``role`` and higher, and answers 403 to the rest."""
+
+    async def check(who: Annotated[Principal, Depends(principal)]) -> Principal:
+        if not who.may(role):
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                detail=f"needs the {role} role (you are {who.role})",
+            )
+        return who
+
+    return check
+
+
+Viewer = Annotated[Principal, Depends(require("viewer"))]
+Editor = Annotated[Principal, Depends(require("editor"))]
+Admin = Annotated[Principal, Depends(require("admin"))]

@@ -1,0 +1,142 @@
+"""The node's figures in the Prometheus format: turns, stage latencies, cache hits, errors,
+calls and SIP counters, models' calls and failures.
+
+Turns are counted as they end (``NodeMetrics.observe_turn``, from the node's turn sink);
+SIP and model counters already kept by telephony and serve are read at scrape time, so
+nothing on the call path changes for them. Each node has its own registry (no global state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from bot.pipeline.turn import STAGES, Turn
+from telephony.endpoint import STAT_KEYS
+from telephony.sip_dispatch import FRONT_KEYS
+
+#: Routes answered from the intent cache's ready audio.
+CACHE_ROUTES = frozenset({"exact", "semantic"})
+#: Latency buckets (s): a human turn gap is ~0.2 s, a slow LLM answer several seconds.
+LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+#: SIP figures that are levels, not running totals.
+_SIP_GAUGES = frozenset({"calls_active"})
+
+
+class NodeMetrics:
+    """One node's metrics registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.turns = Counter(
+            "switchboard_turns", "Caller turns ended, by route", ["route"], registry=r
+        )
+        self.cache_hits = Counter(
+            "switchboard_intent_cache_hits",
+            "Turns answered from the intent cache's ready audio",
+            registry=r,
+        )
+        self.stage_seconds = Histogram(
+            "switchboard_turn_stage_seconds",
+            "Time from the end of the caller's speech to each stage of the turn",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.voice_to_voice = Histogram(
+            "switchboard_voice_to_voice_seconds",
+            "End of the caller's speech to the first audio of the answer, by route",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter("switchboard_errors", "Errors, by kind", ["kind"], registry=r)
+        self.barge_ins = Counter(
+            "switchboard_barge_ins", "Turns the caller interrupted", registry=r
+        )
+
+    def observe_turn(self, turn: Turn) -> None:
+        """Count a turn that ended and observe its stage times."""
+        self.turns.labels(turn.route).inc()
+        if turn.route in CACHE_ROUTES:
+            self.cache_hits.inc()
+        if turn.barged_in:
+            self.barge_ins.inc()
+        if turn.error:
+            self.errors.labels(error_kind(turn.error)).inc()
+        since = turn.since_speech_end_ms()
+        for stage in STAGES[1:]:
+            if stage in since:
+                self.stage_seconds.labels(stage).observe(since[stage] / 1000.0)
+        if "first_audio_out" in since:
+            self.voice_to_voice.labels(turn.route).observe(since["first_audio_out"] / 1000.0)
+
+    def add_snapshot(
+        self,
+        *,
+        sip: Callable[[], Mapping[str, int]] | None = None,
+        models: Callable[[], Mapping[str, Mapping[str, float]]] | None = None,
+        live_calls: Callable[[], int] | None = None,
+    ) -> None:
+        """Figures read when scraped: SIP counters, model counters, calls in progress."""
+        self.registry.register(_Snapshot(sip, models, live_calls))
+
+
+def error_kind(error: str) -> str:
+    """A short label for a turn's error text: the stage that failed (``asr``, ``llm``...)."""
+    head = error.split(":", 1)[0].strip().lower()
+    word = "".join(ch if ch.isalnum() else "_" for ch in head)[:32]
+    return word or "unknown"
+
+
+class _Snapshot(Collector):
+    def __init__(
+        self,
+        sip: Callable[[], Mapping[str, int]] | None,
+        models: Callable[[], Mapping[str, Mapping[str, float]]] | None,
+        live_calls: Callable[[], int] | None,
+    ) -> None:
+        self._sip = sip
+        self._models = models
+        self._live = live_calls
+
+    def collect(self) -> Iterable[Metric]:
+        if self._live is not None:
+            yield GaugeMetricFamily(
+                "switchboard_calls_active", "Calls in progress on this node", value=self._live()
+            )
+        if self._sip is not None:
+            stats = self._sip()
+            for key in (*STAT_KEYS, *FRONT_KEYS, "worker_restarts"):
+                if key not in stats:
+                    continue
+                name = f"switchboard_sip_{key.removesuffix('_total')}"
+                doc = f"SIP front and workers: {key.replace('_', ' ')}"
+                if key in _SIP_GAUGES:
+                    yield GaugeMetricFamily(name, doc, value=stats[key])
+                else:
+                    yield CounterMetricFamily(name, doc, value=stats[key])
+            for key in ("workers", "workers_up"):
+                if key in stats:
+                    yield GaugeMetricFamily(
+                        f"switchboard_sip_{key}", f"SIP worker processes: {key}", value=stats[key]
+                    )
+        if self._models is not None:
+            calls = CounterMetricFamily(
+                "switchboard_model_calls", "Calls into each model", labels=["model"]
+            )
+            failures = CounterMetricFamily(
+                "switchboard_model_failures",
+                "Failed model calls, by model and kind (error, timeout)",
+                labels=["model", "kind"],
+            )
+            for model, m in self._models().items():
+                calls.add_metric([model], m.get("count", 0.0))
+                failures.add_metric([model, "error"], m.get("errors", 0.0))
+                failures.add_metric([model, "timeout"], m.get("timeouts", 0.0))
+            yield calls
+            yield failures

@@ -1,0 +1,142 @@
+"""``switchboard admin ...``: serve the admin API on its own, and manage its users."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import signal
+import sys
+from pathlib import Path
+
+from admin import config_store
+from admin.accounts import AccountError, create_user
+from admin.app import create_app
+from admin.db import AdminDb
+from admin.security import MIN_PASSWORD_LENGTH, Role
+from admin.server import AdminServer, AdminServerError
+from bot.calllog.migrate import schema_state
+from bot.calllog.store import make_engine
+from bot.profile import ProfileError, load_profile
+from node.calllog import database_url
+from node.settings import Settings
+
+
+def run_admin(settings: Settings, command: str | None, **options: str | None) -> int:
+    """Run one ``admin`` subcommand (none: serve the API); the exit status."""
+    if command in (None, "serve"):
+        return asyncio.run(_serve(settings))
+    if command == "create-user":
+        name, role = options["name"], options["role"]
+        assert name is not None and role is not None
+        password = _read_password(bool(options.get("password_stdin")))
+        if password is None:
+            return 2
+        return asyncio.run(_create_user(settings, name, password, role))  # type: ignore[arg-type]
+    if command == "import-profile":
+        path = options["path"]
+        assert path is not None
+        return asyncio.run(_import_profile(settings, Path(path)))
+    raise ValueError(f"unknown admin command: {command}")
+
+
+def _read_password(from_stdin: bool) -> str | None:
+    if from_stdin:
+        return sys.stdin.readline().rstrip("\n")
+    first = getpass.getpass("Password: ")
+    if getpass.getpass("Again: ") != first:
+        print("switchboard: the passwords differ", file=sys.stderr)
+        return None
+    return first
+
+
+async def _checked_engine(settings: Settings) -> AdminDb | None:
+    engine = make_engine(database_url(settings))
+    try:
+        state = await schema_state(engine)
+    except Exception as exc:
+        await engine.dispose()
+        print(f"switchboard: database unreachable: {exc}", file=sys.stderr)
+        return None
+    if state.status != "current":
+        await engine.dispose()
+        print(f"switchboard: {state.message()}", file=sys.stderr)
+        return None
+    return AdminDb(engine)
+
+
+async def _create_user(settings: Settings, name: str, password: str, role: Role) -> int:
+    db = await _checked_engine(settings)
+    if db is None:
+        return 2
+    try:
+        async with db.sessions() as session:
+            await create_user(session, name, password, role, actor="cli")
+            await session.commit()
+    except AccountError as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        if "password" in str(exc):
+            print(f"switchboard: (at least {MIN_PASSWORD_LENGTH} characters)", file=sys.stderr)
+        return 2
+    finally:
+        await db.engine.dispose()
+    print(f"user {name} created ({role})")
+    return 0
+
+
+async def _import_profile(settings: Settings, path: Path) -> int:
+    try:
+        profile = load_profile(path)
+    except ProfileError as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return 2
+    db = await _checked_engine(settings)
+    if db is None:
+        return 2
+    try:
+        async with db.sessions() as session:
+            base = await config_store.latest_version(session)
+            version = await config_store.save(
+                session,
+                profile,
+                actor="cli",
+                action="config.import",
+                target=f"profile:{path.name}",
+                before={"version": base},
+                after={"name": profile.name},
+                base=base,
+            )
+            await session.commit()
+    except config_store.ConfigConflict as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        await db.engine.dispose()
+    print(f"configuration version {version} from {path}: nodes use it from their next call")
+    return 0
+
+
+async def _serve(settings: Settings) -> int:
+    db = await _checked_engine(settings)
+    if db is None:
+        return 2
+    app = create_app(db.engine, settings.admin)
+    server = AdminServer(app, settings.admin.host, settings.admin.port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start()
+    except AdminServerError as exc:
+        print(f"switchboard: {exc}", file=sys.stderr)
+        await db.engine.dispose()
+        return 2
+    print(f"admin API on http://{settings.admin.host}:{server.port}/api/v1", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+        await db.engine.dispose()
+    return 0

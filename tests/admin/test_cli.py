@@ -1,0 +1,120 @@
+"""``switchboard admin``: the first admin from the command line, then the API on its own."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from bot.calllog.migrate import upgrade
+from tests.admin.conftest import PASSWORD
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(url: str) -> dict[str, str]:
+    return {**os.environ, "SWITCHBOARD_DATABASE_URL": url, "SWITCHBOARD_ADMIN__PORT": "0"}
+
+
+def _switchboard(*args: str, url: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "node.cli", *args],
+        cwd=ROOT,
+        env=_env(url),
+        input=stdin,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_no_user_until_one_is_created_from_the_cli_then_the_served_api_lets_them_in(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
+    # An unmigrated database: refused with what to run.
+    done = _switchboard("admin", url=url)
+    assert done.returncode == 2
+    assert "switchboard db upgrade" in done.stderr
+    upgrade(url)
+
+    short = _switchboard(
+        "admin", "create-user", "ada", "--password-stdin", url=url, stdin="short\n"
+    )
+    assert short.returncode == 2 and "at least 12 characters" in short.stderr
+    made = _switchboard(
+        "admin",
+        "create-user",
+        "ada",
+        "--role",
+        "admin",
+        "--password-stdin",
+        url=url,
+        stdin=PASSWORD + "\n",
+    )
+    assert made.returncode == 0, made.stderr
+    again = _switchboard(
+        "admin", "create-user", "ada", "--password-stdin", url=url, stdin=PASSWORD + "\n"
+    )
+    assert again.returncode == 2 and "exists" in again.stderr
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "node.cli", "admin"],
+        cwd=ROOT,
+        env=_env(url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/api/v1", first)
+        assert found, first + (
+            proc.stderr.read() if proc.poll() is not None and proc.stderr else ""
+        )
+        base = f"http://127.0.0.1:{found.group(1)}"
+        with httpx.Client(base_url=base, timeout=10) as client:
+            assert client.get("/api/v1/calls").status_code == 401
+            r = client.post("/api/v1/auth/login", json={"name": "admin", "password": PASSWORD})
+            assert r.status_code == 401  # no default account
+            r = client.post("/api/v1/auth/login", json={"name": "ada", "password": PASSWORD})
+            assert r.status_code == 200, r.text
+            assert r.json()["role"] == "admin"
+            openapi = client.get("/api/v1/openapi.json").json()
+            assert "/api/v1/calls/{call_id}" in openapi["paths"]
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=15) == 0
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def test_a_taken_port_stops_the_api_with_one_line(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
+    upgrade(url)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**_env(url), "SWITCHBOARD_ADMIN__PORT": str(port)}
+        done = subprocess.run(
+            [sys.executable, "-m", "node.cli", "admin"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert f"\nswitchboard: admin API cannot listen on 127.0.0.1:{port}: " in done.stderr
+    assert "SWITCHBOARD_ADMIN__PORT" in done.stderr and "Traceback" not in done.stderr
