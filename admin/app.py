@@ -38,6 +38,7 @@ def create_app(
     *,
     live_calls: Callable[[], list[LiveCallInfo]] | None = None,
     try_utterance: config.TryUtterance | None = None,
+    matching_report: config.MatchingReport | None = None,
     metrics: NodeMetrics | None = None,
     webrtc_calls: WebRtcCalls | None = None,
 ) -> FastAPI:
@@ -56,6 +57,7 @@ def create_app(
     app.state.settings = settings
     app.state.live_calls = live_calls
     app.state.try_utterance = try_utterance
+    app.state.matching_report = matching_report
     app.state.metrics = metrics
     app.state.webrtc = webrtc_calls
     app.include_router(accounts.router)

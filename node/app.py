@@ -14,7 +14,7 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
-from admin.api.config import TryResult
+from admin.api.config import IntentWarningRead, MatchingInUse, TryResult
 from admin.app import create_app
 from admin.config_store import Versioned
 from admin.metrics import NodeMetrics
@@ -195,6 +195,23 @@ class Node:
         kinds = {"asr": m.asr, "llm": m.llm, "tts": m.tts, "vad": m.vad, "embedder": m.embedder}
         return {kind: p.metrics() for kind, p in kinds.items() if p is not None}
 
+    def _matching_report(self) -> MatchingInUse:
+        """The intents' matching as fitted at load, for the admin API and console."""
+        fitted = None if self.intent_cache is None else self.intent_cache.fitted
+        if fitted is None:
+            return MatchingInUse(
+                threshold=None, confirm_threshold=None, background_lines=0, warnings=[]
+            )
+        return MatchingInUse(
+            threshold=round(fitted.rule.threshold, 4),
+            confirm_threshold=fitted.rule.confirm_threshold,
+            background_lines=len(fitted.background_texts),
+            warnings=[
+                IntentWarningRead(intent=w.intent, kind=w.kind, message=w.message)
+                for w in fitted.warnings
+            ],
+        )
+
     async def _try_utterance(self, text: str) -> TryResult:
         """What this node would do with ``text``: its intent cache, then its knowledge base."""
         if self.intent_cache is not None:
@@ -207,6 +224,15 @@ class Node:
                     score=round(m.score, 4),
                     answer=found.entry.answer if found.entry is not None else None,
                     reason=m.reason or "match",
+                )
+            if m.route == "confirm" and found.entry is not None:
+                # Not sure enough to answer: the caller would hear the intent's question.
+                return TryResult(
+                    route="confirm",
+                    intent=m.best,
+                    score=round(m.score, 4),
+                    answer=found.entry.confirm,
+                    reason=m.reason,
                 )
             reason, best, score = m.reason or "no match", m.best, round(m.score, 4)
         else:
@@ -235,6 +261,7 @@ class Node:
             cfg,
             live_calls=call_log.live_calls,
             try_utterance=self._try_utterance,
+            matching_report=self._matching_report,
             metrics=self.metrics,
             webrtc_calls=self._webrtc_calls(),
         )

@@ -143,6 +143,32 @@ class TryResult(BaseModel):
 TryUtterance = Callable[[str], Awaitable[TryResult]]
 
 
+class IntentWarningRead(BaseModel):
+    """Something to fix in one intent, found when the node loaded the intents."""
+
+    intent: str
+    #: ``thin`` (few examples), ``close`` (an example nearer to another intent), ``raised``
+    #: (a common request the intents would answer raised the threshold).
+    kind: str
+    message: str
+
+
+class MatchingInUse(BaseModel):
+    """The intents' matching as the node fitted it to this configuration at load."""
+
+    #: The score an answer needs, after fitting (the configured one, or raised).
+    threshold: float | None
+    #: The score from which a caller is asked a confirmation question.
+    confirm_threshold: float | None
+    #: Background lines the node holds the intents to.
+    background_lines: int
+    warnings: list[IntentWarningRead]
+
+
+#: The node's report of its intents' matching (None when the API runs without a node).
+MatchingReport = Callable[[], MatchingInUse]
+
+
 def _rejected(exc: ConfigRejected) -> HTTPException:
     return HTTPException(
         status.HTTP_422_UNPROCESSABLE_CONTENT,
@@ -455,6 +481,19 @@ async def delete_knowledge(topic: str, session: SessionDep, who: Editor) -> None
 
 
 # -- try an utterance ------------------------------------------------------------------
+
+
+@router.get("/matching", response_model=MatchingInUse, summary="The intents' matching in use")
+async def matching_in_use(request: Request, _who: Viewer) -> MatchingInUse:
+    """The thresholds the running node fitted to the intents, and its warnings about them
+    (thin intents, examples nearer to another intent, a raised threshold)."""
+    report: MatchingReport | None = request.app.state.matching_report
+    if report is None:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="the matching in use is a node's: use the API of `switchboard run`",
+        )
+    return report()
 
 
 @router.post("/try", response_model=TryResult, summary="What the node would answer")

@@ -174,6 +174,7 @@ async def test_intents_and_knowledge_crud(
     # Without a node, there is nothing to try words on.
     r = await client.post("/api/v1/config/try", json={"text": "when are you open"}, headers=viewer)
     assert r.status_code == 503
+    assert (await client.get("/api/v1/config/matching", headers=viewer)).status_code == 503
 
 
 async def test_no_configuration_yet_says_how_to_get_one(

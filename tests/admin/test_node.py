@@ -106,6 +106,11 @@ async def test_a_change_through_one_nodes_api_reaches_another_node_without_a_res
         ) as api:
             before = (await api.post("/api/v1/config/try", json={"text": QUESTION})).json()
             assert before["intent"] == "order_status", before
+            matching = (await api.get("/api/v1/config/matching")).json()
+            # The defaults, fitted at load to this one intent and the background lines.
+            assert matching["threshold"] >= 0.45 and matching["confirm_threshold"] == 0.35
+            assert matching["background_lines"] > 100, matching
+            assert {w["intent"] for w in matching["warnings"]} <= {"order_status"}
             assert before["answer"].startswith("You can track your order")
             r = await api.patch("/api/v1/config/intents/order_status", json={"answer": NEW_ANSWER})
             assert r.status_code == 200, r.text
