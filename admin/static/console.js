@@ -407,9 +407,23 @@ function tryBox() {
   return form;
 }
 
+// The node's fit of the intents at load: thresholds in use and what to fix (a standalone
+// admin API has no node, and answers 503: the card is left out).
+function matchingCard(m) {
+  if (!m) return null;
+  return h("div", { class: "card", id: "matching" },
+    h("h2", {}, "Matching in use"),
+    h("p", { class: "muted" }, m.threshold === null ? "No intents loaded." :
+      `Answer from a score of ${m.threshold.toFixed(2)}; ask the caller from ` +
+      `${m.confirm_threshold.toFixed(2)}; held to ${m.background_lines} common requests.`),
+    m.warnings.length ? h("ul", {}, ...m.warnings.map((w) => h("li", {}, w.message)))
+      : h("p", {}, "No warnings."));
+}
+
 async function intentsPage() {
-  const [intents, knowledge] = await Promise.all([
-    api("GET", "/config/intents?limit=200"), api("GET", "/config/knowledge?limit=200")]);
+  const [intents, knowledge, matching] = await Promise.all([
+    api("GET", "/config/intents?limit=200"), api("GET", "/config/knowledge?limit=200"),
+    api("GET", "/config/matching").catch(() => null)]);
   const editor = h("div", { id: "editor" });
   const reload = () => intentsPage();
   const del = async (path, name) => {
@@ -424,6 +438,7 @@ async function intentsPage() {
       onclick: (ev) => { ev.stopPropagation(); del(path, name); } }, "Delete")) : "");
   page("Intents and knowledge",
     tryBox(),
+    matchingCard(matching),
     h("h2", {}, "Intents"),
     table([
       { title: "Name", value: (i) => i.name },
