@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
+from collections.abc import Iterator
 
 import uvicorn
 from fastapi import FastAPI
@@ -16,13 +18,25 @@ class AdminServerError(RuntimeError):
     """The admin API could not listen (address taken, not a local address...)."""
 
 
-class AdminServer:
-    """uvicorn serving ``app`` on ``host:port`` in the running event loop."""
+class _EmbeddedServer(uvicorn.Server):
+    """uvicorn that leaves SIGTERM and SIGINT to the process it runs in: inside a node,
+    the node drains its calls on SIGTERM; uvicorn's own handlers would take the signal,
+    stop the API, then raise the signal again and end the node with its calls."""
 
-    def __init__(self, app: FastAPI, host: str, port: int) -> None:
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class AdminServer:
+    """uvicorn serving ``app`` on ``host:port`` in the running event loop. ``own_signals``:
+    uvicorn stops on SIGTERM/SIGINT (the API alone); otherwise the caller stops it."""
+
+    def __init__(self, app: FastAPI, host: str, port: int, *, own_signals: bool = False) -> None:
         self.app = app
         self.host = host
         self.port = port
+        self.own_signals = own_signals
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -45,7 +59,7 @@ class AdminServer:
         config = uvicorn.Config(
             self.app, log_config=None, access_log=False, lifespan="off", server_header=False
         )
-        self._server = uvicorn.Server(config)
+        self._server = uvicorn.Server(config) if self.own_signals else _EmbeddedServer(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="admin-api")
         while not self._server.started:
             if self._task.done():

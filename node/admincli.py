@@ -121,7 +121,7 @@ async def _serve(settings: Settings) -> int:
     if db is None:
         return 2
     app = create_app(db.engine, settings.admin)
-    server = AdminServer(app, settings.admin.host, settings.admin.port)
+    server = AdminServer(app, settings.admin.host, settings.admin.port, own_signals=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
