@@ -16,6 +16,7 @@ from bot.calllog import CallLog
 from bot.intents.cache import IntentCache
 from bot.intents.store import CacheStore, MemoryStore, RedisStore
 from bot.knowledge.index import KnowledgeIndex
+from bot.lookups.webhook import Webhooks
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CallSession
@@ -44,6 +45,7 @@ class Node:
         self.call_log: CallLog | None = None
         self.intent_cache: IntentCache | None = None
         self.knowledge: KnowledgeIndex | None = None
+        self.webhooks: Webhooks | None = None
         self._sessions: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor(report_every_s=settings.loop_lag_report_s)
 
@@ -63,6 +65,7 @@ class Node:
         fixed += [entry.answer for entry in prof.knowledge]
         if prof.transfer_failed is not None:
             fixed.append(prof.transfer_failed)
+        fixed += call_flow_phrases(prof)
         for text in fixed:
             await self.prompts.add(self.models.tts, text)
         if self.profile.intents and self.models.embedder is not None:
@@ -72,6 +75,9 @@ class Node:
                 self.profile.knowledge, self.models.embedder, self.profile.knowledge_matching
             )
         await self._warm_system_prompt(self.models)
+        if prof.lookups:
+            secrets = {k: v.get_secret_value() for k, v in self.settings.lookup_secrets.items()}
+            self.webhooks = Webhooks(prof.lookups, secrets)
         self.endpoint = SipServer(self.settings.sip, self._on_call)
         await self.endpoint.start()
         self.loop_lag.start()
@@ -137,6 +143,7 @@ class Node:
             intent_cache=self.intent_cache,
             call_actions=self.settings.call_actions,
             knowledge=self.knowledge,
+            webhooks=self.webhooks,
         )
         task = asyncio.current_task()
         if task is not None:
@@ -154,8 +161,27 @@ class Node:
             await self.endpoint.stop()
         if self.intent_cache is not None:
             await self.intent_cache.stop()
+        if self.webhooks is not None:
+            await self.webhooks.close()
         if self.call_log is not None:
             await self.call_log.close()
+
+
+def call_flow_phrases(profile: BotProfile) -> list[str]:
+    """What menus, collectors and lookups say in fixed words: synthesized at start, so
+    that a key press is answered as fast as a cached intent."""
+    intents = {i.name: i.answer for i in profile.intents}
+    out: list[str] = []
+    for menu in profile.menus:
+        out += [menu.prompt, menu.invalid]
+        for opt in menu.options:
+            out += [opt.say] if opt.say else []
+            out += [intents[opt.intent]] if opt.intent else []
+    for col in profile.collectors:
+        out += [col.prompt, col.reprompt, col.give_up]
+    for lookup in profile.lookups:
+        out += [lookup.preamble, lookup.not_found, lookup.failed]
+    return out
 
 
 def _progress(message: str) -> None:

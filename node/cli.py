@@ -74,6 +74,12 @@ def _db(args: argparse.Namespace) -> int:
     )
 
 
+def _demo_backend(args: argparse.Namespace) -> int:
+    from node.demo_backend import run  # noqa: PLC0415
+
+    return run(args.host, args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(prog="switchboard", description=__doc__)
@@ -104,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     purge = dbsub.add_parser("purge", help="blank transcripts older than the retention period")
     purge.add_argument("--days", type=int, help="default: the retention setting")
     db.set_defaults(func=_db)
+
+    demo = sub.add_parser("demo-backend", help="a tiny order service for the demo lookup")
+    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--port", type=int, default=8077)
+    demo.set_defaults(func=_demo_backend)
     return parser
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 
@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     #: the cache lives in this process only (the embedded default).
     redis_url: str | None = None
     intent_cache: IntentCacheSettings = IntentCacheSettings()
+    #: Secrets the profile's lookups send in their auth header, by the name a lookup's
+    #: ``auth_secret`` gives: JSON, e.g. ``{"orders": "s3cr3t"}``. Never logged.
+    lookup_secrets: dict[str, SecretStr] = {}
 
 
 class SettingsError(ValueError):

@@ -21,7 +21,8 @@ STAGES = (
     "response_done",
 )
 
-Route = Literal["exact", "semantic", "knowledge", "llm", "fallback", "none"]
+#: ``keypad``: a menu key or a number keyed in; ``lookup``: a business lookup's answer.
+Route = Literal["exact", "semantic", "knowledge", "llm", "fallback", "keypad", "lookup", "none"]
 #: Why the turn ended: enough silence, a speculative pass found a whole request, too long.
 EotReason = Literal["silence", "early", "max_turn", ""]
 
