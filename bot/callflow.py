@@ -192,3 +192,51 @@ class LookupConfig(BaseModel):
             if param.min_length > param.max_length:
                 raise ValueError(f"lookup {self.name!r}: param {name!r} min above max")
         return self
+
+
+class CallLimits(BaseModel):
+    """How a call ends well: a caller gone quiet, and a call that goes on too long.
+
+    Quiet means neither party: the caller neither speaking nor keying, the bot silent.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    #: Quiet this long (s) -> ``silence_prompt``; 0: never.
+    silence_reprompt_s: float = Field(0.0, ge=0.0, le=600.0)
+    silence_prompt: str = Field("Are you still there?", min_length=1)
+    #: Quiet this long (s) after ``silence_prompt`` -> ``goodbye`` and the bot hangs up
+    #: (end reason ``silence``); 0: never.
+    silence_hangup_s: float = Field(0.0, ge=0.0, le=600.0)
+    goodbye: str = Field("I will end the call now. Goodbye.", min_length=1)
+    #: The longest call (s from the answer; 0: no limit): ``max_call_warning`` is said
+    #: ``max_call_warning_s`` before the end, ``max_call_goodbye`` at the end, then the bot
+    #: hangs up (end reason ``max_duration``).
+    max_call_s: float = Field(0.0, ge=0.0, le=86400.0)
+    max_call_warning_s: float = Field(60.0, ge=0.0)
+    max_call_warning: str = Field(
+        "We are nearly out of time for this call, so please tell me what you still need.",
+        min_length=1,
+    )
+    max_call_goodbye: str = Field(
+        "I am sorry, we are out of time for this call. Please call again. Goodbye.",
+        min_length=1,
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CallLimits:
+        if self.silence_hangup_s and not self.silence_reprompt_s:
+            raise ValueError("call_limits: silence_hangup_s needs silence_reprompt_s")
+        if self.max_call_s and self.max_call_warning_s >= self.max_call_s:
+            raise ValueError("call_limits: max_call_warning_s must be below max_call_s")
+        return self
+
+    def phrases(self) -> list[str]:
+        """What the limits may say, for synthesis at start."""
+        out = []
+        if self.silence_reprompt_s:
+            out.append(self.silence_prompt)
+        if self.silence_hangup_s:
+            out.append(self.goodbye)
+        if self.max_call_s:
+            out += [self.max_call_warning, self.max_call_goodbye]
+        return out

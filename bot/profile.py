@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from bot.callflow import CollectorConfig, LookupConfig, MenuConfig
+from bot.callflow import CallLimits, CollectorConfig, LookupConfig, MenuConfig
 from bot.intents.match import normalize
 
 #: The profile a node runs when none is named.
@@ -215,6 +215,8 @@ class BotProfile(BaseModel):
     collectors: list[CollectorConfig] = []
     #: Business lookups: the operator's HTTP webhooks.
     lookups: list[LookupConfig] = []
+    #: A quiet caller re-prompted then hung up on; the longest call (``bot.callflow``).
+    call_limits: CallLimits = CallLimits()
 
     @model_validator(mode="before")
     @classmethod

@@ -181,7 +181,7 @@ def call_flow_phrases(profile: BotProfile) -> list[str]:
         out += [col.prompt, col.reprompt, col.give_up]
     for lookup in profile.lookups:
         out += [lookup.preamble, lookup.not_found, lookup.failed]
-    return out
+    return out + profile.call_limits.phrases()
 
 
 def _progress(message: str) -> None:

@@ -124,6 +124,8 @@ class CallAction(DataFrame):
     action: Literal["transfer", "hangup"]
     #: The transfer's SIP target (``transfer`` only).
     target: str | None = None
+    #: The call's end reason for a ``hangup`` (default ``bot_hangup``).
+    reason: str | None = None
 
 
 @dataclass(frozen=True)

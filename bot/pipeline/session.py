@@ -14,6 +14,7 @@ from bot.lookups.webhook import Webhooks
 from bot.pipeline.answer_guard import AnswerGuard
 from bot.pipeline.call_control import CallControl
 from bot.pipeline.call_port import CallPort
+from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.calllog_tap import EventTap
 from bot.pipeline.collect_trigger import CollectTrigger
 from bot.pipeline.digit_collector import MASK, DigitCollector
@@ -97,8 +98,22 @@ class CallSession:
         first: Processor = self.turn_detector
         if call_log is not None:  # barge-ins (the endpointer's Interrupts) go to the log
             first = first.link(EventTap(call_log, call.call_id))
+        self._processors: list[Processor] = [self.turn_detector]
+        # A quiet caller and the longest call: it sees the caller's speech and keys first.
+        limits = profile.call_limits
+        if limits.silence_reprompt_s or limits.max_call_s:
+            timer = CallTimer(
+                call.call_id,
+                limits,
+                answered_at=call.answered_at,
+                say=self._say,
+                bot_speaking=self._bot_speaking,
+                on_event=self._event,
+            )
+            first = first.link(timer)
+            self._processors.append(timer)
         last: Processor = first.link(self.transcriber)
-        self._processors: list[Processor] = [self.turn_detector, self.transcriber]
+        self._processors.append(self.transcriber)
         # The keypad and collected numbers first: a number being asked for is not a question.
         self.collector = DigitCollector(
             call.call_id,

@@ -117,6 +117,10 @@ terminator = "#"
 sensitive = true
 timeout_s = 5.0
 """
+    # Quiet limits short enough for a test call (no other test here is quiet this long).
+    text = text.replace("silence_reprompt_s = 25.0", "silence_reprompt_s = 8.0")
+    text = text.replace("silence_hangup_s = 10.0", "silence_hangup_s = 4.0")
+    assert "silence_reprompt_s = 8.0" in text and "silence_hangup_s = 4.0" in text
     path.write_text(text, encoding="utf-8")
     load_profile(path)  # the test's own profile must be valid
     return path
@@ -286,3 +290,26 @@ async def test_a_sensitive_number_is_in_no_log_and_no_table(flow_bot: FlowBot) -
     db = (bot.data_dir / "switchboard.db").read_bytes()
     assert PIN.encode() not in db
     assert f"{PIN[0]}{MASK}".encode() not in db
+
+
+async def test_a_quiet_caller_is_asked_then_hung_up_on(
+    flow_bot: FlowBot, listener: Listener
+) -> None:
+    limits = load_profile(DEFAULT_PROFILE).call_limits
+    bot = flow_bot.bot
+    first = len(bot.lines)
+    result = await dial(bot.uri, record_seconds=30)  # the caller says nothing
+    assert result.sip_final_status == 200, result.error
+    assert result.ended_by_remote, "the bot did not end the quiet call"
+    # greeting (~3.5 s) + 8 s quiet + the prompt + 4 s quiet + the goodbye
+    assert 14 * RATE < len(result.received) < 24 * RATE, len(result.received) / RATE
+    heard = await listener.hear(result.received[int(4 * RATE) :])
+    expected = f"{limits.silence_prompt} {limits.goodbye}"
+    assert word_error_rate(expected, heard) <= 0.35, heard
+    ids = {r["call_id"] for r in bot.records("turn", since=first)}
+    assert len(ids) == 1, ids
+    row, events = await asyncio.to_thread(call_row, bot, first)
+    assert row["end_reason"] == "silence"
+    kinds = [(e["kind"], e["detail"]) for e in events]
+    assert [k for k, _ in kinds] == ["silence_prompt", "call_limit"], kinds
+    assert ("call_limit", "silence") in kinds
