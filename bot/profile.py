@@ -171,6 +171,15 @@ class KnowledgeConfig(BaseModel):
         return self
 
 
+class RecordingConfig(BaseModel):
+    """Whether this bot records its calls (where and how long: ``SWITCHBOARD_RECORDINGS__*``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = False
+    #: Said before the greeting of a recorded call ("This call is recorded...").
+    announcement: str | None = Field(None, min_length=1)
+
+
 class BotProfile(BaseModel):
     """Everything that makes one bot sound like itself."""
 
@@ -217,6 +226,8 @@ class BotProfile(BaseModel):
     lookups: list[LookupConfig] = []
     #: A quiet caller re-prompted then hung up on; the longest call (``bot.callflow``).
     call_limits: CallLimits = CallLimits()
+    #: Call recordings (``bot.recording``).
+    recording: RecordingConfig = RecordingConfig()
 
     @model_validator(mode="before")
     @classmethod

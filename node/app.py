@@ -23,7 +23,8 @@ from bot.pipeline.session import CallSession
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile
-from node.calllog import open_call_log
+from bot.recording import CallRecorder, RecordedCall, recording_path
+from node.calllog import open_call_log, recordings_dir
 from node.looplag import LoopLagMonitor
 from node.settings import Settings
 from serve import ChatMessage, ModelSet, load_models
@@ -133,6 +134,15 @@ class Node:
             if call_log is not None:
                 call_log.turn_finished(turn)
 
+        recorder: CallRecorder | None = None
+        if self.profile.recording.enabled:
+            path = recording_path(recordings_dir(self.settings), call.call_id)
+            try:
+                recorder = CallRecorder(path.resolve(), call.sample_rate)
+            except OSError as exc:  # a full or read-only disk degrades the call, no more
+                log.error("call %s: cannot record: %s", call.call_id, exc)
+            else:
+                call = RecordedCall(call, recorder)
         session = CallSession(
             call,
             self.models,
@@ -144,6 +154,7 @@ class Node:
             call_actions=self.settings.call_actions,
             knowledge=self.knowledge,
             webhooks=self.webhooks,
+            recording=None if recorder is None else str(recorder.path),
         )
         task = asyncio.current_task()
         if task is not None:
@@ -151,6 +162,8 @@ class Node:
         try:
             await session.run()
         finally:
+            if recorder is not None:
+                recorder.close()
             if task is not None:
                 self._sessions.discard(task)
 
@@ -181,6 +194,8 @@ def call_flow_phrases(profile: BotProfile) -> list[str]:
         out += [col.prompt, col.reprompt, col.give_up]
     for lookup in profile.lookups:
         out += [lookup.preamble, lookup.not_found, lookup.failed]
+    if profile.recording.enabled and profile.recording.announcement:
+        out.append(profile.recording.announcement)
     return out + profile.call_limits.phrases()
 
 

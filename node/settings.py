@@ -25,6 +25,7 @@ from pydantic_settings import SettingsError as PydanticSettingsError
 from bot.calllog.settings import CallLogSettings
 from bot.intents.settings import IntentCacheSettings
 from bot.profile import DEFAULT_PROFILE
+from bot.recording.settings import RecordingSettings
 from serve.registry import ModelSpec
 from telephony.config import EndpointConfig
 
@@ -75,6 +76,8 @@ class Settings(BaseSettings):
     #: Secrets the profile's lookups send in their auth header, by the name a lookup's
     #: ``auth_secret`` gives: JSON, e.g. ``{"orders": "s3cr3t"}``. Never logged.
     lookup_secrets: dict[str, SecretStr] = {}
+    #: Where call recordings go and how long they stay (the profile says whether to record).
+    recordings: RecordingSettings = RecordingSettings()
 
 
 class SettingsError(ValueError):

@@ -59,11 +59,14 @@ class CallSession:
         call_actions: bool = True,
         knowledge: KnowledgeIndex | None = None,
         webhooks: Webhooks | None = None,
+        recording: str | None = None,
     ) -> None:
+        """``recording``: the file this call is recorded in (``bot.recording``), if it is."""
         self.call = call
         self._call_log = call_log
         self._profile = profile
         self._prompts = prompts
+        self._recording = recording
         rate = call.sample_rate
         apology = prompts.get(profile.apology)
         self.speaker = Speaker(
@@ -187,9 +190,13 @@ class CallSession:
                 caller=self.call.remote_uri,
                 callee=self.call.local_uri,
                 answered_at=self.call.answered_at,
+                recording=self._recording,
             )
         for proc in self._processors:
             proc.start()
+        announcement = self._profile.recording.announcement
+        if self._recording is not None and announcement is not None:
+            await self.speaker.put(self._say(None, announcement))  # before anything else
         greeting = self._prompts.get(self._profile.greeting)
         await self.speaker.put(PlayAudio(turn=None, pcm=greeting, text=self._profile.greeting))
         menus = self._profile.menus

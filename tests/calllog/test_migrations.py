@@ -59,12 +59,13 @@ async def test_a_database_behind_is_refused_with_what_to_run(
     # This code, one migration later.
     newer = tmp_path / "migrations"
     shutil.copytree(MIGRATIONS, newer, ignore=shutil.ignore_patterns("__pycache__"))
-    (newer / "versions" / "0002_later.py").write_text(
-        'revision = "0002"\ndown_revision = "0001"\nbranch_labels = None\ndepends_on = None\n'
-        "def upgrade() -> None: ...\ndef downgrade() -> None: ...\n"
+    head = head_revision()
+    (newer / "versions" / "9999_later.py").write_text(
+        f'revision = "9999"\ndown_revision = "{head}"\nbranch_labels = None\n'
+        "depends_on = None\ndef upgrade() -> None: ...\ndef downgrade() -> None: ...\n"
     )
     monkeypatch.setattr(migrate_mod, "MIGRATIONS", newer)
-    with pytest.raises(SchemaError, match=r"revision 0001.*needs 0002.*switchboard db upgrade"):
+    with pytest.raises(SchemaError, match=rf"revision {head}.*needs 9999.*switchboard db upgrade"):
         await open_log(empty_url, tmp_path / "spool")
 
 

@@ -12,11 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
+import wave
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -121,6 +126,7 @@ timeout_s = 5.0
     text = text.replace("silence_reprompt_s = 25.0", "silence_reprompt_s = 8.0")
     text = text.replace("silence_hangup_s = 10.0", "silence_hangup_s = 4.0")
     assert "silence_reprompt_s = 8.0" in text and "silence_hangup_s = 4.0" in text
+    text += "\n[recording]\nenabled = true\n"  # every call of this module is recorded
     path.write_text(text, encoding="utf-8")
     load_profile(path)  # the test's own profile must be valid
     return path
@@ -313,3 +319,80 @@ async def test_a_quiet_caller_is_asked_then_hung_up_on(
     kinds = [(e["kind"], e["detail"]) for e in events]
     assert [k for k, _ in kinds] == ["silence_prompt", "call_limit"], kinds
     assert ("call_limit", "silence") in kinds
+
+
+def read_recording(path: Path) -> npt.NDArray[np.int16]:
+    """The recording's samples (frames x 2), once the bot has closed the file."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with wave.open(str(path), "rb") as wav:
+                assert (wav.getnchannels(), wav.getframerate()) == (2, RATE)
+                raw = wav.readframes(wav.getnframes())
+            if raw:
+                return np.frombuffer(raw, "<i2").reshape(-1, 2)
+        except (EOFError, wave.Error):
+            pass  # the header is written when the call ends, just after its row
+        assert time.monotonic() < deadline, "recording not closed"
+        time.sleep(0.2)
+
+
+def age_and_purge(bot: BotProcess, call_id: str, path: Path, days: int) -> str:
+    """Make the call and its recording ``days`` old, run `switchboard db purge`."""
+    db = bot.data_dir / "switchboard.db"
+    old = time.time() - days * 86400
+    with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn, conn:
+        (stored,) = conn.execute(
+            "SELECT answered_at FROM calls WHERE id = ?", (call_id,)
+        ).fetchone()
+        # the same text form as the stored value (microseconds, then any zone suffix)
+        aged = datetime.fromtimestamp(old, UTC).strftime("%Y-%m-%d %H:%M:%S.%f") + stored[26:]
+        conn.execute("UPDATE calls SET answered_at = ? WHERE id = ?", (aged, call_id))
+    os.utime(path, (old, old))
+    env = {**os.environ, "SWITCHBOARD_DATA_DIR": str(bot.data_dir)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "node.cli", "db", "purge"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def recording_link(bot: BotProcess, call_id: str) -> str | None:
+    db = bot.data_dir / "switchboard.db"
+    with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
+        link = conn.execute("SELECT recording_path FROM calls WHERE id = ?", (call_id,))
+        value: str | None = link.fetchone()[0]
+        return value
+
+
+async def test_a_recorded_call_holds_both_sides_and_is_purged_after_retention(
+    flow_bot: FlowBot,
+) -> None:
+    bot = flow_bot.bot
+    first = len(bot.lines)
+    question = await asyncio.to_thread(speak, "What are your opening hours?", "slt")
+    result = await dial(bot.uri, play=question, play_at_s=4.5, record_seconds=12)
+    assert result.sip_final_status == 200, result.error
+    row, _ = await asyncio.to_thread(call_row, bot, first)
+    path = Path(row["recording_path"])
+    assert path.is_relative_to(bot.data_dir / "recordings"), path
+    stereo = await asyncio.to_thread(read_recording, path)
+    caller, heard = stereo[:, 0].copy(), stereo[:, 1].copy()
+    assert 10 * RATE < len(stereo) < 14 * RATE, len(stereo) / RATE
+    # Left, the caller: silent through the greeting, then the question (~1.5 s).
+    assert voiced_s(window(caller, 0, 4.3)) < 0.2
+    assert voiced_s(window(caller, 4.3, 7.5)) >= 1.0
+    # Right, the bot: the greeting, then its answer after the question.
+    assert voiced_s(window(heard, 0, 4.3)) >= 2.0
+    assert voiced_s(window(heard, 6.0, 12)) >= 1.0
+
+    # Forty days later: `switchboard db purge` deletes the file and the row's link to it.
+    out = await asyncio.to_thread(age_and_purge, bot, row["id"], path, 40)
+    assert "deleted 1 recording(s)" in out, out
+    assert not await asyncio.to_thread(path.exists)
+    assert await asyncio.to_thread(recording_link, bot, row["id"]) is None
