@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from bot.callflow import CallLimits, CollectorConfig, LookupConfig, MenuConfig
 from bot.intents.match import normalize
 
 #: The profile a node runs when none is named.
@@ -198,6 +199,15 @@ class KnowledgeConfig(BaseModel):
         return self
 
 
+class RecordingConfig(BaseModel):
+    """Whether this bot records its calls (where and how long: ``SWITCHBOARD_RECORDINGS__*``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = False
+    #: Said before the greeting of a recorded call ("This call is recorded...").
+    announcement: str | None = Field(None, min_length=1)
+
+
 class BotProfile(BaseModel):
     """Everything that makes one bot sound like itself."""
 
@@ -236,6 +246,16 @@ class BotProfile(BaseModel):
     #: Facts for the LLM's answers to what no intent covers (``bot.knowledge``).
     knowledge: list[KnowledgeEntry] = []
     knowledge_matching: KnowledgeConfig = KnowledgeConfig()
+    #: Keypad menus; the first is the main one (``bot.callflow``, docs/call-flows.md).
+    menus: list[MenuConfig] = []
+    #: Numbers the caller keys in or says.
+    collectors: list[CollectorConfig] = []
+    #: Business lookups: the operator's HTTP webhooks.
+    lookups: list[LookupConfig] = []
+    #: A quiet caller re-prompted then hung up on; the longest call (``bot.callflow``).
+    call_limits: CallLimits = CallLimits()
+    #: Call recordings (``bot.recording``).
+    recording: RecordingConfig = RecordingConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -276,6 +296,47 @@ class BotProfile(BaseModel):
             if entry.topic in seen:
                 raise ValueError(f"knowledge topic {entry.topic!r} is defined twice")
             seen.add(entry.topic)
+        return self
+
+    @model_validator(mode="after")
+    def _call_flows_refer_to_what_exists(self) -> BotProfile:
+        intents = {i.name for i in self.intents}
+        topics = {k.topic for k in self.knowledge}
+        menus = {m.name for m in self.menus}
+        collectors = {c.name for c in self.collectors}
+        lookups = {lk.name: lk for lk in self.lookups}
+        for kind, listed in (
+            ("menu", [m.name for m in self.menus]),
+            ("collector", [c.name for c in self.collectors]),
+            ("lookup", [lk.name for lk in self.lookups]),
+        ):
+            if len(listed) != len(set(listed)):
+                raise ValueError(f"a {kind} name is defined twice")
+        for menu in self.menus:
+            for opt in menu.options:
+                where = f"menu {menu.name!r} key {opt.key!r}"
+                if opt.intent is not None and opt.intent not in intents:
+                    raise ValueError(f"{where}: no intent {opt.intent!r}")
+                if opt.knowledge is not None and opt.knowledge not in topics:
+                    raise ValueError(f"{where}: no knowledge topic {opt.knowledge!r}")
+                if opt.collect is not None and opt.collect not in collectors:
+                    raise ValueError(f"{where}: no collector {opt.collect!r}")
+                if opt.menu is not None and opt.menu not in menus:
+                    raise ValueError(f"{where}: no menu {opt.menu!r}")
+        for col in self.collectors:
+            for intent in col.after_intents:
+                if intent not in intents:
+                    raise ValueError(f"collector {col.name!r}: no intent {intent!r}")
+            if col.lookup is None:
+                continue
+            lookup = lookups.get(col.lookup)
+            if lookup is None:
+                raise ValueError(f"collector {col.name!r}: no lookup {col.lookup!r}")
+            if col.lookup_param not in lookup.params or len(lookup.params) != 1:
+                raise ValueError(
+                    f"collector {col.name!r}: lookup {col.lookup!r} must take exactly the "
+                    f"one param {col.lookup_param!r}"
+                )
         return self
 
 

@@ -25,13 +25,15 @@ from bot.calllog.store import make_engine
 from bot.intents.cache import IntentCache
 from bot.intents.store import CacheStore, MemoryStore, RedisStore
 from bot.knowledge.index import KnowledgeIndex
+from bot.lookups.webhook import Webhooks
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CallSession
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile
-from node.calllog import database_url, node_name, open_call_log
+from bot.recording import CallRecorder, RecordedCall, recording_path
+from node.calllog import database_url, node_name, open_call_log, recordings_dir
 from node.config_sync import ConfigSync
 from node.looplag import LoopLagMonitor
 from node.settings import Settings
@@ -55,6 +57,7 @@ class Node:
         self.call_log: CallLog | None = None
         self.intent_cache: IntentCache | None = None
         self.knowledge: KnowledgeIndex | None = None
+        self.webhooks: Webhooks | None = None
         self._sessions: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor(report_every_s=settings.loop_lag_report_s)
         #: The Ray Serve tier (``SWITCHBOARD_TIER__BACKEND=ray``) and the node's load report.
@@ -102,6 +105,9 @@ class Node:
                 self.profile.knowledge, self.models.embedder, self.profile.knowledge_matching
             )
         await self._warm_system_prompt(self.models)
+        if self.profile.lookups:
+            secrets = {k: v.get_secret_value() for k, v in self.settings.lookup_secrets.items()}
+            self.webhooks = Webhooks(self.profile.lookups, secrets)
         self.endpoint = SipServer(self.settings.sip, self._on_call)
         await self.endpoint.start()
         self.loop_lag.start()
@@ -315,6 +321,15 @@ class Node:
             if call_log is not None:
                 call_log.turn_finished(turn)
 
+        recorder: CallRecorder | None = None
+        if self.profile.recording.enabled:
+            path = recording_path(recordings_dir(self.settings), call.call_id)
+            try:
+                recorder = CallRecorder(path.resolve(), call.sample_rate)
+            except OSError as exc:  # a full or read-only disk degrades the call, no more
+                log.error("call %s: cannot record: %s", call.call_id, exc)
+            else:
+                call = RecordedCall(call, recorder)
         session = CallSession(
             call,
             self.models,
@@ -325,6 +340,8 @@ class Node:
             intent_cache=self.intent_cache,
             call_actions=self.settings.call_actions,
             knowledge=self.knowledge,
+            webhooks=self.webhooks,
+            recording=None if recorder is None else str(recorder.path),
         )
         task = asyncio.current_task()
         if task is not None:
@@ -332,6 +349,8 @@ class Node:
         try:
             await session.run()
         finally:
+            if recorder is not None:
+                recorder.close()
             if task is not None:
                 self._sessions.discard(task)
 
@@ -379,6 +398,8 @@ class Node:
             await self.endpoint.stop()
         if self.intent_cache is not None:
             await self.intent_cache.stop()
+        if self.webhooks is not None:
+            await self.webhooks.close()
         if self.call_log is not None:
             await self.call_log.close()
         if self._load_reporter is not None:
@@ -394,7 +415,27 @@ def _fixed_phrases(prof: BotProfile) -> list[str]:
     fixed += [entry.answer for entry in prof.knowledge]
     if prof.transfer_failed is not None:
         fixed.append(prof.transfer_failed)
+    fixed += call_flow_phrases(prof)
     return fixed
+
+
+def call_flow_phrases(profile: BotProfile) -> list[str]:
+    """What menus, collectors and lookups say in fixed words: synthesized at start, so
+    that a key press is answered as fast as a cached intent."""
+    intents = {i.name: i.answer for i in profile.intents}
+    out: list[str] = []
+    for menu in profile.menus:
+        out += [menu.prompt, menu.invalid]
+        for opt in menu.options:
+            out += [opt.say] if opt.say else []
+            out += [intents[opt.intent]] if opt.intent else []
+    for col in profile.collectors:
+        out += [col.prompt, col.reprompt, col.give_up]
+    for lookup in profile.lookups:
+        out += [lookup.preamble, lookup.not_found, lookup.failed]
+    if profile.recording.enabled and profile.recording.announcement:
+        out.append(profile.recording.announcement)
+    return out + profile.call_limits.phrases()
 
 
 def _progress(message: str) -> None:

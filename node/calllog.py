@@ -45,3 +45,8 @@ async def open_call_log(settings: Settings) -> CallLog:
         options=settings.calllog,
         create_if_empty=make_url(url).get_backend_name() == "sqlite",
     )
+
+
+def recordings_dir(settings: Settings) -> Path:
+    """Where call recordings are written: the setting, or ``<data_dir>/recordings``."""
+    return settings.recordings.dir or settings.data_dir / "recordings"

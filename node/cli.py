@@ -119,6 +119,10 @@ def _admin(args: argparse.Namespace) -> int:
         password_stdin=getattr(args, "password_stdin", None),
         path=getattr(args, "path", None),
     )
+def _demo_backend(args: argparse.Namespace) -> int:
+    from node.demo_backend import run  # noqa: PLC0415
+
+    return run(args.host, args.port)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("path")
     admin.set_defaults(func=_admin)
+    demo = sub.add_parser("demo-backend", help="a tiny order service for the demo lookup")
+    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--port", type=int, default=8077)
+    demo.set_defaults(func=_demo_backend)
     return parser
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from bot.calllog.migrate import downgrade, schema_state, upgrade
 from bot.calllog.retention import purge
 from bot.calllog.store import make_engine
-from node.calllog import database_url
+from bot.recording.retention import purge_recordings
+from node.calllog import database_url, recordings_dir
 from node.settings import Settings
 
 
@@ -27,7 +29,14 @@ def run_db(
     if command == "current":
         return asyncio.run(_current(url))
     if command == "purge":
-        return asyncio.run(_purge(url, days or settings.calllog.transcript_retention_days))
+        return asyncio.run(
+            _purge(
+                url,
+                days or settings.calllog.transcript_retention_days,
+                recordings_dir(settings),
+                settings.recordings.retention_days,
+            )
+        )
     raise ValueError(f"unknown db command: {command}")
 
 
@@ -41,12 +50,17 @@ async def _current(url: str, *, expect_current: bool = True) -> int:
     return 0 if state.status == "current" or not expect_current else 1
 
 
-async def _purge(url: str, days: int) -> int:
+async def _purge(url: str, days: int, recordings: Path, recording_days: int) -> int:
     engine = make_engine(url)
     try:
         result = await purge(engine, days)
+        gone = await purge_recordings(engine, recordings, recording_days)
     finally:
         await engine.dispose()
+    print(
+        f"deleted {gone.files} recording(s) of calls before {gone.cutoff:%Y-%m-%d %H:%M} UTC "
+        f"({recording_days} days)"
+    )
     print(
         f"blanked {result.turns} turn(s) and {result.events} event(s) "
         f"older than {result.cutoff:%Y-%m-%d %H:%M} UTC ({days} days)"

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 
@@ -26,6 +26,7 @@ from admin.settings import AdminSettings
 from bot.calllog.settings import CallLogSettings
 from bot.intents.settings import IntentCacheSettings
 from bot.profile import DEFAULT_PROFILE
+from bot.recording.settings import RecordingSettings
 from serve.registry import ModelSpec
 from serve.scale.settings import TierSettings
 from telephony.config import EndpointConfig
@@ -78,6 +79,11 @@ class Settings(BaseSettings):
     intent_cache: IntentCacheSettings = IntentCacheSettings()
     #: The REST config API and web console (admin/).
     admin: AdminSettings = AdminSettings()
+    #: Secrets the profile's lookups send in their auth header, by the name a lookup's
+    #: ``auth_secret`` gives: JSON, e.g. ``{"orders": "s3cr3t"}``. Never logged.
+    lookup_secrets: dict[str, SecretStr] = {}
+    #: Where call recordings go and how long they stay (the profile says whether to record).
+    recordings: RecordingSettings = RecordingSettings()
 
 
 class SettingsError(ValueError):

@@ -183,8 +183,10 @@ class CallLog:
         callee: str,
         answered_at: float | None = None,
         arrived_at: float | None = None,
+        recording: str | None = None,
     ) -> None:
-        """A call was answered: its row is written now. Times are ``time.monotonic()``."""
+        """A call was answered: its row is written now. Times are ``time.monotonic()``.
+        ``recording``: the file the call is recorded in."""
         now = time.monotonic()
         live = _LiveCall(id=uuid.uuid4(), offset=time.time() - now)
         self._calls[call_id] = live
@@ -202,6 +204,7 @@ class CallLog:
             "answered_at": answered,
             "ended_at": None,
             "end_reason": None,
+            "recording_path": recording,
         }
         self.writer.submit(Record("call", row))
         log.info("call %s answered from %s", call_id, mask_uri(caller))

@@ -63,6 +63,8 @@ class Call(Base):
     #: Why it ended: the telephony reason ("200 OK"...), "bot_hangup", "transferred", or
     #: "crashed".
     end_reason: Mapped[str | None] = mapped_column(String(64))
+    #: The call's recording (a WAV file on the node), while it is kept; NULL otherwise.
+    recording_path: Mapped[str | None] = mapped_column(String(1024))
 
     __table_args__ = (Index("ix_calls_node_open", "node", "ended_at"),)
 

@@ -87,7 +87,7 @@ class CallControl(Processor):
             return
         if frame.action == "hangup":
             log.info("call %s: hanging up after turn %d", self._call.call_id, frame.turn.index)
-            self._ended_by = "bot_hangup"
+            self._ended_by = frame.reason or "bot_hangup"
             await self._call.hangup()
         elif frame.target is not None and not self.transferring:
             self._transfer = asyncio.create_task(

@@ -124,6 +124,8 @@ class CallAction(DataFrame):
     action: Literal["transfer", "hangup"]
     #: The transfer's SIP target (``transfer`` only).
     target: str | None = None
+    #: The call's end reason for a ``hangup`` (default ``bot_hangup``).
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -151,3 +153,24 @@ class CallFinished(SystemFrame):
 
     reason: str
     at: float
+
+
+# -- call flows (keypad menus, collectors, lookups) ---------------------------------
+
+
+@dataclass(frozen=True)
+class Collected(DataFrame):
+    """A number the caller keyed in or said, complete (``bot.pipeline.digit_collector``).
+
+    ``value`` is in clear for the lookup that needs it; it is never logged, and a
+    sensitive one is masked everywhere the caller's words are kept.
+    """
+
+    turn: Turn
+    collector: str
+    value: str
+    sensitive: bool = False
+    #: The lookup to run with it (``[[lookups]]``), if any.
+    lookup: str | None = None
+    #: The lookup parameter that takes ``value``.
+    param: str = ""

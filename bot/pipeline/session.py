@@ -10,11 +10,17 @@ from bot.answers.guard import Refusal
 from bot.calllog.calllog import CallLog
 from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
+from bot.lookups.webhook import Webhooks
 from bot.pipeline.answer_guard import AnswerGuard
 from bot.pipeline.call_control import CallControl
 from bot.pipeline.call_port import CallPort
+from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.calllog_tap import EventTap
-from bot.pipeline.frames import CallerAudio, CallFinished, Dtmf, PlayAudio
+from bot.pipeline.collect_trigger import CollectTrigger
+from bot.pipeline.digit_collector import MASK, DigitCollector
+from bot.pipeline.frames import CallerAudio, CallFinished, DataFrame, Dtmf, PlayAudio, Speak
+from bot.pipeline.keypad_menu import KeypadMenu
+from bot.pipeline.lookup_runner import LookupRunner
 from bot.pipeline.processor import Processor
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.responder import Responder
@@ -35,7 +41,8 @@ log = logging.getLogger(__name__)
 class CallSession:
     """Runs the conversation on one answered call until it ends.
 
-    TurnDetector -> Transcriber -> (Router) -> Responder -> Speaker -> CallControl, with the
+    TurnDetector -> Transcriber -> DigitCollector -> (LookupRunner) -> KeypadMenu -> (Router
+    -> CollectTrigger) -> Responder -> AnswerGuard -> Speaker -> CallControl, with the
     greeting played on answer.
     """
 
@@ -51,11 +58,15 @@ class CallSession:
         intent_cache: IntentCache | None = None,
         call_actions: bool = True,
         knowledge: KnowledgeIndex | None = None,
+        webhooks: Webhooks | None = None,
+        recording: str | None = None,
     ) -> None:
+        """``recording``: the file this call is recorded in (``bot.recording``), if it is."""
         self.call = call
         self._call_log = call_log
         self._profile = profile
         self._prompts = prompts
+        self._recording = recording
         rate = call.sample_rate
         apology = prompts.get(profile.apology)
         self.speaker = Speaker(
@@ -90,11 +101,53 @@ class CallSession:
         first: Processor = self.turn_detector
         if call_log is not None:  # barge-ins (the endpointer's Interrupts) go to the log
             first = first.link(EventTap(call_log, call.call_id))
+        self._processors: list[Processor] = [self.turn_detector]
+        # A quiet caller and the longest call: it sees the caller's speech and keys first.
+        limits = profile.call_limits
+        if limits.silence_reprompt_s or limits.max_call_s:
+            timer = CallTimer(
+                call.call_id,
+                limits,
+                answered_at=call.answered_at,
+                say=self._say,
+                bot_speaking=self._bot_speaking,
+                on_event=self._event,
+            )
+            first = first.link(timer)
+            self._processors.append(timer)
         last: Processor = first.link(self.transcriber)
-        self._processors: list[Processor] = [self.turn_detector, self.transcriber]
+        self._processors.append(self.transcriber)
+        # The keypad and collected numbers first: a number being asked for is not a question.
+        self.collector = DigitCollector(
+            call.call_id,
+            profile.collectors,
+            say=self._say,
+            bot_speaking=self._bot_speaking,
+            on_event=self._event,
+        )
+        last = last.link(self.collector)
+        self._processors.append(self.collector)
+        if webhooks is not None and profile.lookups:
+            last = last.link(LookupRunner(webhooks, say=self._say, on_event=self._event))
+            self._processors.append(last)
+        self.menu = KeypadMenu(
+            call.call_id,
+            profile.menus,
+            intents={i.name: i for i in profile.intents},
+            knowledge={k.topic: k.answer for k in profile.knowledge},
+            say=self._say,
+            begin_collect=self.collector.begin,
+            bot_speaking=self._bot_speaking,
+            on_event=self._event,
+        )
+        last = last.link(self.menu)
+        self._processors.append(self.menu)
         if intent_cache is not None:  # cached answers first; the LLM gets the rest
             last = last.link(Router(intent_cache, offer=profile.unsure))
             self._processors.append(last)
+            if any(c.after_intents for c in profile.collectors):
+                last = last.link(CollectTrigger(profile.collectors, self.collector.begin))
+                self._processors.append(last)
         failed = profile.transfer_failed or profile.apology
         self.control = CallControl(
             call,
@@ -106,6 +159,17 @@ class CallSession:
         )
         last.link(self.responder).link(self.guard).link(self.speaker).link(self.control)
         self._processors += [self.responder, self.guard, self.speaker, self.control]
+
+    def _say(self, turn: Turn | None, text: str) -> DataFrame:
+        """The frame that says ``text``: its ready audio when it was synthesized at start."""
+        pcm = self._prompts.find(text)
+        if pcm is None:
+            return Speak(turn=turn, text=text)
+        return PlayAudio(turn=turn, pcm=pcm, text=text)
+
+    def _event(self, kind: str, detail: str) -> None:
+        if self._call_log is not None:
+            self._call_log.event(self.call.call_id, kind, detail)
 
     def _refused(self, turn: Turn, refusal: Refusal) -> None:
         if self._call_log is not None:
@@ -126,11 +190,18 @@ class CallSession:
                 caller=self.call.remote_uri,
                 callee=self.call.local_uri,
                 answered_at=self.call.answered_at,
+                recording=self._recording,
             )
         for proc in self._processors:
             proc.start()
+        announcement = self._profile.recording.announcement
+        if self._recording is not None and announcement is not None:
+            await self.speaker.put(self._say(None, announcement))  # before anything else
         greeting = self._prompts.get(self._profile.greeting)
         await self.speaker.put(PlayAudio(turn=None, pcm=greeting, text=self._profile.greeting))
+        menus = self._profile.menus
+        if menus and menus[0].announce:
+            await self.speaker.put(self._say(None, menus[0].prompt))
         log.info("call %s: greeting queued", self.call.call_id)
         reason = "ended"
         try:
@@ -138,12 +209,14 @@ class CallSession:
                 if isinstance(event, AudioIn):
                     await self.turn_detector.put(CallerAudio(pcm=event.pcm, at=event.at))
                 elif isinstance(event, DtmfIn):
-                    # The digit may be a PIN or a card number: only at DEBUG.
+                    # The digit may be a PIN or a card number: only at DEBUG, and masked
+                    # while a sensitive number is being collected.
+                    digit = MASK if self.collector.masking else event.digit
                     log.info("call %s: dtmf received", self.call.call_id)
-                    log.debug("call %s: dtmf %s", self.call.call_id, event.digit)
-                    await self.turn_detector.put(Dtmf(digit=event.digit, at=event.at))
+                    log.debug("call %s: dtmf %s", self.call.call_id, digit)
                     if self._call_log is not None:
-                        self._call_log.event(self.call.call_id, "dtmf", event.digit, event.at)
+                        self._call_log.event(self.call.call_id, "dtmf", digit, event.at)
+                    await self.turn_detector.put(Dtmf(digit=event.digit, at=event.at))
                 elif isinstance(event, CallEnded):
                     reason = event.reason
                     break

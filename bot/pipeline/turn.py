@@ -22,8 +22,20 @@ STAGES = (
 )
 
 #: ``confirm``: the bot asked whether the caller meant an intent it was not sure of;
-#: ``confirmed``: the caller said yes, and the intent's answer played.
-Route = Literal["exact", "semantic", "confirm", "confirmed", "knowledge", "llm", "fallback", "none"]
+#: ``confirmed``: the caller said yes, and the intent's answer played; ``keypad``: a menu
+#: key or a number keyed in; ``lookup``: a business lookup's answer.
+Route = Literal[
+    "exact",
+    "semantic",
+    "confirm",
+    "confirmed",
+    "knowledge",
+    "llm",
+    "fallback",
+    "keypad",
+    "lookup",
+    "none",
+]
 #: Why the turn ended: enough silence, a speculative pass found a whole request, too long.
 EotReason = Literal["silence", "early", "max_turn", ""]
 

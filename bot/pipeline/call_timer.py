@@ -1,0 +1,137 @@
+"""Ends a call well: a quiet caller is asked if they are there, then hung up on; a call
+that reaches its longest length is warned, then ended."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from bot.callflow import CallLimits
+from bot.pipeline.digit_collector import EventSink, Say
+from bot.pipeline.frames import (
+    CallAction,
+    CallFinished,
+    Dtmf,
+    ResponseDone,
+    SystemFrame,
+    UserStartedSpeaking,
+    UserStoppedSpeaking,
+)
+from bot.pipeline.processor import Processor
+from bot.pipeline.turn import Turn
+
+log = logging.getLogger(__name__)
+
+_POLL_S = 0.2
+
+
+class CallTimer(Processor):
+    """Watches the call's quiet and its length (``[call_limits]`` of the profile).
+
+    Quiet is neither party active: the caller not speaking or keying, the bot silent.
+    After ``silence_reprompt_s`` of it the bot says ``silence_prompt``; after
+    ``silence_hangup_s`` more, ``goodbye``, and hangs up once it has been heard (end reason
+    ``silence``). Anything from the caller starts the count again. ``max_call_s`` after the
+    answer the bot says ``max_call_goodbye`` and hangs up (``max_duration``), having said
+    ``max_call_warning`` ``max_call_warning_s`` before. Each is a call event.
+    """
+
+    name = "call-timer"
+
+    def __init__(
+        self,
+        call_id: str,
+        limits: CallLimits,
+        *,
+        answered_at: float,
+        say: Say,
+        bot_speaking: Callable[[], bool],
+        on_event: EventSink | None = None,
+    ) -> None:
+        super().__init__()
+        self._call_id = call_id
+        self._limits = limits
+        self._answered_at = answered_at
+        self._say = say
+        self._bot_speaking = bot_speaking
+        self._on_event = on_event
+        self._caller_speaking = False
+        self._last_activity = time.monotonic()
+        self._reprompted = False
+        self._warned = False
+        self._ending = False
+        self._watch: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        super().start()
+        if self._watch is None or self._watch.done():
+            self._last_activity = time.monotonic()
+            self._watch = asyncio.create_task(self._run_watch(), name="call-timer")
+
+    async def stop(self) -> None:
+        task, self._watch = self._watch, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await super().stop()
+
+    async def process_system(self, frame: SystemFrame) -> None:
+        if isinstance(frame, UserStartedSpeaking | Dtmf):
+            self._caller_speaking = isinstance(frame, UserStartedSpeaking)
+            self._caller_active()
+        elif isinstance(frame, UserStoppedSpeaking):
+            self._caller_speaking = False
+            self._caller_active()
+        elif isinstance(frame, CallFinished):
+            self._ending = True
+        await super().process_system(frame)
+
+    def _caller_active(self) -> None:
+        self._last_activity = time.monotonic()
+        self._reprompted = False
+
+    async def _run_watch(self) -> None:
+        lim = self._limits
+        while not self._ending:
+            await asyncio.sleep(_POLL_S)
+            now = time.monotonic()
+            if lim.max_call_s:
+                into = now - self._answered_at
+                if into >= lim.max_call_s:
+                    await self._end(lim.max_call_goodbye, "max_duration")
+                    return
+                if not self._warned and into >= lim.max_call_s - lim.max_call_warning_s:
+                    self._warned = True
+                    self._event("max_call_warning", f"{lim.max_call_warning_s:.0f} s left")
+                    await self.push(self._say(None, lim.max_call_warning))
+            if self._caller_speaking or self._bot_speaking():
+                self._last_activity = now
+                continue
+            quiet = now - self._last_activity
+            if not self._reprompted and lim.silence_reprompt_s and quiet >= lim.silence_reprompt_s:
+                self._reprompted = True
+                self._last_activity = now
+                self._event("silence_prompt", f"{quiet:.0f} s quiet")
+                await self.push(self._say(None, lim.silence_prompt))
+            elif self._reprompted and lim.silence_hangup_s and quiet >= lim.silence_hangup_s:
+                await self._end(lim.goodbye, "silence")
+                return
+
+    async def _end(self, text: str, reason: str) -> None:
+        """Say ``text``, then hang up once it has been heard."""
+        self._ending = True
+        self._event("call_limit", reason)
+        turn = Turn(call_id=self._call_id, route="fallback", answer=text)
+        turn.mark("route_decided")
+        await self.push(self._say(turn, text))
+        await self.push(ResponseDone(turn=turn))
+        await self.push(CallAction(turn=turn, action="hangup", reason=reason))
+
+    def _event(self, kind: str, detail: str) -> None:
+        log.info("call %s: %s (%s)", self._call_id, kind, detail)
+        if self._on_event is not None:
+            self._on_event(kind, detail)

@@ -1,0 +1,30 @@
+"""Asks for a number right after the intents that need one ("where is my order")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.callflow import CollectorConfig
+from bot.pipeline.frames import DataFrame, ResponseDone
+from bot.pipeline.keypad_menu import BeginCollect
+from bot.pipeline.processor import Processor
+
+
+class CollectTrigger(Processor):
+    """Starts a collector once a cached intent listed in its ``after_intents`` has been
+    answered (the answer's ``ResponseDone`` passing by): its prompt follows the answer."""
+
+    name = "collect-trigger"
+
+    def __init__(self, collectors: Sequence[CollectorConfig], begin: BeginCollect) -> None:
+        super().__init__()
+        self._after = {intent: c.name for c in collectors for intent in c.after_intents}
+        self._begin = begin
+
+    async def process(self, frame: DataFrame) -> None:
+        await self.push(frame)
+        if not isinstance(frame, ResponseDone) or frame.turn.route not in ("exact", "semantic"):
+            return
+        name = self._after.get(frame.turn.intent or "")
+        if name is not None:
+            await self._begin(name)

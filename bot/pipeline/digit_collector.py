@@ -1,0 +1,236 @@
+"""Collects a number the caller keys in or says: an order number, an account, a PIN."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from bot.callflow import CollectorConfig
+from bot.pipeline.frames import (
+    CallFinished,
+    Collected,
+    DataFrame,
+    Dtmf,
+    Interrupt,
+    ResponseDone,
+    SystemFrame,
+    Transcript,
+)
+from bot.pipeline.processor import Processor
+from bot.pipeline.spoken_digits import spoken_digits
+from bot.pipeline.turn import Turn
+
+log = logging.getLogger(__name__)
+
+#: What a sensitive number's digits become wherever they would be written.
+MASK = "[masked]"
+
+#: Makes the frame that says ``text`` for ``turn`` (ready audio when there is some).
+Say = Callable[[Turn | None, str], DataFrame]
+#: Told of what the collector did: the event's kind and detail (never the digits).
+EventSink = Callable[[str, str], None]
+
+_POLL_S = 0.1
+
+
+class DigitCollector(Processor):
+    """Takes the caller's keys (``Dtmf``) or spoken digits while a number is asked for.
+
+    ``begin`` starts a collector of the profile: its prompt is said, then each key is
+    taken until ``max_length`` digits or the ``terminator``; a turn whose words hold digits
+    ("one two three four", "1234") gives the whole number at once. A key pressed while the
+    bot speaks cuts it off (type-ahead). ``timeout_s`` of quiet after the prompt, or a
+    number of the wrong length, is re-prompted, up to ``attempts`` times, then ``give_up``
+    is said. Words that hold no digit end the collection and go on to be answered as usual.
+
+    The complete number goes on as one ``Collected`` frame (for a lookup), followed by a
+    ``ResponseDone`` when there is no lookup to answer it. A sensitive number's spoken
+    words are masked in the turn before anything else can keep them. While no number is
+    asked for, every frame passes on untouched.
+    """
+
+    name = "digit-collector"
+
+    def __init__(
+        self,
+        call_id: str,
+        collectors: Sequence[CollectorConfig],
+        *,
+        say: Say,
+        bot_speaking: Callable[[], bool],
+        on_event: EventSink | None = None,
+    ) -> None:
+        super().__init__()
+        self._call_id = call_id
+        self._collectors = {c.name: c for c in collectors}
+        self._say = say
+        self._bot_speaking = bot_speaking
+        self._on_event = on_event
+        self._active: CollectorConfig | None = None
+        self._digits: list[str] = []
+        self._attempt = 0
+        self._last_key = 0.0
+        self._watch: asyncio.Task[None] | None = None
+        #: Keys that are neither digits nor the terminator while collecting.
+        self.ignored_keys = 0
+
+    @property
+    def collecting(self) -> str | None:
+        """The collector under way, or None."""
+        return None if self._active is None else self._active.name
+
+    @property
+    def masking(self) -> bool:
+        """True while what the caller keys or says is a sensitive number."""
+        return self._active is not None and self._active.sensitive
+
+    async def begin(self, name: str) -> None:
+        """Ask for the number of collector ``name`` (replacing one under way)."""
+        cfg = self._collectors[name]
+        self._stop_watch()
+        self._active, self._digits, self._attempt = cfg, [], 1
+        self._event("collect_started", name)
+        await self.push(self._say(None, cfg.prompt))
+        self._start_watch()
+
+    async def process_system(self, frame: SystemFrame) -> None:
+        if isinstance(frame, Dtmf) and self._active is not None:
+            await self._key(self._active, frame)
+            return
+        if isinstance(frame, CallFinished):
+            self._stop_watch()
+        await super().process_system(frame)
+
+    async def process(self, frame: DataFrame) -> None:
+        cfg = self._active
+        if cfg is None or not isinstance(frame, Transcript):
+            await self.push(frame)
+            return
+        digits = spoken_digits(frame.text)
+        if digits is None:
+            # Not a number: the caller moved on; their words are answered as usual.
+            self._finish()
+            self._event("collect_abandoned", cfg.name)
+            await self.push(frame)
+            return
+        if cfg.sensitive:
+            frame.turn.transcript = MASK  # the turn log, the call log and the model's history
+        self._last_key = time.monotonic()
+        if cfg.min_length <= len(digits) <= cfg.max_length:
+            await self._complete(cfg, frame.turn, digits)
+        else:
+            await self._retry(cfg, frame.turn)
+
+    async def _key(self, cfg: CollectorConfig, frame: Dtmf) -> None:
+        if self._bot_speaking():
+            await self.push(Interrupt(at=frame.at))  # the caller knows the number already
+        self._last_key = time.monotonic()
+        if frame.digit == cfg.terminator:
+            if len(self._digits) >= cfg.min_length:
+                await self._complete(cfg, self._keyed_turn(frame.at), "".join(self._digits))
+            else:
+                await self._retry(cfg, None)
+        elif frame.digit.isdigit() and len(frame.digit) == 1:
+            self._digits.append(frame.digit)
+            if len(self._digits) >= cfg.max_length:
+                await self._complete(cfg, self._keyed_turn(frame.at), "".join(self._digits))
+        else:
+            self.ignored_keys += 1
+            self._event("dtmf_ignored", "key outside the number")
+
+    def _keyed_turn(self, at: float) -> Turn:
+        turn = Turn(call_id=self._call_id, route="keypad")
+        turn.mark("speech_end", at)
+        turn.mark("eot_decided", at)
+        return turn
+
+    async def _complete(self, cfg: CollectorConfig, turn: Turn, value: str) -> None:
+        self._finish()
+        self._event("collected", f"{cfg.name}: {len(value)} digits")
+        turn.route = "keypad"
+        turn.intent = cfg.name
+        turn.mark("route_decided")
+        if cfg.confirm is not None:
+            text = cfg.confirm.format(value=" ".join(value))
+            turn.answer = text
+            await self.push(self._say(turn, text))
+        await self.push(
+            Collected(
+                turn=turn,
+                collector=cfg.name,
+                value=value,
+                sensitive=cfg.sensitive,
+                lookup=cfg.lookup,
+                param=cfg.lookup_param,
+            )
+        )
+        if cfg.lookup is None:
+            await self.push(ResponseDone(turn=turn))
+
+    async def _retry(self, cfg: CollectorConfig, turn: Turn | None) -> None:
+        """The number was not usable (too short, too long, nothing in time): ask again."""
+        self._digits = []
+        self._attempt += 1
+        if self._attempt > cfg.attempts:
+            self._finish()
+            self._event("collect_failed", cfg.name)
+            await self.push(self._say(turn, cfg.give_up))
+        else:
+            self._event("collect_retry", f"{cfg.name}: attempt {self._attempt}")
+            await self.push(self._say(turn, cfg.reprompt))
+            await self.push(self._say(turn, cfg.prompt))
+            self._last_key = time.monotonic()
+        if turn is not None:
+            turn.route = "keypad"
+            turn.mark("route_decided")
+            await self.push(ResponseDone(turn=turn))
+
+    def _finish(self) -> None:
+        self._active, self._digits = None, []
+        self._stop_watch()
+
+    def _event(self, kind: str, detail: str) -> None:
+        log.info("call %s: %s (%s)", self._call_id, kind, detail)
+        if self._on_event is not None:
+            self._on_event(kind, detail)
+
+    # -- the timeout: quiet for timeout_s once the bot has stopped talking -----------
+
+    def _start_watch(self) -> None:
+        self._last_key = time.monotonic()
+        self._watch = asyncio.create_task(self._watch_quiet(), name="digit-timeout")
+
+    def _stop_watch(self) -> None:
+        task, self._watch = self._watch, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    async def stop(self) -> None:
+        task, self._watch = self._watch, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await super().stop()
+
+    async def _watch_quiet(self) -> None:
+        quiet_since: float | None = None
+        while self._active is not None:
+            await asyncio.sleep(_POLL_S)
+            now = time.monotonic()
+            if self._bot_speaking():
+                quiet_since = None
+                continue
+            quiet_since = quiet_since or now
+            cfg = self._active
+            if cfg is None or now - max(quiet_since, self._last_key) < cfg.timeout_s:
+                continue
+            quiet_since = None
+            if len(self._digits) >= cfg.min_length:
+                at = self._last_key
+                await self._complete(cfg, self._keyed_turn(at), "".join(self._digits))
+            else:
+                await self._retry(cfg, None)

@@ -1,0 +1,131 @@
+"""Keypad menus: "press 1 for your order, 2 for returns, 0 for a person"."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+from bot.callflow import KEYS, MenuConfig, MenuOption
+from bot.pipeline.digit_collector import EventSink, Say
+from bot.pipeline.frames import (
+    CallAction,
+    DataFrame,
+    Dtmf,
+    Interrupt,
+    ResponseDone,
+    SystemFrame,
+)
+from bot.pipeline.processor import Processor
+from bot.pipeline.turn import Turn
+from bot.profile import IntentConfig
+
+log = logging.getLogger(__name__)
+
+#: Starts a collector of the profile by name (``DigitCollector.begin``).
+BeginCollect = Callable[[str], Awaitable[None]]
+
+
+class KeypadMenu(Processor):
+    """Carries out the menu option of each key the caller presses.
+
+    The first menu is the main one, live from the start of the call; keys reach it only
+    while no number is being collected (the ``DigitCollector`` before it takes those). An
+    option says its words, plays an intent's answer (and carries out the intent's action),
+    speaks a knowledge entry, transfers the caller, starts a collector or opens another
+    menu; then the caller is back in the main menu. A key the menu does not know is
+    answered with ``invalid`` and the prompt; a malformed event is ignored and counted.
+    A key pressed while the bot speaks cuts it off.
+    """
+
+    name = "keypad-menu"
+
+    def __init__(
+        self,
+        call_id: str,
+        menus: Sequence[MenuConfig],
+        *,
+        intents: Mapping[str, IntentConfig],
+        knowledge: Mapping[str, str],
+        say: Say,
+        begin_collect: BeginCollect,
+        bot_speaking: Callable[[], bool],
+        on_event: EventSink | None = None,
+    ) -> None:
+        super().__init__()
+        self._call_id = call_id
+        self._menus = {m.name: m for m in menus}
+        self._main = menus[0] if menus else None
+        self._current = self._main
+        self._intents = intents
+        self._knowledge = knowledge
+        self._say = say
+        self._begin_collect = begin_collect
+        self._bot_speaking = bot_speaking
+        self._on_event = on_event
+        #: Events that were no keypad key at all (out of range, malformed).
+        self.malformed_keys = 0
+
+    async def process_system(self, frame: SystemFrame) -> None:
+        if isinstance(frame, Dtmf):
+            await self._key(frame)
+            return
+        await super().process_system(frame)
+
+    async def _key(self, frame: Dtmf) -> None:
+        if len(frame.digit) != 1 or frame.digit not in KEYS:
+            self.malformed_keys += 1
+            self._event("dtmf_ignored", "not a keypad key")
+            return
+        menu = self._current
+        if menu is None:
+            return  # no menus: keys are only recorded
+        if self._bot_speaking():
+            await self.push(Interrupt(at=frame.at))
+        option = menu.option(frame.digit)
+        if option is None:
+            self._event("menu_invalid", f"{menu.name}: {frame.digit}")
+            await self.push(self._say(None, menu.invalid))
+            await self.push(self._say(None, menu.prompt))
+            return
+        self._event("menu", f"{menu.name}: {frame.digit}")
+        self._current = self._main
+        await self._carry_out(option, frame.at)
+
+    async def _carry_out(self, option: MenuOption, at: float) -> None:
+        turn = Turn(call_id=self._call_id, route="keypad")
+        turn.mark("speech_end", at)
+        turn.mark("eot_decided", at)
+        turn.mark("route_decided")
+        said: list[DataFrame] = []
+        if option.say is not None:
+            said.append(self._say(turn, option.say))
+        action: CallAction | None = None
+        if option.intent is not None:
+            intent = self._intents[option.intent]
+            turn.intent = intent.name
+            said.append(self._say(turn, intent.answer))
+            if intent.action == "hangup":
+                action = CallAction(turn=turn, action="hangup")
+            elif intent.action == "transfer" and intent.transfer_to is not None:
+                action = CallAction(turn=turn, action="transfer", target=intent.transfer_to)
+        elif option.knowledge is not None:
+            turn.intent = option.knowledge
+            said.append(self._say(turn, self._knowledge[option.knowledge]))
+        elif option.transfer_to is not None:
+            action = CallAction(turn=turn, action="transfer", target=option.transfer_to)
+        elif option.menu is not None:
+            self._current = self._menus[option.menu]
+            said.append(self._say(turn, self._current.prompt))
+        turn.answer = " ".join(getattr(f, "text", "") for f in said).strip()
+        for frame in said:
+            await self.push(frame)
+        await self.push(ResponseDone(turn=turn))
+        if action is not None:
+            await self.push(action)
+        if option.collect is not None:
+            await self._begin_collect(option.collect)
+
+    def _event(self, kind: str, detail: str) -> None:
+        log.info("call %s: %s (%s)", self._call_id, kind, detail)
+        if self._on_event is not None:
+            self._on_event(kind, detail)

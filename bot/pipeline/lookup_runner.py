@@ -1,0 +1,51 @@
+"""Runs the business lookup a collected number asks for, with a preamble over its wait."""
+
+from __future__ import annotations
+
+import logging
+
+from bot.lookups.webhook import Webhooks
+from bot.pipeline.digit_collector import EventSink, Say
+from bot.pipeline.frames import Collected, DataFrame, ResponseDone
+from bot.pipeline.processor import Processor
+
+log = logging.getLogger(__name__)
+
+
+class LookupRunner(Processor):
+    """On a ``Collected`` number with a lookup: the preamble at once, then the answer.
+
+    The preamble ("Let me look that up") goes to the speaker before the request is made,
+    so the caller hears the bot while the service works; the result follows as the
+    lookup's template filled from the returned fields, or its ``not_found`` / ``failed``
+    words (a timeout is spoken within the lookup's ``timeout_s``). Each lookup is a
+    ``lookup`` call event with its outcome and status, never the values. A barge-in or
+    the caller hanging up cancels the request.
+    """
+
+    name = "lookup-runner"
+
+    def __init__(self, webhooks: Webhooks, *, say: Say, on_event: EventSink | None = None) -> None:
+        super().__init__()
+        self._webhooks = webhooks
+        self._say = say
+        self._on_event = on_event
+
+    async def process(self, frame: DataFrame) -> None:
+        if not isinstance(frame, Collected) or frame.lookup is None:
+            await self.push(frame)
+            return
+        turn = frame.turn
+        cfg = self._webhooks.config(frame.lookup)
+        turn.route = "lookup"
+        turn.mark("route_decided")
+        await self.push(self._say(turn, cfg.preamble))
+        result = await self._webhooks.run(frame.lookup, {frame.param: frame.value})
+        turn.model_ms["lookup"] = result.elapsed_ms
+        if result.kind != "found":
+            turn.error = f"lookup: {result.kind} {result.detail}"
+        if self._on_event is not None:
+            self._on_event("lookup", f"{frame.lookup}: {result.kind} {result.detail}")
+        turn.answer = f"{cfg.preamble} {result.text}"
+        await self.push(self._say(turn, result.text))
+        await self.push(ResponseDone(turn=turn))
