@@ -119,6 +119,8 @@ def _admin(args: argparse.Namespace) -> int:
         password_stdin=getattr(args, "password_stdin", None),
         path=getattr(args, "path", None),
     )
+
+
 def _demo_backend(args: argparse.Namespace) -> int:
     from node.demo_backend import run  # noqa: PLC0415
 

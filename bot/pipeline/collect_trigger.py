@@ -23,7 +23,9 @@ class CollectTrigger(Processor):
 
     async def process(self, frame: DataFrame) -> None:
         await self.push(frame)
-        if not isinstance(frame, ResponseDone) or frame.turn.route not in ("exact", "semantic"):
+        if not isinstance(frame, ResponseDone):
+            return
+        if frame.turn.route not in ("exact", "semantic", "confirmed"):
             return
         name = self._after.get(frame.turn.intent or "")
         if name is not None:
