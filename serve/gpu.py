@@ -94,11 +94,7 @@ class VllmLLM(LLM):
         temperature: float = 0.3,
         timings: StageTimings | None = None,
     ) -> AsyncGenerator[str, None]:
-        if not messages:
-            raise ValueError("messages must not be empty")
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
-        prompt = list(messages)
+        prompt = self._checked(messages, max_tokens)
         return self._counted(
             self._stream_async(
                 "llm_first_token",

@@ -28,6 +28,15 @@ class LLM(Provider):
 
     name = "llm"
 
+    @staticmethod
+    def _checked(messages: list[ChatMessage], max_tokens: int) -> list[ChatMessage]:
+        """The request's messages, once they and ``max_tokens`` are known to be usable."""
+        if not messages:
+            raise ValueError("messages must not be empty")
+        if max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        return list(messages)
+
     def __init__(self, *, timeout_s: float = 10.0, retries: int = 1, name: str | None = None):
         super().__init__(timeout_s=timeout_s, retries=retries, name=name)
         #: Answers asked for and not finished yet (any call's).
@@ -54,11 +63,7 @@ class LLM(Provider):
         generation after the token being computed. Use ``contextlib.aclosing`` when breaking
         out of the loop early, so that the stop does not wait for garbage collection.
         """
-        if not messages:
-            raise ValueError("messages must not be empty")
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
-        prompt = tuple(messages)
+        prompt = tuple(self._checked(messages, max_tokens))
         return self._counted(
             self._stream(
                 "llm_first_token",
