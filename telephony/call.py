@@ -182,12 +182,10 @@ class SipCall(pj.Call):  # type: ignore[misc]
                 return
 
     def onDtmfEvent(self, prm: Any) -> None:
+        # Every digit arrives here once, at its end: RFC 4733 events from the stream and SIP
+        # INFO digits alike (pjsua reports an INFO digit here and to onDtmfDigit as well:
+        # taking both counted each INFO digit twice).
         if prm.flags & DTMF_IS_END:
-            self.sink.put(DtmfIn(str(prm.digit), int(prm.duration), time.monotonic()))
-
-    def onDtmfDigit(self, prm: Any) -> None:
-        # RFC 2833 digits arrive through onDtmfEvent; this one carries SIP INFO digits.
-        if prm.method != pj.PJSUA_DTMF_METHOD_RFC2833:
             self.sink.put(DtmfIn(str(prm.digit), int(prm.duration), time.monotonic()))
 
     def onCallTransferStatus(self, prm: Any) -> None:

@@ -429,11 +429,6 @@ Duration=160
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect: one SIP INFO digit reaches the bot twice (two keypad turns); "
-    "the menu does act on it",
-)
 async def test_a_sip_info_digit_drives_the_menu(flow_bot: FlowBot, tmp_path: Path) -> None:
     bot = flow_bot.bot
     first = len(bot.lines)
