@@ -185,6 +185,14 @@ class Provider(abc.ABC):
                 raise ProviderTimeout(f"{self.name} timed out after {self.timeout_s:g}s") from None
             raise self._wrap(exc) from exc
 
+    def _observe(self, started: float, timings: StageTimings | None, stage: str) -> None:
+        """Count the time since ``started`` in this provider's metrics and, when given, in
+        ``timings`` under ``stage``."""
+        ms = (time.monotonic() - started) * 1000.0
+        self._metrics.observe(ms)
+        if timings is not None:
+            timings.record(stage, ms)
+
     async def _with_retries(self, work: Callable[[], Awaitable[T]]) -> T:
         """Run ``work`` with timeout and up to ``retries`` retries of retryable errors."""
         self._check_loaded()
@@ -213,10 +221,8 @@ class Provider(abc.ABC):
             return fn()
 
         result = await self._with_retries(lambda: self._in_thread(timed))
-        ms = (time.monotonic() - started) * 1000.0
-        self._metrics.observe(ms)
+        self._observe(started, timings, stage)
         if timings is not None:
-            timings.record(stage, ms)
             # How long it waited for a worker thread: under load, queueing behind other
             # calls' work is a separate cause from slow computing.
             timings.record(f"{stage}_wait", (picked_up[0] - started) * 1000.0)
@@ -247,10 +253,7 @@ class Provider(abc.ABC):
                 raise
 
         pipe, item = await self._with_retries(open_pipe)
-        ms = (time.monotonic() - started) * 1000.0
-        self._metrics.observe(ms)
-        if timings is not None:
-            timings.record(first_stage, ms)
+        self._observe(started, timings, first_stage)
         try:
             while not isinstance(item, _End):
                 yield item
@@ -274,10 +277,7 @@ class Provider(abc.ABC):
         the same timeout, retries, error wrapping, metrics and timings, no thread."""
         started = time.monotonic()
         result = await self._with_retries(work)
-        ms = (time.monotonic() - started) * 1000.0
-        self._metrics.observe(ms)
-        if timings is not None:
-            timings.record(stage, ms)
+        self._observe(started, timings, stage)
         return result
 
     async def _stream_async(
@@ -302,10 +302,7 @@ class Provider(abc.ABC):
                 raise
 
         items, item = await self._with_retries(first)
-        ms = (time.monotonic() - started) * 1000.0
-        self._metrics.observe(ms)
-        if timings is not None:
-            timings.record(first_stage, ms)
+        self._observe(started, timings, first_stage)
         try:
             while not isinstance(item, _End):
                 yield item
