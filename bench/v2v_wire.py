@@ -107,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--queue-lead",
         type=float,
         default=0.0,
-        help="s more silence before the questions of the callers a level puts in line",
+        help="s more silence before the questions of each wave of callers a level puts in"
+        " line (about one call's length: the wave before hangs up by then)",
     )
     parser.add_argument("--codec", choices=("PCMU", "PCMA"), default="PCMU")
     parser.add_argument(

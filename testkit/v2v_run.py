@@ -77,10 +77,11 @@ async def collect(
     the questions of a level end within ``level * stagger_s`` of each other, every time.
 
     ``queue`` (conversations, places in line) turns the node's call queue on; the callers
-    of a level beyond its conversations are put in line, and their scripts start
-    ``queue_lead_s`` later (a caller in line says nothing until the bot greets them; the
-    questions of one still in line when it speaks are not the bot's to answer, and
-    ``evaluate`` sets them apart).
+    of a level beyond its conversations are put in line, in waves of that many (caller j
+    of a level gets a slot as caller j - conversations hangs up), and the script of a
+    caller of wave w starts ``w * queue_lead_s`` later: a caller in line says nothing until
+    the bot greets them. Questions asked while still in line are not the bot's to answer:
+    ``evaluate`` sets them apart.
     """
     exe = shutil.which("baresip")
     if exe is None:
@@ -120,11 +121,11 @@ async def collect(
                     for j in range(level):
                         i = len(callers)
                         think = random.Random(i)
-                        in_line = queue is not None and j >= queue[0]
+                        wave = 0 if queue is None else j // queue[0]
                         script = build_script(
                             plan(i),
                             next(voices),
-                            lead_s=lead_s + (queue_lead_s if in_line else 0.0),
+                            lead_s=lead_s + wave * queue_lead_s,
                             answer_window_s=answer_window_s,
                             think_s=functools.partial(think.uniform, 0.0, think_jitter_s),
                         )
