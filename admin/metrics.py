@@ -22,6 +22,8 @@ from telephony.sip_dispatch import FRONT_KEYS
 CACHE_ROUTES = frozenset({"exact", "semantic"})
 #: Latency buckets (s): a human turn gap is ~0.2 s, a slow LLM answer several seconds.
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+#: Call-queue wait buckets (s): from a slot freeing at once to the longest allowed wait.
+QUEUE_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 #: SIP figures that are levels, not running totals.
 _SIP_GAUGES = frozenset({"calls_active"})
 
@@ -58,6 +60,14 @@ class NodeMetrics:
         self.barge_ins = Counter(
             "switchboard_barge_ins", "Turns the caller interrupted", registry=r
         )
+        self.queue_wait = Histogram(
+            "switchboard_call_queue_wait_seconds",
+            "Time callers spent in the call queue, by how it ended (dequeued, timeout, "
+            "abandoned, transferred; full: turned away at once)",
+            ["outcome"],
+            buckets=QUEUE_BUCKETS,
+            registry=r,
+        )
 
     def observe_turn(self, turn: Turn) -> None:
         """Count a turn that ended and observe its stage times."""
@@ -75,15 +85,21 @@ class NodeMetrics:
         if "first_audio_out" in since:
             self.voice_to_voice.labels(turn.route).observe(since["first_audio_out"] / 1000.0)
 
+    def observe_queue_wait(self, outcome: str, seconds: float) -> None:
+        """A caller's time in the call queue, as it ended."""
+        self.queue_wait.labels(outcome).observe(seconds)
+
     def add_snapshot(
         self,
         *,
         sip: Callable[[], Mapping[str, int]] | None = None,
         models: Callable[[], Mapping[str, Mapping[str, float]]] | None = None,
         live_calls: Callable[[], int] | None = None,
+        queue: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
-        """Figures read when scraped: SIP counters, model counters, calls in progress."""
-        self.registry.register(_Snapshot(sip, models, live_calls))
+        """Figures read when scraped: SIP counters, model counters, calls in progress, the
+        call queue (``waiting``, ``active``, ``max_active``; empty: no queue)."""
+        self.registry.register(_Snapshot(sip, models, live_calls, queue))
 
 
 def error_kind(error: str) -> str:
@@ -93,22 +109,35 @@ def error_kind(error: str) -> str:
     return word or "unknown"
 
 
+_QUEUE_GAUGES = (
+    ("waiting", "switchboard_call_queue_depth", "Callers waiting in the call queue"),
+    ("active", "switchboard_conversations_active", "Calls talking to the bot (queue slots)"),
+    ("max_active", "switchboard_conversations_max", "Conversations the node holds at once"),
+)
+
+
 class _Snapshot(Collector):
     def __init__(
         self,
         sip: Callable[[], Mapping[str, int]] | None,
         models: Callable[[], Mapping[str, Mapping[str, float]]] | None,
         live_calls: Callable[[], int] | None,
+        queue: Callable[[], Mapping[str, int]] | None = None,
     ) -> None:
         self._sip = sip
         self._models = models
         self._live = live_calls
+        self._queue = queue
 
     def collect(self) -> Iterable[Metric]:
         if self._live is not None:
             yield GaugeMetricFamily(
                 "switchboard_calls_active", "Calls in progress on this node", value=self._live()
             )
+        queue = self._queue() if self._queue is not None else {}
+        for key, name, doc in _QUEUE_GAUGES:
+            if key in queue:
+                yield GaugeMetricFamily(name, doc, value=queue[key])
         if self._sip is not None:
             stats = self._sip()
             for key in (*STAT_KEYS, *FRONT_KEYS, "worker_restarts"):

@@ -98,6 +98,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="up to this many s more silence after each question (random, seeded per caller):"
         " calls drift apart instead of every caller finishing a question at the same moment",
     )
+    parser.add_argument(
+        "--queue",
+        metavar="ACTIVE,WAITING",
+        help="turn the node's call queue on: conversations at once, places in line",
+    )
+    parser.add_argument(
+        "--queue-lead",
+        type=float,
+        default=0.0,
+        help="s more silence before the questions of each wave of callers a level puts in"
+        " line (about one call's length: the wave before hangs up by then)",
+    )
     parser.add_argument("--codec", choices=("PCMU", "PCMA"), default="PCMU")
     parser.add_argument(
         "--cpu-limit",
@@ -118,6 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.concurrency.split(",") if x.strip()]
+    queue = None
+    if args.queue:
+        try:
+            active, waiting = (int(x) for x in args.queue.split(","))
+        except ValueError:
+            parser.error("--queue takes ACTIVE,WAITING, e.g. --queue 4,16")
+        queue = (active, waiting)
     try:
         if args.analyze is not None:
             with args.analyze.open("rb") as saved:
@@ -138,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         think_jitter_s=args.think_jitter,
                         codec=args.codec,
                         profile=args.profile,
+                        queue=queue,
+                        queue_lead_s=args.queue_lead,
                     )
                 )
     except CpuLimitUnavailable as exc:

@@ -30,8 +30,10 @@ from bot.pipeline.call_port import CallPort
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CallSession
 from bot.pipeline.turn import Turn
-from bot.pipeline.turnlog import log_turn, log_turn_with_text
+from bot.pipeline.turnlog import TurnSink, log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile
+from bot.queue.line import CallQueue
+from bot.queue.lobby import Lobby
 from bot.recording import CallRecorder, RecordedCall, recording_path
 from node.calllog import database_url, node_name, open_call_log, recordings_dir
 from node.config_sync import ConfigSync
@@ -58,6 +60,8 @@ class Node:
         self.intent_cache: IntentCache | None = None
         self.knowledge: KnowledgeIndex | None = None
         self.webhooks: Webhooks | None = None
+        #: The call queue (``SWITCHBOARD_QUEUE__MAX_ACTIVE`` set): callers beyond it wait.
+        self.lobby: Lobby | None = None
         self._sessions: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor(report_every_s=settings.loop_lag_report_s)
         #: The Ray Serve tier (``SWITCHBOARD_TIER__BACKEND=ray``) and the node's load report.
@@ -72,6 +76,7 @@ class Node:
             sip=lambda: self.endpoint.stats() if self.endpoint is not None else {},
             models=self._model_metrics,
             live_calls=lambda: len(self.call_log.live_calls()) if self.call_log else 0,
+            queue=self._queue_metrics,
         )
 
     async def start(self) -> None:
@@ -105,6 +110,17 @@ class Node:
                 self.profile.knowledge, self.models.embedder, self.profile.knowledge_matching
             )
         await self._warm_system_prompt(self.models)
+        queue = self.settings.queue
+        if queue.max_active is not None:
+            self.lobby = Lobby(
+                CallQueue(queue.max_active, queue.max_waiting),
+                queue,
+                self.prompts,
+                self.models.tts,
+                call_log=self.call_log,
+                on_wait=self.metrics.observe_queue_wait,
+            )
+            await self.lobby.prepare()
         if self.profile.lookups:
             secrets = {k: v.get_secret_value() for k, v in self.settings.lookup_secrets.items()}
             self.webhooks = Webhooks(self.profile.lookups, secrets)
@@ -139,8 +155,7 @@ class Node:
             tier,
             node_name(self.settings),
             calls_in_flight=lambda: len(self._sessions),
-            # No call queue yet: a node beyond max_calls answers 503 (telephony/).
-            call_queue_depth=lambda: 0,
+            call_queue_depth=lambda: self.lobby.queue.waiting if self.lobby is not None else 0,
         )
         models: ModelSet = self.tier.models
         return models
@@ -193,6 +208,12 @@ class Node:
             return None
         self.webrtc = WebRtcCalls(self._on_call, sample_rate=SAMPLE_RATE)
         return self.webrtc
+
+    def _queue_metrics(self) -> dict[str, int]:
+        if self.lobby is None:
+            return {}
+        q = self.lobby.queue
+        return {"waiting": q.waiting, "active": q.active, "max_active": q.max_active}
 
     def _model_metrics(self) -> dict[str, dict[str, float]]:
         m = self.models
@@ -330,13 +351,36 @@ class Node:
                 log.error("call %s: cannot record: %s", call.call_id, exc)
             else:
                 call = RecordedCall(call, recorder)
+        admission = None
+        if self.lobby is not None:  # beyond the node's conversations: in line first
+            recording = None if recorder is None else str(recorder.path)
+            try:
+                admission = await self.lobby.admit(call, recording=recording)
+            except BaseException:
+                if recorder is not None:
+                    recorder.close()
+                raise
+            if admission.ticket is None:  # ended in line: timed out, transferred, hung up...
+                if recorder is not None:
+                    recorder.close()
+                return
+        try:
+            await self._converse(call, recorder, on_turn)
+        finally:
+            if self.lobby is not None and admission is not None and admission.ticket is not None:
+                self.lobby.release(admission.ticket)  # the next caller in line
+
+    async def _converse(
+        self, call: CallPort, recorder: CallRecorder | None, on_turn: TurnSink
+    ) -> None:
+        assert self.models is not None
         session = CallSession(
             call,
             self.models,
             self.profile,
             self.prompts,
             on_turn=on_turn,
-            call_log=call_log,
+            call_log=self.call_log,
             intent_cache=self.intent_cache,
             call_actions=self.settings.call_actions,
             knowledge=self.knowledge,

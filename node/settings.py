@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 
@@ -26,6 +26,7 @@ from admin.settings import AdminSettings
 from bot.calllog.settings import CallLogSettings
 from bot.intents.settings import IntentCacheSettings
 from bot.profile import DEFAULT_PROFILE
+from bot.queue.settings import QueueSettings
 from bot.recording.settings import RecordingSettings
 from serve.registry import ModelSpec
 from serve.scale.settings import TierSettings
@@ -84,6 +85,15 @@ class Settings(BaseSettings):
     lookup_secrets: dict[str, SecretStr] = {}
     #: Where call recordings go and how long they stay (the profile says whether to record).
     recordings: RecordingSettings = RecordingSettings()
+    #: The call queue: conversations at once, and callers waiting beyond them.
+    queue: QueueSettings = QueueSettings()
+
+    @model_validator(mode="after")
+    def _queue_fits_sip_slots(self) -> Settings:
+        problem = self.queue.capacity_problem(self.sip.max_calls)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 class SettingsError(ValueError):

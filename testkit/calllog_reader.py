@@ -18,6 +18,8 @@ from bot.pipeline.turn import STAGES as LOG_STAGES
 
 #: The routes of an intent match: the cache answered with ready audio.
 CACHE_ROUTES = frozenset({"exact", "semantic"})
+#: The call-log events that end a caller's wait in the call queue.
+QUEUE_ENDS = ("dequeued", "queue_timeout", "queue_abandoned", "queue_transfer", "queue_full")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class LogTurn:
     model_ms: dict[str, float]
     #: What the bot's ASR heard in this turn.
     transcript: str | None = None
+    #: What failed in the turn (the caller heard the apology), if anything.
+    error: str | None = None
 
     @property
     def route_class(self) -> str:
@@ -62,6 +66,12 @@ class LoggedCall:
     turns: list[LogTurn] = field(default_factory=list)
     #: ``time.time()`` of each filler ("one moment please") played while an answer was due.
     fillers: list[float] = field(default_factory=list)
+    #: The call queue (``bot.queue``): when the caller got the bot (``dequeued``), how
+    #: long they waited, and how a wait ended (``dequeued``, ``queue_timeout``...). None
+    #: for a call that never waited.
+    dequeued_at: float | None = None
+    queue_wait_s: float | None = None
+    queue_outcome: str | None = None
 
 
 def read_call_log(db: Path) -> dict[str, LoggedCall]:
@@ -80,6 +90,17 @@ def read_call_log(db: Path) -> dict[str, LoggedCall]:
             )
             for sip_call_id, at in session.execute(fillers):
                 out[sip_call_id].fillers.append(_utc_seconds(at))
+            waits = (
+                select(Call.sip_call_id, CallEvent.kind, CallEvent.at, CallEvent.detail)
+                .join(CallEvent, CallEvent.call_id == Call.id)
+                .where(CallEvent.kind.in_(QUEUE_ENDS))
+            )
+            for sip_call_id, kind, at, detail in session.execute(waits):
+                logged = out[sip_call_id]
+                logged.queue_outcome = kind
+                logged.queue_wait_s = _waited(detail)
+                if kind == "dequeued":
+                    logged.dequeued_at = _utc_seconds(at)
             query = (
                 select(Call.sip_call_id, TurnRow)
                 .join(TurnRow, TurnRow.call_id == Call.id)
@@ -100,11 +121,21 @@ def read_call_log(db: Path) -> dict[str, LoggedCall]:
                         stages=stages,
                         model_ms=dict(row.model_ms or {}),
                         transcript=row.transcript,
+                        error=row.error,
                     )
                 )
     finally:
         engine.dispose()
     return out
+
+
+def _waited(detail: str | None) -> float | None:
+    """The seconds of a queue event's detail (``waited 4.2 s``)."""
+    parts = (detail or "").split()
+    try:
+        return float(parts[1]) if len(parts) >= 2 and parts[0] == "waited" else None
+    except ValueError:
+        return None
 
 
 def _utc_seconds(at: dt.datetime) -> float:

@@ -18,6 +18,8 @@ from testkit.v2v_results import Results
 from testkit.voices import FLITE_VOICES
 from testkit.wire import percentile
 
+#: How a wait in the call queue ends without the bot.
+QUEUE_FAILS = ("queue_timeout", "queue_abandoned", "queue_full")
 #: Bot stage durations, in the order they happen (ms).
 STAGES = ("eot_wait", "asr", "lookup", "first_token", "first_audio")
 STAGE_TITLES = {
@@ -125,6 +127,28 @@ def report(res: Results, command: str) -> str:
                 f"{_pct(wire, 50)} / {_pct(wire, 95)} | {_pct(over, 50)} / {_pct(over, 95)} | "
                 f"{_pct(inb, 50)} / {_pct(outb, 50)} |"
             )
+    queue_table = [
+        "| concurrency | calls | queued | got the bot | timed out / abandoned / full | "
+        "wait P50 / P95 / max s | questions asked in line | apologies |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for level in res.levels:
+        calls = [c for c in res.calls if c.concurrency == level]
+        turns = [t for t in res.turns if t.concurrency == level]
+        queued = [c for c in calls if c.queue_outcome is not None]
+        waits = [c.queue_wait_s for c in queued if c.queue_wait_s is not None]
+        ends = [sum(c.queue_outcome == k for c in queued) for k in QUEUE_FAILS]
+        wait = (
+            f"{percentile(waits, 50):.1f} / {percentile(waits, 95):.1f} / {max(waits):.1f}"
+            if waits
+            else "-"
+        )
+        queue_table.append(
+            f"| {level} | {len(calls)} | {len(queued)} | "
+            f"{sum(c.queue_outcome == 'dequeued' for c in queued)} | "
+            f"{' / '.join(map(str, ends))} | {wait} | {sum(t.in_line for t in turns)} | "
+            f"{sum(t.apology for t in turns)} |"
+        )
     out = [
         f"# Voice-to-voice latency on the wire ({res.date})",
         "",
@@ -161,6 +185,15 @@ def report(res: Results, command: str) -> str:
         *calls_table,
         "",
         *(dropped_lines or ["No dropped calls."]),
+        "",
+        "## Call queue and apologies",
+        "",
+        "With the node's call queue on (`--queue`), the callers of a level beyond its "
+        "conversations wait in line: their waits come from the call log, and the questions "
+        "they asked while still in line (hold audio, not answers) are left out of every "
+        "figure above. Apologies: turns that failed and played the profile's apology.",
+        "",
+        *queue_table,
         "",
         "## What the bot heard",
         "",

@@ -42,6 +42,10 @@ class TurnResult:
     heard: str | None = None
     #: The longest the caller heard nothing while waiting for (and through) the answer.
     silence_ms: float | None = None
+    #: Asked while the caller was still in the call queue: hold audio, not an answer.
+    in_line: bool = False
+    #: The turn failed and the caller heard the apology.
+    apology: bool = False
 
     @property
     def word_errors(self) -> tuple[int, int] | None:
@@ -74,6 +78,9 @@ class CallResult:
     late_packets: int
     lost_packets: int
     bot_packets: int
+    #: The call queue: how the caller's wait ended and how long it was (None: no wait).
+    queue_outcome: str | None = None
+    queue_wait_s: float | None = None
 
 
 @dataclass
@@ -135,10 +142,21 @@ def evaluate(run: Collected) -> Results:
         why = []
         if call.status != 200:
             why.append(f"SIP {call.status}")
-        unanswered = sum(t.bot_start is None for t in turns)
+        # Questions asked in the call queue got hold audio: not turns of the bot's.
+        if logged_call.queue_outcome is not None:
+            served = logged_call.dequeued_at
+            in_line = [
+                served is None or t.caller_end is None or t.caller_end < run.to_capture(served)
+                for t in turns
+            ]
+        else:
+            in_line = [False] * len(turns)
+        unanswered = sum(t.bot_start is None and not q for t, q in zip(turns, in_line, strict=True))
         if call.status == 200 and unanswered:
             why.append(f"{unanswered} of {n_turns} questions unanswered")
-        if call.bye_by_bot:
+        if logged_call.queue_outcome not in (None, "dequeued"):
+            why.append(f"call queue: {logged_call.queue_outcome}")
+        elif call.bye_by_bot:
             why.append("the bot hung up")
         elif (
             call.answered_at is not None
@@ -159,11 +177,14 @@ def evaluate(run: Collected) -> Results:
                 late_packets=call.late_packets(),
                 lost_packets=call.lost_packets(),
                 bot_packets=len(call.down),
+                queue_outcome=logged_call.queue_outcome,
+                queue_wait_s=logged_call.queue_wait_s,
             )
         )
-        for turn, script_turn, log_turn, filler, text in zip(
-            turns, caller.script.turns, logged, fillers, heard, strict=True
+        for turn, script_turn, joined, filler, text, queued in zip(
+            turns, caller.script.turns, logged, fillers, heard, in_line, strict=True
         ):
+            log_turn = None if queued else joined  # in line: the bot was not in the call yet
             inbound = outbound = None
             if log_turn is not None and not filler:
                 stages = log_turn.stages
@@ -177,18 +198,28 @@ def evaluate(run: Collected) -> Results:
                     call=caller.index,
                     index=turn.index,
                     planned=script_turn.planned,
-                    route=log_turn.route_class if log_turn is not None else "unjoined",
+                    route=(
+                        "in_line"
+                        if queued
+                        else log_turn.route_class
+                        if log_turn is not None
+                        else "unjoined"
+                    ),
                     intent=log_turn.intent if log_turn is not None else None,
-                    v2v_ms=turn.v2v_ms,
+                    v2v_ms=None if queued else turn.v2v_ms,
                     overlapped=turn.overlapped,
-                    answered=turn.bot_start is not None,
+                    answered=turn.bot_start is not None and not queued,
                     bot_ms=log_turn.durations_ms() if log_turn is not None else {},
                     filler=filler,
                     inbound_ms=inbound,
                     outbound_ms=outbound,
                     said=script_turn.text,
                     heard=text,
-                    silence_ms=None if turn.silence_s is None else turn.silence_s * 1000,
+                    silence_ms=(
+                        None if turn.silence_s is None or queued else turn.silence_s * 1000
+                    ),
+                    in_line=queued,
+                    apology=log_turn is not None and log_turn.error is not None,
                 )
             )
     return res

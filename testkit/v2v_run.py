@@ -66,6 +66,8 @@ async def collect(
     codec: str = "PCMU",
     questions: Callable[[int], list[tuple[str, str]]] | None = None,
     profile: Path | None = None,
+    queue: tuple[int, int] | None = None,
+    queue_lead_s: float = 0.0,
 ) -> Collected:
     """Start a bot, run every level's callers under a capture; the packets and call log.
 
@@ -73,6 +75,13 @@ async def collect(
     (uniform, the same for every run: seeded by the caller's number), so that the calls
     drift apart as independent callers do; without it every call keeps the same rhythm and
     the questions of a level end within ``level * stagger_s`` of each other, every time.
+
+    ``queue`` (conversations, places in line) turns the node's call queue on; the callers
+    of a level beyond its conversations are put in line, in waves of that many (caller j
+    of a level gets a slot as caller j - conversations hangs up), and the script of a
+    caller of wave w starts ``w * queue_lead_s`` later: a caller in line says nothing until
+    the bot greets them. Questions asked while still in line are not the bot's to answer:
+    ``evaluate`` sets them apart.
     """
     exe = shutil.which("baresip")
     if exe is None:
@@ -86,13 +95,16 @@ async def collect(
         work = Path(tmp)
         env = {
             "SWITCHBOARD_DATA_DIR": str(work / "bot"),
-            "SWITCHBOARD_SIP__MAX_CALLS": str(max(*levels, 4)),
+            "SWITCHBOARD_SIP__MAX_CALLS": str(max(*levels, 4, sum(queue or (0, 0)))),
             "SWITCHBOARD_SIP__RTP_PORT_START": str(bot_rtp.start),
             "SWITCHBOARD_SIP__RTP_PORT_RANGE": str(len(bot_rtp)),
             # Intents are matched as configured, but a transfer or hang-up would end a call
             # before its script: the bot answers and records the action instead.
             "SWITCHBOARD_CALL_ACTIONS": "false",
         }
+        if queue is not None:
+            env["SWITCHBOARD_QUEUE__MAX_ACTIVE"] = str(queue[0])
+            env["SWITCHBOARD_QUEUE__MAX_WAITING"] = str(queue[1])
         bot_profile = profile or Path(os.environ.get("SWITCHBOARD_PROFILE") or DEFAULT_PROFILE)
         callers: list[Caller] = []
         # Capture first: without root this fails before a bot is started for nothing.
@@ -106,13 +118,14 @@ async def collect(
                 capture.filter.add(bot.port)
                 for level in levels:
                     batch = []
-                    for _ in range(level):
+                    for j in range(level):
                         i = len(callers)
                         think = random.Random(i)
+                        wave = 0 if queue is None else j // queue[0]
                         script = build_script(
                             plan(i),
                             next(voices),
-                            lead_s=lead_s,
+                            lead_s=lead_s + wave * queue_lead_s,
                             answer_window_s=answer_window_s,
                             think_s=functools.partial(think.uniform, 0.0, think_jitter_s),
                         )

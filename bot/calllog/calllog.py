@@ -186,7 +186,10 @@ class CallLog:
         recording: str | None = None,
     ) -> None:
         """A call was answered: its row is written now. Times are ``time.monotonic()``.
-        ``recording``: the file the call is recorded in."""
+        ``recording``: the file the call is recorded in. A call already reported (answered
+        into the call queue, then given to the bot) keeps its first row."""
+        if call_id in self._calls:
+            return
         now = time.monotonic()
         live = _LiveCall(id=uuid.uuid4(), offset=time.time() - now)
         self._calls[call_id] = live

@@ -1,0 +1,1 @@
+"""The call queue: callers beyond the node's conversation capacity wait in line."""

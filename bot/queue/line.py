@@ -1,0 +1,116 @@
+"""``CallQueue``: conversation slots, and the callers waiting for one, first come first served.
+
+Pure asyncio, no audio: ``enter`` gives a caller a slot or a place in line (or nothing when
+the line is full); ``wait`` returns once the caller holds a slot or their time is up;
+``leave`` gives the slot (or the place in line) back, and a freed slot goes to the caller
+first in line at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+TicketState = Literal["waiting", "active", "left"]
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One caller's claim: waiting in line, holding a slot, or gone."""
+
+    call_id: str
+    arrived_at: float
+    state: TicketState = "waiting"
+    #: When the caller got a slot (``arrived_at`` for one who never waited).
+    admitted_at: float | None = None
+    _granted: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    @property
+    def queued(self) -> bool:
+        """True when the caller had to wait (or still does)."""
+        return self.admitted_at is None or self.admitted_at > self.arrived_at
+
+
+class CallQueue:
+    """``max_active`` slots and a line of at most ``max_waiting`` callers."""
+
+    def __init__(
+        self,
+        max_active: int,
+        max_waiting: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_active < 1 or max_waiting < 0:
+            raise ValueError("max_active must be at least 1 and max_waiting at least 0")
+        self.max_active = max_active
+        self.max_waiting = max_waiting
+        self._clock = clock
+        self._active: set[Ticket] = set()
+        self._line: deque[Ticket] = deque()
+
+    @property
+    def active(self) -> int:
+        """Callers holding a slot."""
+        return len(self._active)
+
+    @property
+    def waiting(self) -> int:
+        """Callers in line (the queue depth)."""
+        return len(self._line)
+
+    def enter(self, call_id: str) -> Ticket | None:
+        """A slot now, a place at the end of the line, or None when the line is full."""
+        now = self._clock()
+        ticket = Ticket(call_id=call_id, arrived_at=now)
+        if not self._line and len(self._active) < self.max_active:
+            self._admit(ticket, now)
+            return ticket
+        if len(self._line) >= self.max_waiting:
+            return None
+        self._line.append(ticket)
+        return ticket
+
+    def position(self, ticket: Ticket) -> int:
+        """The caller's place in line (1: next), 0 when not waiting."""
+        if ticket.state != "waiting":
+            return 0
+        for n, t in enumerate(self._line, start=1):
+            if t is ticket:
+                return n
+        return 0
+
+    async def wait(self, ticket: Ticket, timeout_s: float | None = None) -> bool:
+        """True once ``ticket`` holds a slot; False when ``timeout_s`` passed first (the
+        caller is still in line: ``leave`` takes them out) or it left the line."""
+        if ticket.state == "waiting":
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ticket._granted.wait(), timeout_s)
+        return ticket.state == "active"
+
+    def leave(self, ticket: Ticket) -> None:
+        """The caller is gone: out of the line, or their slot to the next in line."""
+        if ticket.state == "waiting":
+            with contextlib.suppress(ValueError):
+                self._line.remove(ticket)
+        elif ticket.state == "active":
+            self._active.discard(ticket)
+            self._grant()
+        ticket.state = "left"
+        ticket._granted.set()  # wakes a ``wait`` in progress
+
+    def _admit(self, ticket: Ticket, now: float) -> None:
+        ticket.state = "active"
+        ticket.admitted_at = now
+        self._active.add(ticket)
+        ticket._granted.set()
+
+    def _grant(self) -> None:
+        now = self._clock()
+        while self._line and len(self._active) < self.max_active:
+            self._admit(self._line.popleft(), now)

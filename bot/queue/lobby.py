@@ -1,0 +1,289 @@
+"""``Lobby``: what a caller beyond the node's conversation capacity hears while in line.
+
+A caller the ``CallQueue`` puts in line hears the welcome with their position, then hold
+audio, and every ``update_every_s`` their position again; the moment a slot frees the hold
+audio stops and the conversation starts (the node runs the call session). After
+``max_wait_s`` the caller is transferred to the overflow target, or hears the apology and
+is hung up. A caller who hangs up leaves the line. Every step is a call-log event
+(``queued``, ``dequeued``, ``queue_timeout``, ``queue_abandoned``, ``queue_full``,
+``queue_transfer``) and a wait time for the node's metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from bot.pipeline.call_port import CallPort
+from bot.pipeline.prompts import PromptAudio
+from bot.queue.hold import hold_pattern
+from bot.queue.line import CallQueue, Ticket
+from bot.queue.settings import QueueSettings
+from serve import TTS
+from telephony.events import CallEnded
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["at_once", "dequeued", "abandoned", "timeout", "transferred", "full"]
+#: Hold audio kept queued ahead of the playout (20 ms frames): enough to ride out a busy
+#: event loop, little enough that a message or the greeting cuts in at once.
+AHEAD_FRAMES = 25
+FEED_EVERY_S = 0.1
+#: How long a phrase may take to synthesize before the caller hears hold audio instead.
+SYNTH_TIMEOUT_S = 5.0
+#: Beyond a goodbye's own length, how long to wait for it to play out before hanging up.
+PLAYOUT_GRACE_S = 3.0
+#: Positions whose welcome and update are synthesized at the node's start.
+PREPARED_POSITIONS = 5
+
+
+@dataclass(frozen=True)
+class Admission:
+    """How a call left the lobby: with a slot (``ticket``), or ended here."""
+
+    outcome: Outcome
+    ticket: Ticket | None
+    waited_s: float = 0.0
+
+
+WaitSink = Callable[[str, float], None]
+
+
+class QueueLog(Protocol):
+    """What the lobby writes to the call log (``bot.calllog.CallLog`` has it)."""
+
+    def call_answered(
+        self,
+        call_id: str,
+        *,
+        caller: str,
+        callee: str,
+        answered_at: float | None = None,
+        arrived_at: float | None = None,
+        recording: str | None = None,
+    ) -> None: ...
+
+    def event(
+        self, call_id: str, kind: str, detail: str | None = None, at: float | None = None
+    ) -> None: ...
+
+    def call_ended(self, call_id: str, reason: str, at: float | None = None) -> None: ...
+
+
+class Lobby:
+    """Admits calls to the conversation slots of one node, holding the rest in line."""
+
+    def __init__(
+        self,
+        queue: CallQueue,
+        settings: QueueSettings,
+        prompts: PromptAudio,
+        tts: TTS,
+        *,
+        call_log: QueueLog | None = None,
+        on_wait: WaitSink | None = None,
+    ) -> None:
+        """``on_wait(outcome, seconds)``: each queued caller's wait, as it ends."""
+        self.queue = queue
+        self.settings = settings
+        self._prompts = prompts
+        self._tts = tts
+        self._call_log = call_log
+        self._on_wait = on_wait
+        self._rate = prompts.sample_rate
+        self.hold = hold_pattern(self._rate, settings.hold_level_db)
+
+    async def prepare(self) -> None:
+        """Synthesize the fixed messages ahead of any call."""
+        s = self.settings
+        texts = [s.timeout, s.full] + ([s.overflow] if s.overflow_target else [])
+        for n in range(1, min(s.max_waiting, PREPARED_POSITIONS) + 1):
+            texts += [s.welcome.format(position=n), s.update.format(position=n)]
+        for text in texts:
+            await self._prompts.add(self._tts, text)
+
+    async def admit(self, call: CallPort, *, recording: str | None = None) -> Admission:
+        """A slot for ``call`` (release it with ``release`` when the call ends), at once or
+        after a wait in line; or the call ended here (timeout, transfer, full, hang-up).
+
+        ``recording``: the file the call is recorded in, for its call-log row.
+        """
+        ticket = self.queue.enter(call.call_id)
+        if ticket is None:
+            self._answered(call, recording)
+            self._event(call, "queue_full", f"{self.queue.waiting} waiting")
+            log.warning("call %s: the call queue is full; busy message", call.call_id)
+            await self._goodbye(call, self.settings.full)
+            self._ended(call, "queue_full")
+            self._waited("full", 0.0)
+            return Admission("full", None)
+        if ticket.state == "active":
+            return Admission("at_once", ticket)
+        self._answered(call, recording)
+        return await self._wait_in_line(call, ticket)
+
+    def release(self, ticket: Ticket) -> None:
+        """The conversation is over: its slot goes to the next caller in line."""
+        self.queue.leave(ticket)
+
+    async def _wait_in_line(self, call: CallPort, ticket: Ticket) -> Admission:
+        s = self.settings
+        position = self.queue.position(ticket)
+        self._event(call, "queued", f"position {position}")
+        log.info("call %s: queued at position %d", call.call_id, position)
+        hung_up = asyncio.Event()
+        ended_reason: list[str] = []
+        reader = asyncio.create_task(self._watch(call, hung_up, ended_reason))
+        player = asyncio.create_task(self._play(call, s.welcome.format(position=position)))
+        granted = asyncio.ensure_future(self.queue.wait(ticket))
+        gone = asyncio.ensure_future(hung_up.wait())
+        deadline = ticket.arrived_at + s.max_wait_s
+        next_update = time.monotonic() + s.update_every_s
+        try:
+            while True:
+                now = time.monotonic()
+                if ticket.state != "active" and not hung_up.is_set() and now >= deadline:
+                    break
+                await asyncio.wait(
+                    {granted, gone},
+                    timeout=max(0.0, min(next_update, deadline) - now),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                waited = time.monotonic() - ticket.arrived_at
+                if hung_up.is_set():
+                    self.queue.leave(ticket)  # out of line, or the slot just given back
+                    reason = ended_reason[0] if ended_reason else "caller_hangup"
+                    self._event(call, "queue_abandoned", f"waited {waited:.1f} s")
+                    log.info("call %s: left the queue after %.1f s", call.call_id, waited)
+                    self._ended(call, reason)
+                    self._waited("abandoned", waited)
+                    return Admission("abandoned", None, waited)
+                if ticket.state == "active":
+                    player.cancel()
+                    call.clear_playout()
+                    self._event(call, "dequeued", f"waited {waited:.1f} s")
+                    log.info("call %s: dequeued after %.1f s", call.call_id, waited)
+                    self._waited("dequeued", waited)
+                    return Admission("dequeued", ticket, waited)
+                if time.monotonic() >= next_update and time.monotonic() < deadline:
+                    next_update += s.update_every_s
+                    player.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await player
+                    call.clear_playout()
+                    text = s.update.format(position=self.queue.position(ticket))
+                    player = asyncio.create_task(self._play(call, text))
+        finally:
+            for task in (granted, gone, player, reader):
+                task.cancel()
+            for task in (granted, gone, player, reader):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        # Waited the longest allowed: the overflow target, or an apology and a hang-up.
+        self.queue.leave(ticket)
+        waited = time.monotonic() - ticket.arrived_at
+        call.clear_playout()
+        if s.overflow_target is not None and await self._overflow(call, s.overflow_target):
+            self._event(call, "queue_transfer", f"waited {waited:.1f} s")
+            self._ended(call, "transferred")
+            self._waited("transferred", waited)
+            return Admission("transferred", None, waited)
+        self._event(call, "queue_timeout", f"waited {waited:.1f} s")
+        log.info("call %s: queue timeout after %.1f s", call.call_id, waited)
+        await self._goodbye(call, s.timeout)
+        self._ended(call, "queue_timeout")
+        self._waited("timeout", waited)
+        return Admission("timeout", None, waited)
+
+    async def _overflow(self, call: CallPort, target: str) -> bool:
+        """Transfer the caller to ``target`` (hold audio meanwhile); True when it took."""
+        player = asyncio.create_task(self._play(call, self.settings.overflow))
+        try:
+            result = await call.transfer(target)
+        finally:
+            player.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await player
+        if result.ok:
+            log.info("call %s: transferred to the overflow target", call.call_id)
+            await call.hangup()
+            return True
+        log.warning(
+            "call %s: overflow transfer failed: %d %s", call.call_id, result.status, result.reason
+        )
+        self._event(call, "transfer_failed", f"{result.status} {result.reason}")
+        call.clear_playout()
+        return False
+
+    async def _phrase(self, text: str) -> bytes | None:
+        """``text``'s audio (synthesized once); None when the TTS fails or is too slow."""
+        found = self._prompts.find(text)
+        if found is not None:
+            return found
+        try:
+            return await asyncio.wait_for(self._prompts.add(self._tts, text), SYNTH_TIMEOUT_S)
+        except Exception as exc:  # the caller hears hold audio instead of the message
+            log.warning("queue message not synthesized (%s): %r", exc, text[:60])
+            return None
+
+    async def _play(self, call: CallPort, text: str) -> None:
+        """Say ``text``, then hold audio in a loop, kept ``AHEAD_FRAMES`` ahead."""
+        pcm = await self._phrase(text)
+        if pcm:
+            call.send(pcm)
+        piece = self._rate // 50 * 2 * AHEAD_FRAMES  # bytes in AHEAD_FRAMES frames
+        at = 0
+        while True:
+            if call.queued_frames < AHEAD_FRAMES:
+                chunk = self.hold[at : at + piece]
+                if len(chunk) < piece:
+                    chunk += self.hold[: piece - len(chunk)]
+                at = (at + piece) % len(self.hold)
+                call.send(chunk)
+            await asyncio.sleep(FEED_EVERY_S)
+
+    async def _goodbye(self, call: CallPort, text: str) -> None:
+        """Say ``text`` to its end (bounded), then hang up."""
+        pcm = await self._phrase(text)
+        if pcm:
+            call.send(pcm)
+            seconds = len(pcm) / 2 / self._rate
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(call.wait_playout_drained(), seconds + PLAYOUT_GRACE_S)
+        await call.hangup()
+
+    @staticmethod
+    async def _watch(call: CallPort, hung_up: asyncio.Event, reason: list[str]) -> None:
+        """Read the caller's side while they wait: their audio is dropped, a hang-up noted."""
+        async for event in call.receive():
+            if isinstance(event, CallEnded):
+                reason.append(event.reason)
+                hung_up.set()
+                return
+
+    def _answered(self, call: CallPort, recording: str | None) -> None:
+        if self._call_log is not None:
+            self._call_log.call_answered(
+                call.call_id,
+                caller=call.remote_uri,
+                callee=call.local_uri,
+                answered_at=call.answered_at,
+                recording=recording,
+            )
+
+    def _event(self, call: CallPort, kind: str, detail: str) -> None:
+        if self._call_log is not None:
+            self._call_log.event(call.call_id, kind, detail)
+
+    def _ended(self, call: CallPort, reason: str) -> None:
+        if self._call_log is not None:
+            self._call_log.call_ended(call.call_id, reason)
+
+    def _waited(self, outcome: str, seconds: float) -> None:
+        if self._on_wait is not None:
+            self._on_wait(outcome, seconds)

@@ -1,0 +1,69 @@
+"""The call queue's settings (``SWITCHBOARD_QUEUE__*``), composed by the node's settings."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class QueueSettings(BaseModel):
+    """How many conversations a node holds, and what a caller beyond them hears.
+
+    ``max_active`` unset: no queue, every call the SIP front admits talks to the bot at once
+    (beyond ``SWITCHBOARD_SIP__MAX_CALLS`` the front answers 503). Set, a caller beyond
+    ``max_active`` conversations is answered and waits in line, up to ``max_waiting`` of
+    them; each queued caller holds a SIP slot, so ``SIP__MAX_CALLS`` must be at least
+    ``max_active + max_waiting``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Conversations with the bot at once; unset: no call queue.
+    max_active: int | None = Field(None, ge=1, le=10_000)
+    #: Callers waiting in line at most; one more hears ``full`` and is hung up.
+    max_waiting: int = Field(10, ge=0, le=10_000)
+    #: The longest a caller waits before ``timeout`` (or the overflow transfer).
+    max_wait_s: float = Field(120.0, gt=0.0, le=3600.0)
+    #: How often a waiting caller hears ``update`` (their position now).
+    update_every_s: float = Field(30.0, gt=0.0, le=600.0)
+    #: Where a caller who waited ``max_wait_s`` is transferred (a SIP URI); unset: the
+    #: ``timeout`` apology and a hang-up.
+    overflow_target: str | None = Field(None, min_length=1)
+    #: What a caller hears; ``{position}`` is their place in line (1: next).
+    welcome: str = (
+        "All our agents are busy right now. Please stay on the line. "
+        "You are number {position} in line."
+    )
+    update: str = "Thank you for waiting. You are number {position} in line."
+    timeout: str = (
+        "We are sorry, nobody can take your call right now. Please call again later. Goodbye."
+    )
+    full: str = "We are sorry, all our lines are busy. Please call again later. Goodbye."
+    overflow: str = "Please hold while we transfer your call."
+    #: Loudness of the hold tones (dB below full scale).
+    hold_level_db: float = Field(-22.0, ge=-60.0, le=-6.0)
+
+    @field_validator("welcome", "update")
+    @classmethod
+    def _position_only(cls, text: str) -> str:
+        try:
+            text.format(position=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"may use only {{position}} as a placeholder ({exc})") from None
+        return text
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_active is not None
+
+    def capacity_problem(self, sip_max_calls: int) -> str | None:
+        """Why ``sip_max_calls`` cannot carry this queue, or None when it can."""
+        if self.max_active is None:
+            return None
+        need = self.max_active + self.max_waiting
+        if sip_max_calls < need:
+            return (
+                f"SWITCHBOARD_SIP__MAX_CALLS ({sip_max_calls}) is below "
+                f"SWITCHBOARD_QUEUE__MAX_ACTIVE + MAX_WAITING ({need}): a queued caller "
+                f"holds a SIP slot; raise SIP__MAX_CALLS to {need} or lower the queue's"
+            )
+        return None
