@@ -23,7 +23,7 @@ from admin.webrtc import WebRtcCalls
 from bot.calllog import CallLog
 from bot.calllog.store import make_engine
 from bot.intents.cache import IntentCache
-from bot.intents.store import CacheStore, MemoryStore, RedisStore
+from bot.intents.store import CacheStore, MemoryStore, redis_store
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
 from bot.pipeline.call_port import CallPort
@@ -280,7 +280,7 @@ class Node:
         store: CacheStore = (
             MemoryStore()
             if self.settings.redis_url is None
-            else RedisStore(self.settings.redis_url, cfg.prefix, timeout_s=cfg.timeout_s)
+            else redis_store(self.settings.redis_url, cfg)
         )
         m = self.settings.models
         cache = IntentCache(

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings import SettingsError as PydanticSettingsError
 
@@ -84,6 +84,25 @@ class Settings(BaseSettings):
     lookup_secrets: dict[str, SecretStr] = {}
     #: Where call recordings go and how long they stay (the profile says whether to record).
     recordings: RecordingSettings = RecordingSettings()
+
+    @model_validator(mode="after")
+    def _shared_cache_is_locked(self) -> Settings:
+        cache = self.intent_cache
+        if self.redis_url is None:
+            return self
+        if cache.signing_key is None:
+            raise ValueError(
+                "SWITCHBOARD_REDIS_URL is set but SWITCHBOARD_INTENT_CACHE__SIGNING_KEY is not: "
+                "the nodes sign what they share in Redis and use nothing unsigned (set the "
+                "same key, e.g. `openssl rand -hex 32`, on every node)"
+            )
+        tls_files = (cache.tls_ca_file, cache.tls_cert_file, cache.tls_key_file)
+        if any(tls_files) and not self.redis_url.startswith("rediss://"):
+            raise ValueError(
+                "SWITCHBOARD_INTENT_CACHE__TLS_* files are set but SWITCHBOARD_REDIS_URL is not "
+                "rediss://: TLS would not be used"
+            )
+        return self
 
 
 class SettingsError(ValueError):
