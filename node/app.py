@@ -89,6 +89,7 @@ class Node:
         if found is not None:
             self.profile = found.profile
             self.call_log.config_version = str(found.version)
+        self._warn_unlisted_targets(self.profile)
         if self.settings.admin.enabled:
             await self._start_admin(self.call_log)
         spec = self.settings.models
@@ -177,6 +178,7 @@ class Node:
                     else None
                 )
         self.profile = profile
+        self._warn_unlisted_targets(profile)
         if self.call_log is not None:
             self.call_log.config_version = str(found.version)
         log.info(
@@ -258,6 +260,17 @@ class Node:
                     knowledge_score=round(top.score, 4),
                 )
         return TryResult(route="llm", intent=best, score=score, answer=None, reason=reason)
+
+    def _warn_unlisted_targets(self, profile: BotProfile) -> None:
+        """A profile's transfer target outside SWITCHBOARD_SIP__TRANSFER_TARGETS is a
+        configuration mistake: said at once, not when a caller asks for it."""
+        listed = set(self.settings.sip.transfer_targets)
+        for target in sorted(profile.transfer_targets() - listed if listed else ()):
+            log.warning(
+                "transfer target %s of the profile is not in SWITCHBOARD_SIP__TRANSFER_TARGETS: "
+                "transfers to it will be refused",
+                target,
+            )
 
     async def _start_admin(self, call_log: CallLog) -> None:
         """The REST API and console, on the call log's database, in this event loop."""
@@ -342,6 +355,7 @@ class Node:
             knowledge=self.knowledge,
             webhooks=self.webhooks,
             recording=None if recorder is None else str(recorder.path),
+            transfer_targets=frozenset(self.settings.sip.transfer_targets) or None,
         )
         task = asyncio.current_task()
         if task is not None:
