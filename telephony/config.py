@@ -11,6 +11,7 @@ from pydantic_settings import NoDecode
 
 from telephony.floodguard import FrontLimits
 from telephony.peers import Peer
+from telephony.registration import RegistrationSettings
 
 #: Rate of the PCM frames every call exposes to asyncio (narrowband telephony; G.722 is
 #: resampled by pjmedia's conference bridge). The one place this number is written.
@@ -72,6 +73,9 @@ class EndpointConfig(BaseModel):
     #: bot and again by the endpoint just before the REFER, so that neither a rewritten
     #: shared cache entry nor a profile mistake sends a caller to another number.
     transfer_targets: Annotated[tuple[str, ...], NoDecode] = ()
+    #: Registering with a PBX or provider (``SWITCHBOARD_SIP__REGISTRATION__REGISTRARS`` etc.;
+    #: ``telephony.registration``). No registrar: the node registers nowhere.
+    registration: RegistrationSettings = RegistrationSettings()
     #: On SIGTERM: live calls may go on this long before they are hung up (new calls get
     #: 503 + Retry-After from the moment the signal arrives).
     drain_s: float = Field(300.0, ge=0.0, le=86_400.0)
