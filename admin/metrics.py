@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 
 from bot.pipeline.turn import STAGES, Turn
 from telephony.endpoint import STAT_KEYS
+from telephony.registration import REGISTER_KEYS
 from telephony.sip_dispatch import FRONT_KEYS
 
 #: Routes answered from the intent cache's ready audio.
@@ -23,7 +24,7 @@ CACHE_ROUTES = frozenset({"exact", "semantic"})
 #: Latency buckets (s): a human turn gap is ~0.2 s, a slow LLM answer several seconds.
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 #: SIP figures that are levels, not running totals.
-_SIP_GAUGES = frozenset({"calls_active"})
+_SIP_GAUGES = frozenset({"calls_active", "registered"})
 
 
 class NodeMetrics:
@@ -111,7 +112,7 @@ class _Snapshot(Collector):
             )
         if self._sip is not None:
             stats = self._sip()
-            for key in (*STAT_KEYS, *FRONT_KEYS, "worker_restarts"):
+            for key in (*STAT_KEYS, *FRONT_KEYS, *REGISTER_KEYS, "worker_restarts"):
                 if key not in stats:
                     continue
                 name = f"switchboard_sip_{key.removesuffix('_total')}"
