@@ -82,9 +82,11 @@ class NodeMetrics:
         sip: Callable[[], Mapping[str, int]] | None = None,
         models: Callable[[], Mapping[str, Mapping[str, float]]] | None = None,
         live_calls: Callable[[], int] | None = None,
+        cache_refused: Callable[[], int] | None = None,
     ) -> None:
-        """Figures read when scraped: SIP counters, model counters, calls in progress."""
-        self.registry.register(_Snapshot(sip, models, live_calls))
+        """Figures read when scraped: SIP counters, model counters, calls in progress, and
+        the shared intent cache's entries refused for a failed signature check."""
+        self.registry.register(_Snapshot(sip, models, live_calls, cache_refused))
 
 
 def error_kind(error: str) -> str:
@@ -100,15 +102,24 @@ class _Snapshot(Collector):
         sip: Callable[[], Mapping[str, int]] | None,
         models: Callable[[], Mapping[str, Mapping[str, float]]] | None,
         live_calls: Callable[[], int] | None,
+        cache_refused: Callable[[], int] | None = None,
     ) -> None:
         self._sip = sip
         self._models = models
         self._live = live_calls
+        self._cache_refused = cache_refused
 
     def collect(self) -> Iterable[Metric]:
         if self._live is not None:
             yield GaugeMetricFamily(
                 "switchboard_calls_active", "Calls in progress on this node", value=self._live()
+            )
+        if self._cache_refused is not None:
+            yield CounterMetricFamily(
+                "switchboard_intent_cache_refused",
+                "Intent cache entries and indexes read from Redis and refused for a failed "
+                "signature check",
+                value=self._cache_refused(),
             )
         if self._sip is not None:
             stats = self._sip()

@@ -23,7 +23,7 @@ from admin.webrtc import WebRtcCalls
 from bot.calllog import CallLog
 from bot.calllog.store import make_engine
 from bot.intents.cache import IntentCache
-from bot.intents.store import CacheStore, MemoryStore, redis_store
+from bot.intents.store import CacheStore, MemoryStore, RedisStore, redis_store
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
 from bot.pipeline.call_port import CallPort
@@ -72,6 +72,7 @@ class Node:
             sip=lambda: self.endpoint.stats() if self.endpoint is not None else {},
             models=self._model_metrics,
             live_calls=lambda: len(self.call_log.live_calls()) if self.call_log else 0,
+            cache_refused=self._cache_refused,
         )
 
     async def start(self) -> None:
@@ -260,6 +261,10 @@ class Node:
                     knowledge_score=round(top.score, 4),
                 )
         return TryResult(route="llm", intent=best, score=score, answer=None, reason=reason)
+
+    def _cache_refused(self) -> int:
+        store = None if self.intent_cache is None else self.intent_cache.store
+        return store.refused if isinstance(store, RedisStore) else 0
 
     def _warn_unlisted_targets(self, profile: BotProfile) -> None:
         """A profile's transfer target outside SWITCHBOARD_SIP__TRANSFER_TARGETS is a

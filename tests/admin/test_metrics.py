@@ -49,6 +49,7 @@ async def test_metrics_need_a_token_and_show_what_the_node_observed(
         },
         models=lambda: {"asr": {"count": 9.0, "errors": 1.0, "timeouts": 0.0}},
         live_calls=lambda: 2,
+        cache_refused=lambda: 3,
     )
     app = create_app(admin_engine, AdminSettings(), metrics=metrics)
     transport = httpx.ASGITransport(app=app)
@@ -71,6 +72,7 @@ async def test_metrics_need_a_token_and_show_what_the_node_observed(
     assert got[("switchboard_sip_calls_total", ())] == 7
     assert got[("switchboard_sip_calls_active", ())] == 2
     assert got[("switchboard_sip_front_rejected_busy_total", ())] == 1
+    assert got[("switchboard_intent_cache_refused_total", ())] == 3
     assert got[("switchboard_sip_registered", ())] == 1  # a gauge: the binding is held
     assert got[("switchboard_sip_register_failovers_total", ())] == 2
     assert got[("switchboard_calls_active", ())] == 2
