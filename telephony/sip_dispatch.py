@@ -22,7 +22,8 @@ SIP endpoint at ``host:port``.
   (``telephony.floodguard``: per-source and node-wide rates, bans) drops it unanswered if
   its source is over a limit; a request with no Via to answer along is dropped; a request
   the checks of ``telephony.sipcheck`` find malformed gets a stateless 400 (505 for another
-  SIP version); responses and junk are dropped and counted.
+  SIP version); responses and junk are dropped and counted, except the registrar's
+  responses to the node's own REGISTERs (``telephony.registration``), handed to it.
 - A request for a Call-ID the front does not route is answered here, statelessly, unless it
   is a new INVITE: 501/405 for methods the node does not take, 420 for an unknown Require,
   416 for an unknown URI scheme, 481 for CANCEL, BYE and the other in-dialog methods and a
