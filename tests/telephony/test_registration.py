@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from node.settings import SettingsError, load_settings
 from telephony import CallHandle, EndpointConfig, SipServer
 from telephony.registration import RegistrationSettings, refresh_after, split_host_port
 from telephony.remote_call import RemoteCall
@@ -290,3 +291,24 @@ def test_settings_and_renewal_times() -> None:
         RegistrationSettings(registrars=("a.example",))
     with pytest.raises(ValueError, match="not host"):
         RegistrationSettings(registrars=("sip:a.example",), user="bot")
+
+
+def test_the_node_reads_the_registration_from_its_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "SWITCHBOARD_SIP__REGISTRATION__REGISTRARS", "pbx1.example, pbx2.example:5080"
+    )
+    monkeypatch.setenv("SWITCHBOARD_SIP__REGISTRATION__USER", "bot")
+    monkeypatch.setenv("SWITCHBOARD_SIP__REGISTRATION__PASSWORD", "pw")
+    monkeypatch.setenv("SWITCHBOARD_SIP__TRANSFER_TARGETS", "sip:agents@pbx1.example")
+    sip = load_settings().sip
+    assert sip.registration.registrars == ("pbx1.example", "pbx2.example:5080")
+    assert sip.registration.password is not None
+    assert sip.registration.password.get_secret_value() == "pw"
+    assert sip.transfer_targets == ("sip:agents@pbx1.example",)
+    monkeypatch.setenv("SWITCHBOARD_SIP__REGISTRATION__EXPIRE_S", "60")
+    with pytest.raises(
+        SettingsError, match="did you mean SWITCHBOARD_SIP__REGISTRATION__EXPIRES_S"
+    ):
+        load_settings()
