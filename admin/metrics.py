@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 
 from bot.pipeline.turn import STAGES, Turn
 from telephony.endpoint import STAT_KEYS
+from telephony.registration import REGISTER_KEYS
 from telephony.sip_dispatch import FRONT_KEYS
 
 #: Routes answered from the intent cache's ready audio.
@@ -25,7 +26,7 @@ LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0
 #: Call-queue wait buckets (s): from a slot freeing at once to the longest allowed wait.
 QUEUE_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 #: SIP figures that are levels, not running totals.
-_SIP_GAUGES = frozenset({"calls_active"})
+_SIP_GAUGES = frozenset({"calls_active", "registered"})
 
 
 class NodeMetrics:
@@ -96,10 +97,12 @@ class NodeMetrics:
         models: Callable[[], Mapping[str, Mapping[str, float]]] | None = None,
         live_calls: Callable[[], int] | None = None,
         queue: Callable[[], Mapping[str, int]] | None = None,
+        cache_refused: Callable[[], int] | None = None,
     ) -> None:
         """Figures read when scraped: SIP counters, model counters, calls in progress, the
-        call queue (``waiting``, ``active``, ``max_active``; empty: no queue)."""
-        self.registry.register(_Snapshot(sip, models, live_calls, queue))
+        call queue (``waiting``, ``active``, ``max_active``; empty: no queue), and the shared
+        intent cache's entries refused for a failed signature check."""
+        self.registry.register(_Snapshot(sip, models, live_calls, queue, cache_refused))
 
 
 def error_kind(error: str) -> str:
@@ -123,11 +126,13 @@ class _Snapshot(Collector):
         models: Callable[[], Mapping[str, Mapping[str, float]]] | None,
         live_calls: Callable[[], int] | None,
         queue: Callable[[], Mapping[str, int]] | None = None,
+        cache_refused: Callable[[], int] | None = None,
     ) -> None:
         self._sip = sip
         self._models = models
         self._live = live_calls
         self._queue = queue
+        self._cache_refused = cache_refused
 
     def collect(self) -> Iterable[Metric]:
         if self._live is not None:
@@ -138,9 +143,16 @@ class _Snapshot(Collector):
         for key, name, doc in _QUEUE_GAUGES:
             if key in queue:
                 yield GaugeMetricFamily(name, doc, value=queue[key])
+        if self._cache_refused is not None:
+            yield CounterMetricFamily(
+                "switchboard_intent_cache_refused",
+                "Intent cache entries and indexes read from Redis and refused for a failed "
+                "signature check",
+                value=self._cache_refused(),
+            )
         if self._sip is not None:
             stats = self._sip()
-            for key in (*STAT_KEYS, *FRONT_KEYS, "worker_restarts"):
+            for key in (*STAT_KEYS, *FRONT_KEYS, *REGISTER_KEYS, "worker_restarts"):
                 if key not in stats:
                     continue
                 name = f"switchboard_sip_{key.removesuffix('_total')}"

@@ -339,6 +339,12 @@ class BotProfile(BaseModel):
                 )
         return self
 
+    def transfer_targets(self) -> frozenset[str]:
+        """Every target the profile may transfer a caller to (intents' and menus')."""
+        targets = {i.transfer_to for i in self.intents}
+        targets |= {o.transfer_to for m in self.menus for o in m.options}
+        return frozenset(t for t in targets if t is not None)
+
 
 class ProfileError(ValueError):
     """A profile file that cannot be read or does not validate."""

@@ -23,7 +23,7 @@ from admin.webrtc import WebRtcCalls
 from bot.calllog import CallLog
 from bot.calllog.store import make_engine
 from bot.intents.cache import IntentCache
-from bot.intents.store import CacheStore, MemoryStore, RedisStore
+from bot.intents.store import CacheStore, MemoryStore, RedisStore, redis_store
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
 from bot.pipeline.call_port import CallPort
@@ -77,6 +77,7 @@ class Node:
             models=self._model_metrics,
             live_calls=lambda: len(self.call_log.live_calls()) if self.call_log else 0,
             queue=self._queue_metrics,
+            cache_refused=self._cache_refused,
         )
 
     async def start(self) -> None:
@@ -94,6 +95,7 @@ class Node:
         if found is not None:
             self.profile = found.profile
             self.call_log.config_version = str(found.version)
+        self._warn_unlisted_targets(self.profile)
         if self.settings.admin.enabled:
             await self._start_admin(self.call_log)
         spec = self.settings.models
@@ -192,6 +194,7 @@ class Node:
                     else None
                 )
         self.profile = profile
+        self._warn_unlisted_targets(profile)
         if self.call_log is not None:
             self.call_log.config_version = str(found.version)
         log.info(
@@ -280,6 +283,21 @@ class Node:
                 )
         return TryResult(route="llm", intent=best, score=score, answer=None, reason=reason)
 
+    def _cache_refused(self) -> int:
+        store = None if self.intent_cache is None else self.intent_cache.store
+        return store.refused if isinstance(store, RedisStore) else 0
+
+    def _warn_unlisted_targets(self, profile: BotProfile) -> None:
+        """A profile's transfer target outside SWITCHBOARD_SIP__TRANSFER_TARGETS is a
+        configuration mistake: said at once, not when a caller asks for it."""
+        listed = set(self.settings.sip.transfer_targets)
+        for target in sorted(profile.transfer_targets() - listed if listed else ()):
+            log.warning(
+                "transfer target %s of the profile is not in SWITCHBOARD_SIP__TRANSFER_TARGETS: "
+                "transfers to it will be refused",
+                target,
+            )
+
     async def _start_admin(self, call_log: CallLog) -> None:
         """The REST API and console, on the call log's database, in this event loop."""
         cfg = self.settings.admin
@@ -301,7 +319,7 @@ class Node:
         store: CacheStore = (
             MemoryStore()
             if self.settings.redis_url is None
-            else RedisStore(self.settings.redis_url, cfg.prefix, timeout_s=cfg.timeout_s)
+            else redis_store(self.settings.redis_url, cfg)
         )
         m = self.settings.models
         cache = IntentCache(
@@ -386,6 +404,7 @@ class Node:
             knowledge=self.knowledge,
             webhooks=self.webhooks,
             recording=None if recorder is None else str(recorder.path),
+            transfer_targets=frozenset(self.settings.sip.transfer_targets) or None,
         )
         task = asyncio.current_task()
         if task is not None:

@@ -95,6 +95,25 @@ class Settings(BaseSettings):
             raise ValueError(problem)
         return self
 
+    @model_validator(mode="after")
+    def _shared_cache_is_locked(self) -> Settings:
+        cache = self.intent_cache
+        if self.redis_url is None:
+            return self
+        if cache.signing_key is None:
+            raise ValueError(
+                "SWITCHBOARD_REDIS_URL is set but SWITCHBOARD_INTENT_CACHE__SIGNING_KEY is not: "
+                "the nodes sign what they share in Redis and use nothing unsigned (set the "
+                "same key, e.g. `openssl rand -hex 32`, on every node)"
+            )
+        tls_files = (cache.tls_ca_file, cache.tls_cert_file, cache.tls_key_file)
+        if any(tls_files) and not self.redis_url.startswith("rediss://"):
+            raise ValueError(
+                "SWITCHBOARD_INTENT_CACHE__TLS_* files are set but SWITCHBOARD_REDIS_URL is not "
+                "rediss://: TLS would not be used"
+            )
+        return self
+
 
 class SettingsError(ValueError):
     """Settings the node cannot start with; one line per problem, each naming its source."""

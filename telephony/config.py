@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -10,6 +11,7 @@ from pydantic_settings import NoDecode
 
 from telephony.floodguard import FrontLimits
 from telephony.peers import Peer
+from telephony.registration import RegistrationSettings
 
 #: Rate of the PCM frames every call exposes to asyncio (narrowband telephony; G.722 is
 #: resampled by pjmedia's conference bridge). The one place this number is written.
@@ -18,6 +20,8 @@ SAMPLE_RATE = 8000
 FRAME_MS = 20
 
 Codec = Literal["G722", "PCMU", "PCMA"]
+#: A transfer target as the profile allows one.
+_TARGET = re.compile(r"(sips?|tel):[^\s<>,]+")
 CODECS: tuple[Codec, ...] = ("G722", "PCMU", "PCMA")
 
 
@@ -64,6 +68,14 @@ class EndpointConfig(BaseModel):
     peers: tuple[Peer, ...] = ()
     #: Realm of the digest challenges.
     realm: str = Field("switchboard", min_length=1, max_length=64)
+    #: The only targets a transfer (REFER) may name, e.g. ``["sip:agents@pbx.example.com"]``
+    #: (JSON list or comma-separated). Empty: those the bot profile names. Checked by the
+    #: bot and again by the endpoint just before the REFER, so that neither a rewritten
+    #: shared cache entry nor a profile mistake sends a caller to another number.
+    transfer_targets: Annotated[tuple[str, ...], NoDecode] = ()
+    #: Registering with a PBX or provider (``SWITCHBOARD_SIP__REGISTRATION__REGISTRARS`` etc.;
+    #: ``telephony.registration``). No registrar: the node registers nowhere.
+    registration: RegistrationSettings = RegistrationSettings()
     #: On SIGTERM: live calls may go on this long before they are hung up (new calls get
     #: 503 + Retry-After from the moment the signal arrives).
     drain_s: float = Field(300.0, ge=0.0, le=86_400.0)
@@ -86,6 +98,21 @@ class EndpointConfig(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError("a codec is listed twice")
         return tuple(names)
+
+    @field_validator("transfer_targets", mode="before")
+    @classmethod
+    def _targets_are_uris(cls, value: object) -> object:
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            value = json.loads(value)
+        elif isinstance(value, str):
+            value = [part for part in value.split(",") if part.strip()]
+        if not isinstance(value, list | tuple):
+            return value  # pydantic's own error
+        targets = tuple(str(v).strip() for v in value)
+        for target in targets:
+            if not _TARGET.fullmatch(target):
+                raise ValueError(f"transfer target {target!r} is not a sip:, sips: or tel: URI")
+        return targets
 
     @model_validator(mode="after")
     def _rtp_range_fits(self) -> EndpointConfig:

@@ -455,8 +455,14 @@ class _Core:
     def _make_transfer(self, call: SipCall) -> Transferrer:
         # As for hangup: the closures hold the call's ids, never the SipCall.
         pjsua_id, sip_call_id, loop = int(call.getId()), call.sip_call_id, self.loop
+        allowed = self.config.transfer_targets
 
         async def transfer(target: str, timeout_s: float) -> TransferResult:
+            if allowed and target not in allowed:  # the last check before the REFER
+                log.warning(
+                    "call %s: REFER to a target not in transfer_targets refused", sip_call_id
+                )
+                return TransferResult(False, 403, "transfer target not allowed")
             done: asyncio.Future[TransferResult] = loop.create_future()
 
             def settle(result: TransferResult) -> None:  # endpoint thread

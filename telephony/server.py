@@ -47,6 +47,7 @@ from telephony.ipc import (
     encode_send,
 )
 from telephony.peers import CallerGate
+from telephony.registration import Registration
 from telephony.remote_call import RemoteCall
 from telephony.sip_dispatch import FRONT_KEYS, TRANSACTION_S, SipFront, WorkerSlot
 
@@ -230,6 +231,8 @@ class SipServer:
         self._failures = [0] * n  # consecutive early deaths per slot
         self._generation = [0] * n  # workers started per slot so far
         self._front: SipFront | None = None
+        #: The node's registration with a PBX or provider (``telephony.registration``).
+        self.registration: Registration | None = None
         self._stopping = False
         self._started = False
         self._tasks: set[asyncio.Task[None]] = set()  # on_call tasks
@@ -292,6 +295,16 @@ class SipServer:
         except BaseException:
             await self.stop()
             raise
+        if cfg.registration.enabled:  # once workers can take the calls it will bring
+            self.registration = Registration(
+                cfg.registration,
+                send=front.send_raw,
+                contact=(cfg.public_host or front.relay_host, front.port),
+                user_agent=cfg.user_agent,
+                family=front.family,
+            )
+            front.registration = self.registration
+            self.registration.start()
         self._keep(asyncio.get_running_loop().create_task(self._heartbeats(), name="heartbeats"))
 
     @property
@@ -322,6 +335,9 @@ class SipServer:
             return
         self._stopping = True
         front = self._front
+        registration, self.registration = self.registration, None
+        if registration is not None:  # removed while the front can still hear the answer
+            await registration.stop()
         if front is not None:
             front.close()  # no new requests; relays stay for the final responses
         for task in [t for t in self._background if not t.get_name().startswith("watch")]:
@@ -390,6 +406,8 @@ class SipServer:
             out["front_route_ns_avg"] = round(front.route_cost_s / datagrams * 1e9)
         else:
             out.update(dict.fromkeys(FRONT_KEYS, 0))
+        if self.registration is not None:
+            out.update(self.registration.counters)
         out["workers"] = len(self._slots)
         out["workers_up"] = sum(1 for s in self._slots if s.addr is not None)
         out["worker_restarts"] = self._restarts

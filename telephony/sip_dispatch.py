@@ -22,7 +22,8 @@ SIP endpoint at ``host:port``.
   (``telephony.floodguard``: per-source and node-wide rates, bans) drops it unanswered if
   its source is over a limit; a request with no Via to answer along is dropped; a request
   the checks of ``telephony.sipcheck`` find malformed gets a stateless 400 (505 for another
-  SIP version); responses and junk are dropped and counted.
+  SIP version); responses and junk are dropped and counted, except the registrar's
+  responses to the node's own REGISTERs (``telephony.registration``), handed to it.
 - A request for a Call-ID the front does not route is answered here, statelessly, unless it
   is a new INVITE: 501/405 for methods the node does not take, 420 for an unknown Require,
   416 for an unknown URI scheme, 481 for CANCEL, BYE and the other in-dialog methods and a
@@ -50,6 +51,7 @@ from typing import Any
 
 from telephony.floodguard import GUARD_KEYS, FloodGuard, FrontLimits
 from telephony.peers import CallerGate
+from telephony.registration import Registration
 from telephony.sipcheck import (
     ALLOW,
     IN_DIALOG_ONLY,
@@ -222,6 +224,7 @@ FRONT_KEYS = (
     "front_rejected_draining",
     "front_rejected_forbidden",
     "front_challenged",
+    "front_registration_responses",
     *GUARD_KEYS,
 )
 
@@ -310,6 +313,8 @@ class SipFront(asyncio.DatagramProtocol):
         self.guard = FloodGuard(self.limits, time.monotonic())
         self.draining = False  # new calls get 503 + Retry-After (SIGTERM)
         self.gate = gate  # who may call (None: anyone)
+        #: The node's registration with its registrars: gets their responses.
+        self.registration: Registration | None = None
         self._overflow_logged = -1e9
         self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # Where relays bind and send: the front's own address (a wildcard means loopback).
@@ -379,6 +384,9 @@ class SipFront(asyncio.DatagramProtocol):
                 self._reply_raw(b"\r\n", addr)
             return
         msg = scan(data)
+        if msg.is_response and self.registration is not None and self.registration.response(msg):
+            c["front_registration_responses"] += 1
+            return
         if msg.is_response or not msg.method:
             key = "front_dropped_responses" if msg.is_response else "front_malformed"
             c[key] += 1
@@ -543,6 +551,10 @@ class SipFront(asyncio.DatagramProtocol):
         self._reply_raw(
             stateless_response(msg, code, reason, addr, extra=extra, server=self.server), addr
         )
+
+    def send_raw(self, data: bytes, addr: Addr) -> None:
+        """Send a datagram from the front's own port (the registration's requests)."""
+        self._reply_raw(data, addr)
 
     def _reply_raw(self, data: bytes, addr: Addr) -> None:
         if self.transport is None:

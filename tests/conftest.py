@@ -11,6 +11,8 @@ from tests.support.services import PostgresServer, RedisServer, run_postgres, ru
 
 #: A bot process started by a test gets these only from the test, never from the shell.
 SERVICE_VARIABLES = frozenset({"SWITCHBOARD_DATABASE_URL", "SWITCHBOARD_REDIS_URL"})
+#: Nor the credentials, TLS files or signing key of a Redis in the shell.
+SERVICE_PREFIXES = ("SWITCHBOARD_INTENT_CACHE__",)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -18,7 +20,7 @@ def _no_outside_services() -> Iterator[None]:
     """Drop service URLs exported in the shell (bot processes inherit the environment)."""
     with pytest.MonkeyPatch.context() as mp:
         for key in list(os.environ):
-            if key.upper() in SERVICE_VARIABLES:
+            if key.upper() in SERVICE_VARIABLES or key.upper().startswith(SERVICE_PREFIXES):
                 mp.delenv(key)
         yield
 

@@ -32,6 +32,7 @@ from bot.intents.store import (
     CacheEntry,
     CacheIndex,
     CacheStore,
+    StoreRefused,
     StoreUnavailable,
 )
 from bot.profile import IntentConfig, IntentMatchingConfig
@@ -389,6 +390,10 @@ class IntentCache:
                         # Trusted again only once the local copy is known to be current.
                         self._last_ok = time.monotonic()
                         backoff = 0.2
+            except StoreRefused as exc:
+                if not down:
+                    log.error("intent cache: %s; retrying", exc)
+                    down = True
             except StoreUnavailable as exc:
                 if not down:
                     log.warning("intent cache: store unavailable, retrying: %s", exc)

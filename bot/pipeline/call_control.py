@@ -11,6 +11,7 @@ from bot.calllog.calllog import CallLog
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.frames import CallAction, DataFrame, PlayAudio
 from bot.pipeline.processor import Processor
+from bot.profile import BotProfile
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +20,12 @@ log = logging.getLogger(__name__)
 TAIL_S = 0.3
 
 Say = Callable[[PlayAudio], Awaitable[None]]
+
+
+def allowed_targets(profile: BotProfile, operator: frozenset[str] | None) -> frozenset[str]:
+    """Where a call may be transferred: the profile's targets, within the operator's list."""
+    targets = profile.transfer_targets()
+    return targets if not operator else targets & operator
 
 
 class CallControl(Processor):
@@ -34,6 +41,11 @@ class CallControl(Processor):
       ends the bot's leg (``transferred``); a refused or unanswered REFER makes the bot
       say ``failed`` and the conversation goes on (a ``transfer_failed`` event). The
       transfer runs on its own task: a barge-in after the REFER has gone does not undo it.
+
+    A transfer target is checked here, just before the REFER: one outside
+    ``allowed_targets`` (a shared cache entry rewritten by someone, a configuration
+    mistake) is not sent; the call gets a ``transfer_refused`` event, a warning, and the
+    ``failed`` prompt, and goes on. ``None`` allows any target (unit tests).
     """
 
     name = "call-control"
@@ -48,8 +60,12 @@ class CallControl(Processor):
         call_log: CallLog | None = None,
         tail_s: float = TAIL_S,
         enabled: bool = True,
+        allowed_targets: frozenset[str] | None = None,
     ) -> None:
         super().__init__()
+        self.allowed_targets = allowed_targets
+        #: Transfers not sent because their target is not allowed.
+        self.refused = 0
         #: False: an action is recorded (``action_skipped``) and not carried out.
         self.enabled = enabled
         self._call = call
@@ -104,6 +120,17 @@ class CallControl(Processor):
 
     async def _run_transfer(self, target: str) -> None:
         call_id = self._call.call_id
+        if self.allowed_targets is not None and target not in self.allowed_targets:
+            self.refused += 1
+            log.warning(
+                "call %s: transfer refused: target %r is not among the allowed targets",
+                call_id,
+                target,
+            )
+            if self._call_log is not None:
+                self._call_log.event(call_id, "transfer_refused", target)
+            await self._say(self._failed)
+            return
         log.info("call %s: transferring", call_id)
         if self._call_log is not None:
             self._call_log.event(call_id, "transfer", target)

@@ -12,7 +12,7 @@ from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
 from bot.pipeline.answer_guard import AnswerGuard
-from bot.pipeline.call_control import CallControl
+from bot.pipeline.call_control import CallControl, allowed_targets
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.calllog_tap import EventTap
@@ -60,8 +60,13 @@ class CallSession:
         knowledge: KnowledgeIndex | None = None,
         webhooks: Webhooks | None = None,
         recording: str | None = None,
+        transfer_targets: frozenset[str] | None = None,
     ) -> None:
-        """``recording``: the file this call is recorded in (``bot.recording``), if it is."""
+        """``recording``: the file this call is recorded in (``bot.recording``), if it is.
+
+        A transfer may go only to a target the profile names, and, when the operator gave
+        ``transfer_targets`` (``SWITCHBOARD_SIP__TRANSFER_TARGETS``), only to one of those.
+        """
         self.call = call
         self._call_log = call_log
         self._profile = profile
@@ -156,6 +161,7 @@ class CallSession:
             transfer_timeout_s=profile.transfer_timeout_s,
             call_log=call_log,
             enabled=call_actions,
+            allowed_targets=allowed_targets(profile, transfer_targets),
         )
         last.link(self.responder).link(self.guard).link(self.speaker).link(self.control)
         self._processors += [self.responder, self.guard, self.speaker, self.control]

@@ -39,9 +39,17 @@ async def test_metrics_need_a_token_and_show_what_the_node_observed(
     metrics.observe_turn(_turn("llm", 1.2))
     metrics.observe_turn(_turn("llm", None, error="llm: first token timed out"))
     metrics.add_snapshot(
-        sip=lambda: {"calls_active": 2, "calls_total": 7, "front_rejected_busy": 1, "workers": 3},
+        sip=lambda: {
+            "calls_active": 2,
+            "calls_total": 7,
+            "front_rejected_busy": 1,
+            "workers": 3,
+            "registered": 1,
+            "register_failovers": 2,
+        },
         models=lambda: {"asr": {"count": 9.0, "errors": 1.0, "timeouts": 0.0}},
         live_calls=lambda: 2,
+        cache_refused=lambda: 3,
     )
     app = create_app(admin_engine, AdminSettings(), metrics=metrics)
     transport = httpx.ASGITransport(app=app)
@@ -64,6 +72,9 @@ async def test_metrics_need_a_token_and_show_what_the_node_observed(
     assert got[("switchboard_sip_calls_total", ())] == 7
     assert got[("switchboard_sip_calls_active", ())] == 2
     assert got[("switchboard_sip_front_rejected_busy_total", ())] == 1
+    assert got[("switchboard_intent_cache_refused_total", ())] == 3
+    assert got[("switchboard_sip_registered", ())] == 1  # a gauge: the binding is held
+    assert got[("switchboard_sip_register_failovers_total", ())] == 2
     assert got[("switchboard_calls_active", ())] == 2
     assert got[("switchboard_model_failures_total", (("kind", "error"), ("model", "asr")))] == 1
 

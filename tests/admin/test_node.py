@@ -98,6 +98,7 @@ async def test_a_change_through_one_nodes_api_reaches_another_node_without_a_res
     env = {
         "SWITCHBOARD_DATABASE_URL": pg_url,
         "SWITCHBOARD_REDIS_URL": redis_server.url(),
+        "SWITCHBOARD_INTENT_CACHE__SIGNING_KEY": "test-signing-key-of-the-suite",
         "SWITCHBOARD_ADMIN__CONFIG_POLL_S": "0.5",
     }
     with run_bot(env=env, profile=profile) as node_a, run_bot(env=env, profile=profile) as node_b:

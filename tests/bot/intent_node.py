@@ -16,12 +16,16 @@ from bot.intents.store import RedisStore
 from tests.bot.fakes import ToneTTS
 from tests.bot.intent_fakes import WordsEmbedder
 
+KEY = b"test-signing-key-of-the-suite"
+
 
 async def main(url: str, prefix: str) -> None:
     embedder, tts = WordsEmbedder(), ToneTTS()
     await embedder.load()
     await tts.load()
-    cache = IntentCache(RedisStore(url, prefix), embedder, tts, voice="tone", heartbeat_s=0.1)
+    cache = IntentCache(
+        RedisStore(url, prefix, signing_key=KEY), embedder, tts, voice="tone", heartbeat_s=0.1
+    )
     await cache.reload()
     cache.start()
     print(f"ready {cache.version}", flush=True)

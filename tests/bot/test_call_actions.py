@@ -137,6 +137,8 @@ async def start(
     transfer_result: TransferResult | None = None,
     profile: BotProfile = PROFILE,
     call_actions: bool = True,
+    cache_intents: list[IntentConfig] | None = None,
+    transfer_targets: frozenset[str] | None = None,
 ) -> Bot:
     url = f"sqlite+aiosqlite:///{tmp_path / 'calllog.db'}"
     await upgrade_async(url)
@@ -150,7 +152,7 @@ async def start(
     for text in (profile.greeting, profile.apology, profile.transfer_failed, *profile.fillers):
         await prompts.add(tts, text)
     cache = IntentCache(MemoryStore(), embedder, tts, voice="tone")
-    await cache.publish(profile.intents, profile.intent_matching)
+    await cache.publish(cache_intents or profile.intents, profile.intent_matching)
     call = LoggedCall(transfer_result)
     turns: list[Turn] = []
 
@@ -167,6 +169,7 @@ async def start(
         call_log=log,
         intent_cache=cache,
         call_actions=call_actions,
+        transfer_targets=transfer_targets,
     )
     task = asyncio.create_task(session.run())
     bot = Bot(call, task, turns, asr, llm, log, url)
@@ -257,6 +260,49 @@ async def test_a_failed_transfer_is_apologised_for_and_the_call_goes_on(started:
     row, events = await bot.records()
     assert row["end_reason"] == "bye"
     assert events == [("transfer", TARGET), ("transfer_failed", "486 Busy Here")]
+
+
+PREMIUM = "tel:+19005550100"
+
+
+def rewritten(intents: list[IntentConfig]) -> list[IntentConfig]:
+    """The intents as a shared cache entry rewritten by someone would give them."""
+    return [
+        i.model_copy(update={"transfer_to": PREMIUM}) if i.action == "transfer" else i
+        for i in intents
+    ]
+
+
+async def test_a_rewritten_transfer_target_is_refused_before_the_refer(started: Start) -> None:
+    bot = await started(cache_intents=rewritten(PROFILE.intents))
+    await bot.say("talk to a person")
+    await bot.until(lambda: voiced_ms(bot.call.sent) == 300 + 500 + 600)  # + transfer_failed
+    await bot.until(lambda: bot.call.queued_frames == 0)
+    assert bot.call.transfers == []  # no REFER went out
+    await bot.say("when are you open", lead_ms=200)  # ...and the call goes on
+    await bot.until(lambda: len(bot.turns) == 2)
+    await bot.hang_up()
+    assert bot.call.hangups == 0
+    row, events = await bot.records()
+    assert row["end_reason"] == "bye"
+    assert events == [("transfer_refused", PREMIUM)]
+
+
+async def test_a_target_outside_the_operators_list_is_refused(started: Start) -> None:
+    bot = await started(transfer_targets=frozenset({"sip:other@127.0.0.1:5070"}))
+    await bot.say("talk to a person")
+    await bot.until(lambda: voiced_ms(bot.call.sent) == 300 + 500 + 600)
+    assert bot.call.transfers == []
+    await bot.hang_up()
+    _, events = await bot.records()
+    assert events == [("transfer_refused", TARGET)]
+
+
+async def test_the_operators_list_lets_the_profiles_target_through(started: Start) -> None:
+    bot = await started(transfer_targets=frozenset({TARGET, "sip:other@127.0.0.1:5070"}))
+    await bot.say("talk to a person")
+    await bot.until(bot.task.done)
+    assert bot.call.transfers == [(TARGET, PROFILE.transfer_timeout_s, 0)]
 
 
 @pytest.mark.parametrize("request_text", ["goodbye for now", "talk to a person"])

@@ -31,11 +31,13 @@ from tests.bot.intent_fakes import MATCHING, WordsEmbedder, intents, profile
 from tests.support.services import RedisServer, run_redis
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The key the tests' nodes sign their Redis entries with.
+KEY = b"test-signing-key-of-the-suite"
 
 
 @pytest.fixture
 async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
-    s = RedisStore(redis_server.url(), f"test:intents:{uuid.uuid4().hex[:12]}")
+    s = RedisStore(redis_server.url(), f"test:intents:{uuid.uuid4().hex[:12]}", signing_key=KEY)
     yield s
     await s.delete_all()
     await s.close()
@@ -93,7 +95,9 @@ async def test_a_hit_plays_the_stored_audio_without_tts_or_llm(
     # Each intent's answer and its confirmation question.
     assert cache.built == 3 and len(tts.texts) == 6
     # A second node builds nothing: it reads entries and audio from Redis.
-    other, other_tts, other_emb = await make_cache(RedisStore(redis_server.url(), store.prefix))
+    other, other_tts, other_emb = await make_cache(
+        RedisStore(redis_server.url(), store.prefix, signing_key=KEY)
+    )
     assert await other.reload()
     assert other.built == 0 and other_tts.texts == [] and other_emb.calls == 0
     stored = other.entry("order_status")
@@ -158,7 +162,10 @@ async def test_redis_lost_mid_call_falls_back_to_the_llm_then_recovers() -> None
     with run_redis() as server:
         url = server.url()
         cache, tts, _ = await make_cache(
-            RedisStore(url, "t", timeout_s=0.3), stale_after_s=0.5, heartbeat_s=0.1, retry_max_s=0.2
+            RedisStore(url, "t", timeout_s=0.3, signing_key=KEY),
+            stale_after_s=0.5,
+            heartbeat_s=0.1,
+            retry_max_s=0.2,
         )
         await cache.publish(intents(), MATCHING)
         cache.start()
@@ -184,7 +191,7 @@ async def test_redis_lost_mid_call_falls_back_to_the_llm_then_recovers() -> None
             while not cache.fresh:
                 assert time.monotonic() < deadline, "cache did not recover"
                 await call.play(silence(100))
-            check = RedisStore(url, "t")
+            check = RedisStore(url, "t", signing_key=KEY)
             assert await check.get_index() is not None
             await check.close()
             await call.play(tone(600) + silence(2000))

@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -73,15 +74,36 @@ class PostgresServer:
 
 
 @dataclass(frozen=True)
+class RedisTls:
+    """Files for a Redis over TLS: a CA, the server's certificate and a client's."""
+
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+    client_cert_file: Path
+    client_key_file: Path
+    #: The server asks clients for a certificate signed by the CA.
+    require_client_cert: bool = False
+
+    def client_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.ca_file))
+        ctx.load_cert_chain(str(self.client_cert_file), str(self.client_key_file))
+        return ctx
+
+
+@dataclass(frozen=True)
 class RedisServer:
-    """A running Redis without persistence."""
+    """A running Redis without persistence (with a password and TLS when started so)."""
 
     host: str
     port: int
     process: Popen
+    password: str | None = None
+    tls: RedisTls | None = None
 
     def url(self, db: int = 0) -> str:
-        return f"redis://{self.host}:{self.port}/{db}"
+        scheme = "rediss" if self.tls is not None else "redis"
+        return f"{scheme}://{self.host}:{self.port}/{db}"
 
     def kill(self) -> None:
         """Make it vanish at once (SIGKILL), as a crashed server would."""
@@ -310,25 +332,104 @@ def run_postgres() -> Iterator[PostgresServer]:
 # --- Redis --------------------------------------------------------------------------------
 
 
-def redis_serves(port: int, root: Path) -> bool:
+def redis_serves(
+    port: int, root: Path, password: str | None = None, tls: RedisTls | None = None
+) -> bool:
     """Whether the Redis on ``port`` is the one working in ``root`` (not some other server)."""
+    expected = f"\r\n{root.resolve()}\r\n".encode()  # Redis reports its real path
+    request = b"CONFIG GET dir\r\n"
+    if password is not None:
+        request = f"AUTH {password}\r\n".encode() + request
     try:
-        with socket.create_connection((HOST, port), timeout=1) as s:
-            s.sendall(b"CONFIG GET dir\r\n")
-            reply = s.recv(4096)
+        with contextlib.ExitStack() as stack:
+            sock = stack.enter_context(socket.create_connection((HOST, port), timeout=1))
+            if tls is not None:
+                sock = stack.enter_context(
+                    tls.client_context().wrap_socket(sock, server_hostname=HOST)
+                )
+            sock.sendall(request)
+            reply = b""
+            while expected not in reply and len(reply) < 8192:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
     except OSError:
-        return False  # not listening yet
-    return f"\r\n{root.resolve()}\r\n".encode() in reply  # Redis reports its real path
+        return False  # not listening yet (or its TLS not up yet)
+    return expected in reply
 
 
-def start_redis(binary: str, root: Path, port: int) -> Popen:
+def redis_tls_files(folder: Path, *, require_client_cert: bool = False) -> RedisTls:
+    """A CA, and a server and a client certificate it signed (for 127.0.0.1), made by openssl."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ServiceError("openssl not found in PATH: needed to make the test certificates")
+
+    def run(*args: str) -> None:
+        out = subprocess.run(
+            [openssl, *args], cwd=folder, capture_output=True, text=True, check=False, timeout=60
+        )
+        if out.returncode != 0:
+            raise ServiceError(f"openssl {args[0]} failed: {out.stderr.strip()}")
+
+    key = ("-newkey", "rsa:2048", "-nodes")
+    run(
+        "req",
+        "-x509",
+        *key,
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+    )
+    for name in ("server", "client"):
+        run("req", *key, "-subj", f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.csr")
+        (folder / f"{name}.ext").write_text(f"subjectAltName=IP:{HOST}\n")
+        signed_by_ca = ("-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2")
+        run(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            *signed_by_ca,
+            "-extfile",
+            f"{name}.ext",
+            "-out",
+            f"{name}.crt",
+        )
+    return RedisTls(
+        folder / "ca.crt",
+        folder / "server.crt",
+        folder / "server.key",
+        folder / "client.crt",
+        folder / "client.key",
+        require_client_cert,
+    )
+
+
+def start_redis(
+    binary: str, root: Path, port: int, password: str | None = None, tls: RedisTls | None = None
+) -> Popen:
     """Start ``redis-server`` on ``port`` with no persistence; return it once it answers."""
-    cmd = [binary, "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no"]
+    cmd = [binary, "--bind", HOST, "--save", "", "--appendonly", "no"]
     cmd += ["--dir", str(root), "--daemonize", "no", "--logfile", ""]
+    if tls is None:
+        cmd += ["--port", str(port)]
+    else:
+        cmd += ["--port", "0", "--tls-port", str(port)]
+        cmd += ["--tls-cert-file", str(tls.cert_file), "--tls-key-file", str(tls.key_file)]
+        cmd += ["--tls-ca-cert-file", str(tls.ca_file)]
+        cmd += ["--tls-auth-clients", "yes" if tls.require_client_cert else "no"]
+    if password is not None:
+        cmd += ["--requirepass", password]
     log = root / f"redis-{port}.log"
     proc = spawn(cmd, log, Owner(), cwd=root)
     try:
-        wait_until_ready(proc, binary, log, lambda: redis_serves(port, root))
+        wait_until_ready(proc, binary, log, lambda: redis_serves(port, root, password, tls))
     except BaseException:
         stop_process(proc)
         raise
@@ -336,17 +437,20 @@ def start_redis(binary: str, root: Path, port: int) -> Popen:
 
 
 @contextlib.contextmanager
-def run_redis(port: int | None = None) -> Iterator[RedisServer]:
+def run_redis(
+    port: int | None = None, *, password: str | None = None, tls: RedisTls | None = None
+) -> Iterator[RedisServer]:
     """A Redis of the tests' own on ``port`` (default: a free one); stopped and removed after.
 
-    A fixed ``port`` is for starting a server again where a killed one was.
+    A fixed ``port`` is for starting a server again where a killed one was. With
+    ``password`` it requires it (``requirepass``); with ``tls`` it takes TLS only.
     """
     binary = shutil.which("redis-server")
     if binary is None:
         raise ServiceError("redis-server not found in PATH: run `bash infra/install.sh --test`")
     with server_dir("switchboard-test-redis-", Owner()) as root:
-        proc, port = on_free_port(lambda p: start_redis(binary, root, p), port)
+        proc, port = on_free_port(lambda p: start_redis(binary, root, p, password, tls), port)
         try:
-            yield RedisServer(HOST, port, proc)
+            yield RedisServer(HOST, port, proc, password, tls)
         finally:
             stop_process(proc)

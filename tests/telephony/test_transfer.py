@@ -168,3 +168,31 @@ async def test_transfer_through_a_node_and_its_worker(
     ((result),) = app.results
     assert (result.ok, result.status) == ((True, 200) if accepted else (False, 603))
     assert app.ended[0].by_remote is not accepted
+
+
+async def test_a_target_outside_transfer_targets_never_gets_a_refer(
+    sipp: Any, helpers: Any, free_udp_port: Callable[[], int]
+) -> None:
+    """The worker's last check: a REFER the operator's list does not allow is not sent."""
+    h = helpers
+    app = Transferring()
+    cfg = EndpointConfig(
+        port=free_udp_port(),
+        rtp_port_start=random.randrange(30000, 38000, 2),
+        rtp_port_range=400,
+        log_level=1,
+        max_calls=2,
+        transfer_targets=("sip:agents@127.0.0.1:5071",),
+    )
+    node = SipServer(cfg, app)
+    await node.start()
+    try:
+        # sipp fails the scenario on any message it does not expect, a REFER included.
+        xml = h.scenario(h.invite(h.sdp()), ANSWERED_TO_CONTACT, h.pause(1500), bye_to_contact(2))
+        res = await sipp(xml, cfg.port)
+        assert res.ok, res.stdout + res.errors
+        await wait_until(lambda: len(app.ended) == 1)
+    finally:
+        await asyncio.wait_for(node.stop(), timeout=20)
+    assert app.results == [TransferResult(False, 403, "transfer target not allowed")]
+    assert app.ended[0].by_remote

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pjsua2 as pj
 import pytest
+from pydantic import ValidationError
 
 from telephony.config import EndpointConfig
 from telephony.endpoint import _Core
@@ -134,3 +136,13 @@ async def test_the_stats_refresh_survives_a_call_that_has_just_ended() -> None:
     core._drain()
     assert ended.asked == 1
     assert core.counters["rtp_packets_in"] == 0
+
+
+def test_transfer_targets_are_sip_or_tel_uris() -> None:
+    listed: Any = "sip:agents@pbx.example.com, tel:+15550100"
+    cfg = EndpointConfig(transfer_targets=listed)
+    assert cfg.transfer_targets == ("sip:agents@pbx.example.com", "tel:+15550100")
+    as_json: Any = '["sips:a@b"]'
+    assert EndpointConfig(transfer_targets=as_json).transfer_targets == ("sips:a@b",)
+    with pytest.raises(ValidationError, match="not a sip:, sips: or tel: URI"):
+        EndpointConfig(transfer_targets=("http://example.com",))
