@@ -21,7 +21,14 @@ from pydantic import (
     model_validator,
 )
 
-from bot.callflow import CallLimits, CollectorConfig, LookupConfig, MenuConfig
+from bot.callflow import (
+    CallLimits,
+    CollectorConfig,
+    LookupConfig,
+    MenuConfig,
+    TransferTarget,
+    placeholders,
+)
 from bot.intents.match import normalize
 
 #: The profile a node runs when none is named.
@@ -234,6 +241,19 @@ class BotProfile(BaseModel):
     #: the apology when unset.
     transfer_failed: str | None = Field(None, min_length=1)
     transfer_timeout_s: float = Field(30.0, gt=0.0, le=300.0)
+    #: Where a caller may be put through, and how (``bot.callflow.TransferTarget``). Empty:
+    #: the targets the intents and menus name, each by REFER. A target named anywhere else
+    #: (an intent from another configuration) is refused and logged.
+    transfer_targets: list[TransferTarget] = []
+    #: Said to the caller as a bridged or warm transfer starts; heard until the calls join.
+    transfer_hold: str | None = Field(
+        "Please hold while I put you through to a colleague.", min_length=1
+    )
+    #: What the agent hears first in a warm transfer: ``{caller}`` (the caller's number or
+    #: name from the SIP address) and ``{asked}`` (the caller's last few turns, as heard).
+    handoff_summary: str = Field(
+        "Call from {caller}. The caller said: {asked}", min_length=1, max_length=300
+    )
     #: Short phrases synthesized ahead, to play while the bot works ("One moment."): one of
     #: them, in turn, when an LLM answer's first audio is not out ``filler_after_ms`` after
     #: the caller's turn ended, and another each ``filler_every_ms`` after the last one
@@ -297,6 +317,30 @@ class BotProfile(BaseModel):
                 raise ValueError(f"knowledge topic {entry.topic!r} is defined twice")
             seen.add(entry.topic)
         return self
+
+    @field_validator("handoff_summary")
+    @classmethod
+    def _summary_fields(cls, value: str) -> str:
+        unknown = placeholders(value) - {"caller", "asked"}
+        if unknown:
+            raise ValueError(f"handoff_summary: unknown field(s) {sorted(unknown)}")
+        return value
+
+    @model_validator(mode="after")
+    def _targets_are_distinct(self) -> BotProfile:
+        uris = [t.uri for t in self.transfer_targets]
+        if len(uris) != len(set(uris)):
+            raise ValueError("a transfer target is listed twice")
+        return self
+
+    def transfer_target(self, uri: str) -> TransferTarget | None:
+        """How to put a caller through to ``uri``; None when it is no configured target."""
+        if self.transfer_targets:
+            return next((t for t in self.transfer_targets if t.uri == uri), None)
+        named = {i.transfer_to for i in self.intents} | {
+            o.transfer_to for m in self.menus for o in m.options
+        }
+        return TransferTarget(uri=uri) if uri in named else None
 
     @model_validator(mode="after")
     def _call_flows_refer_to_what_exists(self) -> BotProfile:

@@ -415,6 +415,8 @@ def _fixed_phrases(prof: BotProfile) -> list[str]:
     fixed += [entry.answer for entry in prof.knowledge]
     if prof.transfer_failed is not None:
         fixed.append(prof.transfer_failed)
+    if prof.transfer_hold is not None:
+        fixed.append(prof.transfer_hold)
     fixed += call_flow_phrases(prof)
     return fixed
 

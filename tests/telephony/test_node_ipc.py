@@ -130,6 +130,9 @@ class FakeLink:
     def transfer(self, key: int, target: str, timeout_s: float) -> None:
         self.transfers.append((key, target, timeout_s))
 
+    def bridge(self, key: int, target: str, timeout_s: float, summary: bytes) -> None:
+        self.transfers.append((key, target, timeout_s))
+
 
 def make_call(link: FakeLink) -> RemoteCall:
     return RemoteCall(
