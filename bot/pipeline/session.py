@@ -47,8 +47,11 @@ def handoff_summary(template: str, remote_uri: str, heard: list[str]) -> str:
     number") and the caller's last ``SUMMARY_TURNS`` turns, as transcribed."""
     match = re.search(r"sips?:([^@;>]+)@", remote_uri)
     user = match.group(1) if match else ""
-    # a number is read digit by digit
-    caller = " ".join(user) if user.lstrip("+").isdigit() else user or "an unknown number"
+    digits = user.removeprefix("+")
+    if digits.isdigit():  # a number is read digit by digit
+        caller = ("plus " if user.startswith("+") else "") + " ".join(digits)
+    else:
+        caller = user or "an unknown number"
     turns = [t.strip().rstrip(".?!") for t in heard[-SUMMARY_TURNS:] if t.strip()]
     asked = ". ".join(turns) + "." if turns else "nothing yet."
     return template.format(caller=caller, asked=asked)
