@@ -74,7 +74,7 @@ async def _stop(proc: asyncio.subprocess.Process, grace_s: float = 5.0) -> None:
         await proc.wait()
 
 
-def _prepare_agent(workdir: Path, sip_port: int, pcm: bytes) -> None:
+def _prepare_agent(workdir: Path, sip_port: int, pcm: bytes, user: str) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "rec").mkdir(exist_ok=True)
     write_wav(workdir / "voice.wav", pcm)
@@ -83,7 +83,7 @@ def _prepare_agent(workdir: Path, sip_port: int, pcm: bytes) -> None:
         AGENT_CONFIG.format(sip_port=sip_port, dir=workdir, source=workdir / "voice.wav")
     )
     (workdir / "accounts").write_text(
-        "<sip:agent@127.0.0.1>;regint=0;answermode=auto;audio_codecs=pcmu,pcma\n"
+        f"<sip:{user}@127.0.0.1>;regint=0;answermode=auto;audio_codecs=pcmu,pcma\n"
     )
 
 
@@ -94,9 +94,15 @@ def _prepare_uas(workdir: Path, xml: str) -> None:
 
 @contextlib.asynccontextmanager
 async def baresip_agent(
-    sip_port: int, voice: npt.NDArray[np.int16] | bytes, workdir: Path, *, timeout_s: int
+    sip_port: int,
+    voice: npt.NDArray[np.int16] | bytes,
+    workdir: Path,
+    *,
+    timeout_s: int,
+    user: str = "agent",
 ) -> AsyncIterator[AgentRun]:
-    """An auto-answering baresip on ``127.0.0.1:sip_port`` saying ``voice`` once answered.
+    """An auto-answering baresip, ``sip:<user>@127.0.0.1:sip_port`` (it answers only calls
+    to that user), saying ``voice`` once answered.
 
     The ``AgentRun`` is filled when the block ends (baresip stopped first, by its PID).
     """
@@ -104,7 +110,7 @@ async def baresip_agent(
     if exe is None:
         raise RuntimeError("baresip is not installed (apt-get install baresip-core)")
     pcm = voice.tobytes() if isinstance(voice, np.ndarray) else voice
-    await asyncio.to_thread(_prepare_agent, workdir, sip_port, pcm)
+    await asyncio.to_thread(_prepare_agent, workdir, sip_port, pcm, user)
     proc = await asyncio.create_subprocess_exec(
         exe, "-4", "-f", str(workdir), "-t", str(timeout_s),
         cwd=workdir, stdin=subprocess.DEVNULL,
@@ -122,7 +128,7 @@ async def baresip_agent(
     try:
         # listening once it has printed its account (a second at most on an idle machine)
         for _ in range(100):
-            if b"agent@127.0.0.1" in output or proc.returncode is not None:
+            if f"{user}@127.0.0.1".encode() in output or proc.returncode is not None:
                 break
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.3)
