@@ -179,3 +179,46 @@ async def test_an_agent_call_that_cannot_be_placed_is_a_failure(
         await wait_for(lambda: len(app.ended) == 1)
     ((res),) = app.results
     assert not res.ok and "agent call not placed" in res.reason, res
+
+
+@dataclass
+class Staggered:
+    """on_call: the first call bridges at once, the others once it is up."""
+
+    target: str
+    results: list[TransferResult] = field(default_factory=list)
+    calls: int = 0
+
+    async def __call__(self, handle: RemoteCall) -> None:
+        self.calls += 1
+        delay = 0.3 if self.calls == 1 else 3.0
+        task = asyncio.get_running_loop().create_task(self._bridge(handle, delay))
+        async for _ in handle.receive():
+            pass
+        await task
+
+    async def _bridge(self, handle: RemoteCall, delay: float) -> None:
+        await asyncio.sleep(delay)
+        self.results.append(await handle.bridge(self.target, timeout_s=5.0))
+
+
+async def test_a_full_worker_refuses_a_second_bridge_at_once(
+    make_node: Any, tmp_path: Path
+) -> None:
+    """Three calls in one worker leave one slot: one bridge, the others fail and say why."""
+    port = free_udp_port()
+    app = Staggered(f"sip:agent@127.0.0.1:{port}")
+    async with (
+        make_node(app, max_calls=3) as node,
+        baresip_agent(port, tone(1000, 12.0), tmp_path / "agent", timeout_s=30),
+    ):
+        assert len(node.worker_pids) == 1
+        uri = f"sip:bot@127.0.0.1:{node.config.port}"
+        first = asyncio.create_task(dial(uri, record_seconds=7))
+        await asyncio.sleep(1.0)
+        rest = [asyncio.create_task(dial(uri, record_seconds=6)) for _ in range(2)]
+        await asyncio.gather(first, *rest)
+        await wait_for(lambda: len(app.results) == 3)
+    assert app.results[0] == TransferResult(True, 200, "bridged"), app.results
+    for res in app.results[1:]:
+        assert (res.ok, res.reason) == (False, "agent call not placed: no free call slot"), res
