@@ -193,6 +193,10 @@ class LookupConfig(BaseModel):
     auth_header: str | None = Field(None, pattern=r"^[A-Za-z0-9-]+$")
     auth_secret: Name | None = None
     auth_prefix: str = "Bearer "
+    #: What callers ask that this lookup answers ("parcel left", "order status"): a request
+    #: no intent answered that holds every word of one of these is not given to the
+    #: language model; the collector feeding this lookup asks for the number instead.
+    purpose: list[str] = []
     #: Said as soon as the lookup starts, while it runs.
     preamble: str = Field("Let me look that up for you.", min_length=1)
     #: The result, from the fields of the JSON object returned (``{status}``).

@@ -367,6 +367,15 @@ class BotProfile(BaseModel):
                     raise ValueError(f"{where}: no collector {opt.collect!r}")
                 if opt.menu is not None and opt.menu not in menus:
                     raise ValueError(f"{where}: no menu {opt.menu!r}")
+        fed = {c.lookup for c in self.collectors}
+        for lk in self.lookups:
+            if lk.purpose and lk.name not in fed:
+                raise ValueError(
+                    f"lookup {lk.name!r}: a purpose needs a collector with lookup = "
+                    f"{lk.name!r} (to ask for the number)"
+                )
+            if any(not normalize(p) for p in lk.purpose):
+                raise ValueError(f"lookup {lk.name!r}: an empty purpose phrase")
         for col in self.collectors:
             for intent in col.after_intents:
                 if intent not in intents:

@@ -21,6 +21,7 @@ from bot.pipeline.collect_trigger import CollectTrigger
 from bot.pipeline.digit_collector import MASK, DigitCollector
 from bot.pipeline.frames import CallerAudio, CallFinished, DataFrame, Dtmf, PlayAudio, Speak
 from bot.pipeline.keypad_menu import KeypadMenu
+from bot.pipeline.lookup_ask import LookupAsk
 from bot.pipeline.lookup_runner import LookupRunner
 from bot.pipeline.processor import Processor
 from bot.pipeline.prompts import PromptAudio
@@ -186,6 +187,12 @@ class CallSession:
             call_log=call_log,
             enabled=call_actions,
         )
+        if any(lk.purpose for lk in profile.lookups):  # the lookup, not the model, answers
+            asker = LookupAsk(
+                profile.lookups, profile.collectors, self.collector.begin, on_event=self._event
+            )
+            last = last.link(asker)
+            self._processors.append(asker)
         last.link(self.responder).link(self.guard).link(self.speaker).link(self.control)
         self._processors += [self.responder, self.guard, self.speaker, self.control]
 
