@@ -148,8 +148,21 @@ class Bridges:
         self.legs[int(leg.getId())] = leg
         caller.leg = leg
         log.info("call %s: calling the agent for a bridged transfer", caller.sip_call_id)
-        core.call_later(timeout_s, lambda: self._no_answer(leg))
+        core.call_later(timeout_s, self._later(leg, self._no_answer))
         return None
+
+    @staticmethod
+    def _later(leg: AgentLeg, fn: Callable[[AgentLeg], None]) -> Callable[[], None]:
+        """``fn(leg)`` for a timer, holding the leg weakly: a pjsua2 Call must be freed by
+        the graveyard (``_Core._id_reused``), never as the last reference of a timer."""
+        ref = weakref.ref(leg)
+
+        def run() -> None:
+            live = ref()
+            if live is not None:
+                fn(live)
+
+        return run
 
     def _no_answer(self, leg: AgentLeg) -> None:
         if leg.confirmed or leg.disconnected:
@@ -188,15 +201,15 @@ class Bridges:
         port.create(f"agent{int(leg.getId())}", self.core.config.sample_rate)
         leg.port = port
         port.startTransmit(leg.getAudioMedia(leg.aud_idx))
-        core = self.core
+        core, join = self.core, self._later(leg, self.join)
 
         def drained() -> None:  # clock thread: the join is made on the endpoint thread
-            core.submit(lambda: self.join(leg))
+            core.submit(join)
 
         leg.playout.set_drained_callback(drained)
         leg.playout.push(leg.summary)
         seconds = len(leg.summary) / 2 / core.config.sample_rate
-        core.call_later(seconds + SUMMARY_SLACK_S, lambda: self.join(leg))
+        core.call_later(seconds + SUMMARY_SLACK_S, join)
 
     def join(self, leg: AgentLeg) -> None:
         """Caller <-> agent; the bot's port out of the caller's call."""
@@ -230,6 +243,7 @@ class Bridges:
 
     def on_leg_disconnected(self, leg: AgentLeg, code: int, info: Any) -> None:
         self.legs.pop(int(info.id), None)
+        leg.playout.set_drained_callback(None)
         if leg.port is not None:
             leg.port.closed = True
             self.core.graveyard_add(leg.port)
