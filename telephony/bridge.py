@@ -256,6 +256,8 @@ class Bridges:
                 result = TransferResult(False, 408, "the agent did not answer in time")
             elif leg.local_hangup:
                 result = TransferResult(False, 0, "call ended")
+            elif leg.confirmed:  # answered, then gone during the summary
+                result = TransferResult(False, 0, "the agent hung up before the caller joined")
             else:
                 result = TransferResult(False, code, str(info.lastReason))
             log.info("call %s: agent leg failed: %d %s", leg.caller_sip_id, code, info.lastReason)

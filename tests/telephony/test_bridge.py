@@ -222,3 +222,25 @@ async def test_a_full_worker_refuses_a_second_bridge_at_once(
     assert app.results[0] == TransferResult(True, 200, "bridged"), app.results
     for res in app.results[1:]:
         assert (res.ok, res.reason) == (False, "agent call not placed: no free call slot"), res
+
+
+async def test_an_agent_who_hangs_up_during_the_summary_is_a_failure(
+    make_node: Any, tmp_path: Path
+) -> None:
+    port = free_udp_port()
+    app = Bridging(f"sip:agent@127.0.0.1:{port}", summary=tone(500, 4.0))
+    async with (
+        make_node(app, max_calls=2) as node,
+        # baresip hangs up when its 0.5 s WAV is over: long before the summary is
+        baresip_agent(port, tone(1000, 0.5), tmp_path / "agent", timeout_s=30),
+    ):
+        result = await dial(
+            f"sip:bot@127.0.0.1:{node.config.port}", play=tone(700, 1.0), play_at_s=4.0,
+            record_seconds=6,
+        )  # fmt: skip
+        await wait_for(lambda: len(app.ended) == 1)
+    ((res),) = app.results
+    assert res == TransferResult(False, 0, "the agent hung up before the caller joined"), res
+    # The caller stayed with the bot, which kept getting the caller's audio.
+    assert result.sip_final_status == 200 and not result.ended_by_remote
+    assert app.frames_after > 50
