@@ -46,9 +46,10 @@ class TransferBot:
     bridge_port: int  # key 0 (the talk_to_person intent): a bridged transfer
     warm_port: int  # key 8: a warm handoff
     busy_port: int  # key 7: an agent that answers 486
+    desk_port: int  # key 5: REFER first (the dialer declines it), then a bridge
 
 
-def transfer_profile(path: Path, bridge: int, warm: int, busy: int) -> Path:
+def transfer_profile(path: Path, bridge: int, warm: int, busy: int, desk: int) -> Path:
     """The default profile with three listed targets, an unlisted one, and a recording
     announcement."""
     text = DEFAULT_PROFILE.read_text(encoding="utf-8")
@@ -61,7 +62,8 @@ def transfer_profile(path: Path, bridge: int, warm: int, busy: int) -> Path:
         '    { key = "0", intent = "talk_to_person" },\n'
         f'    {{ key = "8", say = "Putting you through.", transfer_to = "{warm_uri}" }},\n'
         f'    {{ key = "7", transfer_to = "{busy_uri}" }},\n'
-        f'    {{ key = "6", transfer_to = "{UNLISTED}" }},\n',
+        f'    {{ key = "6", transfer_to = "{UNLISTED}" }},\n'
+        f'    {{ key = "5", transfer_to = "sip:desk@127.0.0.1:{desk}" }},\n',
     )
     assert f"127.0.0.1:{busy}" in text
     text += f"""
@@ -77,6 +79,11 @@ mode = "warm"
 uri = "{busy_uri}"
 mode = "bridge"
 
+[[transfer_targets]]
+uri = "sip:desk@127.0.0.1:{desk}"
+mode = "refer"
+bridge_on_refer_failure = true
+
 [recording]
 enabled = true
 announcement = "{ANNOUNCEMENT}"
@@ -88,7 +95,7 @@ announcement = "{ANNOUNCEMENT}"
 
 @pytest.fixture(scope="module")
 def transfer_bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TransferBot]:
-    ports = (free_udp_port(), free_udp_port(), free_udp_port())
+    ports = (free_udp_port(), free_udp_port(), free_udp_port(), free_udp_port())
     path = tmp_path_factory.mktemp("profile") / "transfers.toml"
     with run_bot(profile=transfer_profile(path, *ports)) as bot:
         yield TransferBot(bot, *ports)
@@ -243,3 +250,29 @@ async def test_an_unlisted_target_is_refused_and_the_call_is_announced_as_record
     assert not [k for k, _ in kinds if k in ("transfer", "bridged")], kinds
     assert any("not configured" in line for line in bot.lines[first:])
     assert row["recording_path"]
+
+
+async def test_a_refused_refer_falls_back_to_a_bridge(
+    transfer_bot: TransferBot, listener: Listener, tmp_path: Path
+) -> None:
+    tb = transfer_bot
+    bot = tb.bot
+    first = len(bot.lines)
+    uri = f"sip:desk@127.0.0.1:{tb.desk_port}"
+    voice = await asyncio.to_thread(agent_voice, 2.0, AGENT_HELLO, 1.0)
+    async with baresip_agent(
+        tb.desk_port, voice, tmp_path / "agent", timeout_s=60, user="desk"
+    ) as agent:
+        # Key 5 after the announcement and the greeting. The dialer declines every REFER.
+        result = await dial(bot.uri, dtmf=[(7.5, "5")], record_seconds=25)
+    assert result.sip_final_status == 200, result.error
+    assert [t.strip("<>") for t in result.transfer_requests] == [uri]
+    assert agent.answered, (agent.log[-2000:], transfer_lines(bot, first))
+    assert result.ended_by_remote  # the agent hung up after its hello
+    hello = (await listener.hear(last_utterance(result.received))).lower()
+    assert "customer service" in hello, hello
+    row, events = await asyncio.to_thread(call_row, bot, first)
+    kinds = [(e["kind"], e["detail"]) for e in events]
+    assert ("transfer_failed", "603 Decline; bridging") in kinds, kinds
+    assert ("bridged", f"bridge {uri}") in kinds, kinds
+    assert row["end_reason"] == "transferred"
