@@ -83,6 +83,11 @@ class WebRtcCall:
     async def transfer(self, target: str, *, timeout_s: float = 30.0) -> TransferResult:
         return TransferResult(ok=False, status=501, reason="a browser call cannot be transferred")
 
+    async def bridge(
+        self, target: str, *, timeout_s: float = 30.0, summary: bytes = b""
+    ) -> TransferResult:
+        return TransferResult(ok=False, status=501, reason="a browser call cannot be transferred")
+
     # -- media ------------------------------------------------------------------------
 
     def next_frame(self) -> bytes:

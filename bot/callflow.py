@@ -42,7 +42,7 @@ class MenuOption(BaseModel):
     intent: str | None = None
     #: A knowledge entry's answer, spoken as written.
     knowledge: str | None = None
-    #: Transfer the caller here (a SIP REFER), after ``say``.
+    #: Transfer the caller here (as its ``[[transfer_targets]]`` entry says), after ``say``.
     transfer_to: str | None = Field(None, pattern=r"^(sips?|tel):[^\s<>]+$")
     #: Start this collector (``[[collectors]]``).
     collect: str | None = None
@@ -59,6 +59,30 @@ class MenuOption(BaseModel):
             )
         if count == 0 and self.say is None:
             raise ValueError(f"menu key {self.key!r} does nothing: give it say or a target")
+        return self
+
+
+class TransferTarget(BaseModel):
+    """Where the bot may put a caller through, and how (``[[transfer_targets]]``).
+
+    - ``refer``: a SIP REFER to the caller's side (blind transfer; the bot's leg ends).
+    - ``bridge``: the bot calls the target itself and joins the two calls (for a far end
+      that does not take REFER); the bot's leg stays up, its media off.
+    - ``warm``: as ``bridge``, the agent first hearing a spoken summary of the call
+      (``handoff_summary``) while the caller hears ``transfer_hold``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    uri: str = Field(pattern=r"^(sips?|tel):[^\s<>]+$")
+    mode: Literal["refer", "bridge", "warm"] = "refer"
+    #: ``refer`` only: bridge instead when the caller's side refuses the REFER (or it
+    #: fails while the call is still up).
+    bridge_on_refer_failure: bool = False
+
+    @model_validator(mode="after")
+    def _fallback_is_for_refer(self) -> TransferTarget:
+        if self.bridge_on_refer_failure and self.mode != "refer":
+            raise ValueError(f"transfer target {self.uri!r}: bridge_on_refer_failure is for refer")
         return self
 
 
@@ -169,6 +193,10 @@ class LookupConfig(BaseModel):
     auth_header: str | None = Field(None, pattern=r"^[A-Za-z0-9-]+$")
     auth_secret: Name | None = None
     auth_prefix: str = "Bearer "
+    #: What callers ask that this lookup answers ("parcel left", "order status"): a request
+    #: no intent answered that holds every word of one of these is not given to the
+    #: language model; the collector feeding this lookup asks for the number instead.
+    purpose: list[str] = []
     #: Said as soon as the lookup starts, while it runs.
     preamble: str = Field("Let me look that up for you.", min_length=1)
     #: The result, from the fields of the JSON object returned (``{status}``).

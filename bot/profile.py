@@ -21,7 +21,14 @@ from pydantic import (
     model_validator,
 )
 
-from bot.callflow import CallLimits, CollectorConfig, LookupConfig, MenuConfig
+from bot.callflow import (
+    CallLimits,
+    CollectorConfig,
+    LookupConfig,
+    MenuConfig,
+    TransferTarget,
+    placeholders,
+)
 from bot.intents.match import normalize
 
 #: The profile a node runs when none is named.
@@ -234,6 +241,19 @@ class BotProfile(BaseModel):
     #: the apology when unset.
     transfer_failed: str | None = Field(None, min_length=1)
     transfer_timeout_s: float = Field(30.0, gt=0.0, le=300.0)
+    #: Where a caller may be put through, and how (``bot.callflow.TransferTarget``). Empty:
+    #: the targets the intents and menus name, each by REFER. A target named anywhere else
+    #: (an intent from another configuration) is refused and logged.
+    transfer_targets: list[TransferTarget] = []
+    #: Said to the caller as a bridged or warm transfer starts; heard until the calls join.
+    transfer_hold: str | None = Field(
+        "Please hold while I put you through to a colleague.", min_length=1
+    )
+    #: What the agent hears first in a warm transfer: ``{caller}`` (the caller's number or
+    #: name from the SIP address) and ``{asked}`` (the caller's last few turns, as heard).
+    handoff_summary: str = Field(
+        "Call from {caller}. The caller said: {asked}", min_length=1, max_length=300
+    )
     #: Short phrases synthesized ahead, to play while the bot works ("One moment."): one of
     #: them, in turn, when an LLM answer's first audio is not out ``filler_after_ms`` after
     #: the caller's turn ended, and another each ``filler_every_ms`` after the last one
@@ -298,6 +318,27 @@ class BotProfile(BaseModel):
             seen.add(entry.topic)
         return self
 
+    @field_validator("handoff_summary")
+    @classmethod
+    def _summary_fields(cls, value: str) -> str:
+        unknown = placeholders(value) - {"caller", "asked"}
+        if unknown:
+            raise ValueError(f"handoff_summary: unknown field(s) {sorted(unknown)}")
+        return value
+
+    @model_validator(mode="after")
+    def _targets_are_distinct(self) -> BotProfile:
+        uris = [t.uri for t in self.transfer_targets]
+        if len(uris) != len(set(uris)):
+            raise ValueError("a transfer target is listed twice")
+        return self
+
+    def transfer_target(self, uri: str) -> TransferTarget | None:
+        """How to put a caller through to ``uri``; None when it is no configured target."""
+        if self.transfer_targets:
+            return next((t for t in self.transfer_targets if t.uri == uri), None)
+        return TransferTarget(uri=uri) if uri in self.transfer_uris() else None
+
     @model_validator(mode="after")
     def _call_flows_refer_to_what_exists(self) -> BotProfile:
         intents = {i.name for i in self.intents}
@@ -323,6 +364,15 @@ class BotProfile(BaseModel):
                     raise ValueError(f"{where}: no collector {opt.collect!r}")
                 if opt.menu is not None and opt.menu not in menus:
                     raise ValueError(f"{where}: no menu {opt.menu!r}")
+        fed = {c.lookup for c in self.collectors}
+        for lk in self.lookups:
+            if lk.purpose and lk.name not in fed:
+                raise ValueError(
+                    f"lookup {lk.name!r}: a purpose needs a collector with lookup = "
+                    f"{lk.name!r} (to ask for the number)"
+                )
+            if any(not normalize(p) for p in lk.purpose):
+                raise ValueError(f"lookup {lk.name!r}: an empty purpose phrase")
         for col in self.collectors:
             for intent in col.after_intents:
                 if intent not in intents:
@@ -339,8 +389,11 @@ class BotProfile(BaseModel):
                 )
         return self
 
-    def transfer_targets(self) -> frozenset[str]:
-        """Every target the profile may transfer a caller to (intents' and menus')."""
+    def transfer_uris(self) -> frozenset[str]:
+        """Every target the profile may transfer a caller to: its ``[[transfer_targets]]``,
+        or, with none listed, the intents' and menus' own targets."""
+        if self.transfer_targets:
+            return frozenset(t.uri for t in self.transfer_targets)
         targets = {i.transfer_to for i in self.intents}
         targets |= {o.transfer_to for m in self.menus for o in m.options}
         return frozenset(t for t in targets if t is not None)

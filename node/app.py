@@ -291,7 +291,7 @@ class Node:
         """A profile's transfer target outside SWITCHBOARD_SIP__TRANSFER_TARGETS is a
         configuration mistake: said at once, not when a caller asks for it."""
         listed = set(self.settings.sip.transfer_targets)
-        for target in sorted(profile.transfer_targets() - listed if listed else ()):
+        for target in sorted(profile.transfer_uris() - listed if listed else ()):
             log.warning(
                 "transfer target %s of the profile is not in SWITCHBOARD_SIP__TRANSFER_TARGETS: "
                 "transfers to it will be refused",
@@ -478,6 +478,8 @@ def _fixed_phrases(prof: BotProfile) -> list[str]:
     fixed += [entry.answer for entry in prof.knowledge]
     if prof.transfer_failed is not None:
         fixed.append(prof.transfer_failed)
+    if prof.transfer_hold is not None:
+        fixed.append(prof.transfer_hold)
     fixed += call_flow_phrases(prof)
     return fixed
 

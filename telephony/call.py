@@ -21,11 +21,13 @@ from telephony.events import (
 from telephony.media_port import InboundSink, PcmPort, PlayoutBuffer
 
 if TYPE_CHECKING:
+    from telephony.bridge import AgentLeg
     from telephony.endpoint import _Core
 
 DTMF_IS_END = 1 << 1  # PJMEDIA_STREAM_DTMF_IS_END (pjmedia/stream.h); not exported by SWIG
 
 Transferrer = Callable[[str, float], Awaitable[TransferResult]]
+Bridger = Callable[[str, float, bytes], Awaitable[TransferResult]]
 
 
 class CallHandle:
@@ -43,6 +45,7 @@ class CallHandle:
         playout: PlayoutBuffer,
         hangup: Callable[[], Awaitable[None]],
         transfer: Transferrer | None = None,
+        bridge: Bridger | None = None,
         local_rtp_addr: str = "",
         remote_rtp_addr: str = "",
     ) -> None:
@@ -58,6 +61,7 @@ class CallHandle:
         self._playout = playout
         self._hangup = hangup
         self._transfer = transfer
+        self._bridge = bridge
         self._drained = asyncio.Event()
 
     def __repr__(self) -> str:
@@ -143,6 +147,21 @@ class CallHandle:
             return TransferResult(False, 0, "call ended")
         return await self._transfer(target, timeout_s)
 
+    async def bridge(
+        self, target: str, *, timeout_s: float = TRANSFER_TIMEOUT_S, summary: bytes = b""
+    ) -> TransferResult:
+        """Bridged transfer: call ``target`` from this endpoint and join it to this call.
+
+        Success once the agent has answered (and heard ``summary``, PCM at the call's rate,
+        if one is given) and the two calls are joined: from then on the caller and the
+        agent hear each other, this handle no longer gets the caller's audio, and what is
+        sent to it is not played. A busy, refused or unanswered agent (``timeout_s``) is a
+        failure, and the call goes on as before. See ``telephony.bridge``.
+        """
+        if self._sink.closed or self._bridge is None:
+            return TransferResult(False, 0, "call ended")
+        return await self._bridge(target, timeout_s, summary)
+
 
 class SipCall(pj.Call):  # type: ignore[misc]
     """pjsua2 call object. Every method runs on the endpoint thread."""
@@ -163,6 +182,11 @@ class SipCall(pj.Call):  # type: ignore[misc]
         self.disconnected = False
         # The pending transfer's outcome goes here (set and called on this thread).
         self.xfer_done: Callable[[TransferResult], None] | None = None
+        #: The agent's leg of a bridged transfer (``telephony.bridge``), while it is up.
+        self.leg: AgentLeg | None = None
+        self.aud_idx: int | None = None  # the audio media's index, once active
+        #: Why the call ended when this side ended it for a reason of its own.
+        self.end_note = ""
         self.rx_discard_seen = 0
         self.rx_pkt_seen = 0
         self.tx_pkt_seen = 0

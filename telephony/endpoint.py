@@ -28,7 +28,8 @@ from typing import Any, TypeVar
 
 import pjsua2 as pj
 
-from telephony.call import CallHandle, SipCall, Transferrer
+from telephony.bridge import AgentLeg, Bridges
+from telephony.call import Bridger, CallHandle, SipCall, Transferrer
 from telephony.config import EndpointConfig
 from telephony.events import CallEnded, TransferResult
 from telephony.media_port import PcmPort
@@ -152,6 +153,7 @@ class _Core:
         self.account: _Account | None = None
         self.logger: _LogHook | None = None
         self.calls: dict[int, SipCall] = {}  # pjsua call id -> live call
+        self.bridges = Bridges(self)  # the agent legs of bridged transfers
         self.graveyard: list[tuple[float, object]] = []
         self.tasks: set[asyncio.Task[None]] = set()
         self.counters = dict.fromkeys(STAT_KEYS, 0)
@@ -164,6 +166,10 @@ class _Core:
         fut: concurrent.futures.Future[T] = concurrent.futures.Future()
         self.commands.put((fn, fut))
         return fut
+
+    def graveyard_add(self, obj: object) -> None:
+        """Endpoint thread: free ``obj`` (an ended call or port) later, on this thread."""
+        self.graveyard.append((time.monotonic() + PORT_GRACE_S, obj))
 
     def call_later(self, delay_s: float, fn: Callable[[], None]) -> None:
         """Endpoint thread only: run ``fn`` on this thread after ``delay_s``."""
@@ -199,9 +205,10 @@ class _Core:
         callbacks: freed then, an ended call cut off the caller who got its id next (seen
         with calls arriving right after others ended). It waits until the id is free.
         """
-        if not isinstance(obj, SipCall):
+        if not isinstance(obj, SipCall | AgentLeg):
             return False
-        live = self.calls.get(int(obj.getId()))
+        pjsua_id = int(obj.getId())
+        live = self.calls.get(pjsua_id) or self.bridges.legs.get(pjsua_id)
         return live is not None and live is not obj
 
     @staticmethod
@@ -314,8 +321,9 @@ class _Core:
         """Hang up live calls and give the BYEs a moment to be answered."""
         for call in list(self.calls.values()):
             self._hangup(call)
+        self.bridges.hangup_all()
         deadline = time.monotonic() + 2.0
-        while self.calls and time.monotonic() < deadline:
+        while (self.calls or self.bridges.legs) and time.monotonic() < deadline:
             self.ep.libHandleEvents(POLL_MS)
         self._drain()
         for call in list(self.calls.values()):
@@ -327,6 +335,7 @@ class _Core:
         # Every pjsua2 object must be freed here, on this thread, before libDestroy: a Call
         # or port finalised later (by the GC, on another thread) aborts the process.
         self.calls.clear()
+        self.bridges.legs.clear()
         self.graveyard.clear()
         self.timers.clear()
         self.account = None
@@ -398,6 +407,10 @@ class _Core:
         if code == 200:
             call.answered = True
 
+    def hangup_call(self, call: SipCall) -> None:
+        """Endpoint thread: BYE (or a final response) on ``call``."""
+        self._hangup(call)
+
     def _hangup(self, call: SipCall) -> None:
         if call.disconnected or call.local_hangup:
             return
@@ -410,6 +423,9 @@ class _Core:
             log.warning("hangup %s: %s", call.sip_call_id, exc.info())
 
     def on_media_active(self, call: SipCall, idx: int, info: Any) -> None:
+        call.aud_idx = idx
+        if self.bridges.rewire(call):
+            return  # re-INVITE of a bridged call: its media goes to the agent
         aud = call.getAudioMedia(idx)
         if call.port is None:
             port = PcmPort(call.sink, call.playout)
@@ -431,6 +447,7 @@ class _Core:
             playout=call.playout,
             hangup=self._make_hangup(call),
             transfer=self._make_transfer(call),
+            bridge=self._make_bridge(call),
             local_rtp_addr=str(tp.localRtpName),
             remote_rtp_addr=str(si.remoteRtpAddress),
         )
@@ -501,6 +518,42 @@ class _Core:
 
         return transfer
 
+    def _make_bridge(self, call: SipCall) -> Bridger:
+        # As for hangup: the closures hold the call's ids, never the SipCall.
+        pjsua_id, sip_call_id, loop = int(call.getId()), call.sip_call_id, self.loop
+        allowed = self.config.transfer_targets
+
+        async def bridge(target: str, timeout_s: float, summary: bytes) -> TransferResult:
+            if allowed and target not in allowed:  # the last check before the INVITE
+                log.warning(
+                    "call %s: bridge to a target not in transfer_targets refused", sip_call_id
+                )
+                return TransferResult(False, 403, "transfer target not allowed")
+            done: asyncio.Future[TransferResult] = loop.create_future()
+
+            def settle(result: TransferResult) -> None:  # endpoint thread
+                loop.call_soon_threadsafe(_settle, done, result)
+
+            def on_thread() -> str | None:
+                live = self.calls.get(pjsua_id)
+                if live is None or live.sip_call_id != sip_call_id:
+                    return "call ended"
+                if live.disconnected or live.local_hangup:
+                    return "call ended"
+                return self.bridges.start(live, target, summary, timeout_s, settle)
+
+            error = await asyncio.wrap_future(self.submit(on_thread))
+            if error is not None:
+                return TransferResult(False, 0, error)
+            # The endpoint thread ends the attempt itself (no answer in timeout_s, then
+            # CANCEL); the summary may play for up to MAX_SUMMARY_S after the answer.
+            try:
+                return await asyncio.wait_for(done, timeout_s + 30.0)
+            except TimeoutError:
+                return TransferResult(False, 408, "no outcome from the agent's leg in time")
+
+        return bridge
+
     def on_transfer_status(self, call: SipCall, code: int, reason: str, final: bool) -> None:
         """pjsua reports the progress of the call's REFER (endpoint thread)."""
         log.info(
@@ -532,7 +585,7 @@ class _Core:
     def on_disconnected(self, call: SipCall, info: Any) -> None:
         code = int(info.lastStatusCode)
         if call.handle is not None:
-            reason = f"{code} {info.lastReason}".strip()
+            reason = call.end_note or f"{code} {info.lastReason}".strip()
             call.sink.put(CallEnded(reason, not call.local_hangup, time.monotonic()))
         elif not call.rejected:
             key = "calls_cancelled" if code == 487 else "calls_failed"
@@ -541,6 +594,7 @@ class _Core:
         if call.xfer_done is not None:
             done, call.xfer_done = call.xfer_done, None
             done(TransferResult(False, 0, "call ended"))
+        self.bridges.on_caller_disconnected(call)
         self._close_media(call)
         self.calls.pop(int(info.id), None)
         # pjsua2 must not see its Call object freed inside its own callback.

@@ -8,7 +8,8 @@ Worker -> parent: ``Ready``, ``CallStarted``, ``AudioFrame`` (one inbound 20 ms 
 worker's playout counters piggybacked), ``Dtmf``, ``CallStopped``, ``Stats``,
 ``TransferStatus`` (the outcome of a ``Transfer``).
 Parent -> worker: ``SendAudio``, ``ClearPlayout``, ``Hangup``, ``Transfer`` (blind transfer:
-REFER to the caller), ``Stop``.
+REFER to the caller; or a bridged one: the worker calls the agent and joins the calls),
+``Stop``.
 
 Times are offsets (``*_ago``: seconds before the message was written) except ``bridge_at`` /
 ``sent_at``, which are ``time.monotonic()`` of the sending process; on Linux that clock is
@@ -17,12 +18,13 @@ shared by every process, so they are only used to measure how long a hop took.
 
 from __future__ import annotations
 
+import base64
 import json
 import struct
 from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+from typing import Any, Literal
 
 from telephony.config import EndpointConfig
 
@@ -136,11 +138,19 @@ class Hangup:
 
 @dataclass(frozen=True, slots=True)
 class Transfer:
-    """Send the caller a REFER to ``target``; the worker answers with ``TransferStatus``."""
+    """Transfer the call to ``target``; the worker answers with ``TransferStatus``.
+
+    ``mode`` ``refer``: a REFER to the caller. ``bridge``: the worker calls ``target`` and
+    joins the two calls (``telephony.bridge``), the agent first hearing ``summary`` (PCM at
+    the call's rate; empty: none). The summary travels base64 in the JSON (20 s at 8 kHz is
+    well under ``MAX_PAYLOAD``).
+    """
 
     key: int
     target: str
     timeout_s: float
+    mode: Literal["refer", "bridge"] = "refer"
+    summary: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +254,13 @@ def encode(msg: Message) -> bytes:
     if isinstance(msg, Transfer):
         return _json_frame(
             MsgType.TRANSFER,
-            {"key": msg.key, "target": msg.target, "timeout_s": msg.timeout_s},
+            {
+                "key": msg.key,
+                "target": msg.target,
+                "timeout_s": msg.timeout_s,
+                "mode": msg.mode,
+                "summary": base64.b64encode(msg.summary).decode("ascii"),
+            },
         )
     if isinstance(msg, TransferStatus):
         return _json_frame(
@@ -341,7 +357,11 @@ def decode(kind: int, payload: bytes) -> Message:
             return Stats({str(k): int(v) for k, v in _json(payload).items()})
         if kind == MsgType.TRANSFER:
             d = _json(payload)
-            return Transfer(int(d["key"]), str(d["target"]), float(d["timeout_s"]))
+            mode = d.get("mode", "refer")
+            if mode not in ("refer", "bridge"):
+                raise ValueError(f"unknown transfer mode {mode!r}")
+            summary = base64.b64decode(str(d.get("summary", "")), validate=True)
+            return Transfer(int(d["key"]), str(d["target"]), float(d["timeout_s"]), mode, summary)
         if kind == MsgType.TRANSFER_STATUS:
             d = _json(payload)
             return TransferStatus(int(d["key"]), bool(d["ok"]), int(d["status"]), str(d["reason"]))

@@ -148,6 +148,8 @@ class PcmPort(pj.AudioMediaPort):  # type: ignore[misc]
         self.silent_out = 0
         self.closed = False  # set when the call ends; callbacks become no-ops
         self.muted = False  # inbound audio replaced by silence (RTP from a foreign source)
+        #: The call is bridged to an agent (``telephony.bridge``): nothing in, nothing out.
+        self.bridged = False
         self.frames_muted = 0
 
     def create(self, name: str, sample_rate: int) -> None:
@@ -161,7 +163,7 @@ class PcmPort(pj.AudioMediaPort):  # type: ignore[misc]
         self.createPort(name, fmt)
 
     def onFrameReceived(self, frame: Any) -> None:
-        if self.closed:
+        if self.closed or self.bridged:
             return
         if self.muted:
             pcm = self._silence
@@ -174,7 +176,7 @@ class PcmPort(pj.AudioMediaPort):  # type: ignore[misc]
         self._sink.put(AudioIn(pcm, time.monotonic()))
 
     def onFrameRequested(self, frame: Any) -> None:
-        pcm = None if self.closed else self._playout.pop()
+        pcm = None if self.closed or self.bridged else self._playout.pop()
         if pcm is None:
             pcm = self._silence
             self.silent_out += 1

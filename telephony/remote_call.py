@@ -31,6 +31,8 @@ from telephony.ipc import AudioFrame
 MAX_QUEUED_EVENTS = 3000  # 60 s of audio not consumed; older frames are dropped beyond that
 #: Beyond the transfer's own timeout (applied in the worker), how long to wait for its reply.
 TRANSFER_REPLY_GRACE_S = 5.0
+#: The same for a bridged transfer, whose summary plays after the agent answered.
+BRIDGE_REPLY_S = 35.0
 
 
 class CallLink(Protocol):
@@ -43,6 +45,8 @@ class CallLink(Protocol):
     def hangup(self, key: int) -> None: ...
 
     def transfer(self, key: int, target: str, timeout_s: float) -> None: ...
+
+    def bridge(self, key: int, target: str, timeout_s: float, summary: bytes) -> None: ...
 
 
 class RemoteCall:
@@ -169,8 +173,28 @@ class RemoteCall:
         done: asyncio.Future[TransferResult] = asyncio.get_running_loop().create_future()
         self._transfer = done
         self._link.transfer(self.key, target, timeout_s)
+        return await self._outcome(done, timeout_s + TRANSFER_REPLY_GRACE_S)
+
+    async def bridge(
+        self, target: str, *, timeout_s: float = TRANSFER_TIMEOUT_S, summary: bytes = b""
+    ) -> TransferResult:
+        """Bridged transfer: the worker calls ``target`` and joins it to this call
+        (``CallHandle.bridge``); returns its outcome. Once joined, no more caller audio
+        comes here."""
+        if self._ended:
+            return TransferResult(False, 0, "call ended")
+        if self._transfer is not None and not self._transfer.done():
+            return TransferResult(False, 0, "a transfer is already under way")
+        done: asyncio.Future[TransferResult] = asyncio.get_running_loop().create_future()
+        self._transfer = done
+        self._link.bridge(self.key, target, timeout_s, summary)
+        # The agent's answer, then up to 20 s of summary: BRIDGE_REPLY_S beyond the timeout.
+        return await self._outcome(done, timeout_s + BRIDGE_REPLY_S)
+
+    @staticmethod
+    async def _outcome(done: asyncio.Future[TransferResult], wait_s: float) -> TransferResult:
         try:
-            return await asyncio.wait_for(done, timeout_s + TRANSFER_REPLY_GRACE_S)
+            return await asyncio.wait_for(done, wait_s)
         except TimeoutError:
             return TransferResult(False, 408, "no transfer status from the worker")
 

@@ -118,6 +118,9 @@ class _WorkerLink(asyncio.Protocol):
     def transfer(self, key: int, target: str, timeout_s: float) -> None:
         self._write(encode(Transfer(key, target, timeout_s)))
 
+    def bridge(self, key: int, target: str, timeout_s: float, summary: bytes) -> None:
+        self._write(encode(Transfer(key, target, timeout_s, "bridge", summary)))
+
     def stop(self) -> None:
         self._write(encode(Stop()))
 

@@ -29,7 +29,7 @@ import pjsua2 as pj
 from telephony.call import CallHandle
 from telephony.config import EndpointConfig
 from telephony.endpoint import EndpointError, SipEndpoint
-from telephony.events import AudioIn, DtmfIn
+from telephony.events import AudioIn, DtmfIn, TransferResult
 from telephony.ipc import (
     CallStarted,
     CallStopped,
@@ -215,12 +215,21 @@ class EndpointWorker:
             self.request_stop()
 
     async def _transfer(self, msg: Transfer) -> None:
-        """Run the call's blind transfer and report its outcome, whatever it is."""
+        """Run the call's transfer (REFER or bridge) and report its outcome, whatever it is."""
         st = self.calls.get(msg.key)
         if st is None:
             self.write(encode(TransferStatus(msg.key, False, 0, "call ended")))
             return
-        result = await st.handle.transfer(msg.target, timeout_s=msg.timeout_s)
+        try:
+            if msg.mode == "bridge":
+                result = await st.handle.bridge(
+                    msg.target, timeout_s=msg.timeout_s, summary=msg.summary
+                )
+            else:
+                result = await st.handle.transfer(msg.target, timeout_s=msg.timeout_s)
+        except Exception as exc:  # reported, never left to the parent's timeout
+            log.exception("transfer of call %d failed", msg.key)
+            result = TransferResult(False, 0, f"transfer failed in the worker: {exc}")
         self.write(encode(TransferStatus(msg.key, result.ok, result.status, result.reason)))
 
     # worker -> parent ------------------------------------------------------------------

@@ -13,8 +13,9 @@ from bot.calllog.models import CallEvent, TurnRow
 
 log = logging.getLogger(__name__)
 
-#: Events whose detail is what the caller entered (a DTMF digit may belong to a PIN).
-PERSONAL_EVENTS = ("dtmf",)
+#: Events whose detail is personal data: keys pressed (PINs), and the warm handoff's summary
+#: (the caller's number and words).
+PERSONAL_EVENTS = ("dtmf", "handoff_summary")
 
 
 @dataclass(frozen=True)

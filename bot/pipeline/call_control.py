@@ -7,11 +7,13 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
+from bot.callflow import TransferTarget
 from bot.calllog.calllog import CallLog
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.frames import CallAction, DataFrame, PlayAudio
 from bot.pipeline.processor import Processor
 from bot.profile import BotProfile
+from telephony.events import TransferResult
 
 log = logging.getLogger(__name__)
 
@@ -19,13 +21,24 @@ log = logging.getLogger(__name__)
 #: jitter buffer still holds the last syllable.
 TAIL_S = 0.3
 
-Say = Callable[[PlayAudio], Awaitable[None]]
+Say = Callable[[DataFrame], Awaitable[None]]
+#: The warm handoff's summary for the agent: PCM at the call's rate (empty: none).
+Summarize = Callable[[], Awaitable[bytes]]
 
 
-def allowed_targets(profile: BotProfile, operator: frozenset[str] | None) -> frozenset[str]:
-    """Where a call may be transferred: the profile's targets, within the operator's list."""
-    targets = profile.transfer_targets()
-    return targets if not operator else targets & operator
+def configured_targets(
+    profile: BotProfile, operator: frozenset[str] | None
+) -> Callable[[str], TransferTarget | None]:
+    """Where a call may be transferred, and how: the profile's targets
+    (``BotProfile.transfer_target``), narrowed to the operator's list
+    (``SWITCHBOARD_SIP__TRANSFER_TARGETS``) when one is set."""
+
+    def lookup(uri: str) -> TransferTarget | None:
+        if operator and uri not in operator:
+            return None
+        return profile.transfer_target(uri)
+
+    return lookup
 
 
 class CallControl(Processor):
@@ -37,15 +50,15 @@ class CallControl(Processor):
     it during the short tail here).
 
     - ``hangup``: BYE; the call ends as ``bot_hangup``.
-    - ``transfer``: REFER to the target (a ``transfer`` event in the call log). Success
-      ends the bot's leg (``transferred``); a refused or unanswered REFER makes the bot
-      say ``failed`` and the conversation goes on (a ``transfer_failed`` event). The
-      transfer runs on its own task: a barge-in after the REFER has gone does not undo it.
-
-    A transfer target is checked here, just before the REFER: one outside
-    ``allowed_targets`` (a shared cache entry rewritten by someone, a configuration
-    mistake) is not sent; the call gets a ``transfer_refused`` event, a warning, and the
-    ``failed`` prompt, and goes on. ``None`` allows any target (unit tests).
+    - ``transfer``: only to a configured target (``targets``; any other is refused: a
+      ``transfer_refused`` event and ``failed`` said), in the target's mode:
+      ``refer`` (a REFER; success ends the bot's leg, ``transferred``), ``bridge`` (the
+      worker calls the target and joins the calls; the bot's leg stays up with its media
+      off until either side hangs up) or ``warm`` (``bridge``, the agent first hearing a
+      spoken summary). Each attempt is a ``transfer`` event; a failed one a
+      ``transfer_failed`` event, then ``failed`` is said and the conversation goes on. A
+      refused REFER falls back to a bridge where the target says so. The transfer runs on
+      its own task: a barge-in after it has started does not undo it.
     """
 
     name = "call-control"
@@ -57,40 +70,54 @@ class CallControl(Processor):
         say: Say,
         failed: PlayAudio,
         transfer_timeout_s: float,
+        targets: Callable[[str], TransferTarget | None],
+        hold: DataFrame | None = None,
+        summarize: Summarize | None = None,
+        on_bridged: Callable[[], Awaitable[None]] | None = None,
         call_log: CallLog | None = None,
         tail_s: float = TAIL_S,
         enabled: bool = True,
-        allowed_targets: frozenset[str] | None = None,
     ) -> None:
         super().__init__()
-        self.allowed_targets = allowed_targets
-        #: Transfers not sent because their target is not allowed.
-        self.refused = 0
         #: False: an action is recorded (``action_skipped``) and not carried out.
         self.enabled = enabled
         self._call = call
         self._say = say
         self._failed = failed
         self._timeout_s = transfer_timeout_s
+        self._targets = targets
+        self._hold = hold
+        self._summarize = summarize
+        self._on_bridged = on_bridged
         self._call_log = call_log
         self._tail_s = tail_s
         self._ended_by: str | None = None
         self._transfer: asyncio.Task[None] | None = None
+        self._bridging = False
+        #: The caller is with an agent on a bridged call: the bot is out of it.
+        self.bridged = False
 
     @property
     def transferring(self) -> bool:
-        """True while a REFER is out and its outcome unknown."""
+        """True while a transfer is under way and its outcome unknown."""
         return self._transfer is not None and not self._transfer.done()
+
+    @property
+    def holding(self) -> bool:
+        """True while a bridged transfer is being set up or is up: the caller is on hold
+        or with the agent, and what they say is not for the bot."""
+        return self._bridging or self.bridged
 
     def end_reason(self, reason: str) -> str:
         """Why the call ended, given the telephony's ``reason``: the bot's own doing first.
 
-        A call that ends while a transfer is under way counts as ``transferred``: the
-        caller's phone usually ends the bot's leg itself once it has reached the target.
+        A call that ends while a transfer is under way, or once bridged to an agent, counts
+        as ``transferred``: the caller's phone usually ends the bot's leg itself once it
+        has reached a REFER's target.
         """
         if self._ended_by is not None:
             return self._ended_by
-        return "transferred" if self.transferring else reason
+        return "transferred" if self.transferring or self.bridged else reason
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, CallAction):
@@ -98,14 +125,13 @@ class CallControl(Processor):
         await asyncio.sleep(self._tail_s)
         if not self.enabled:
             log.info("call %s: %s skipped (actions are off)", self._call.call_id, frame.action)
-            if self._call_log is not None:
-                self._call_log.event(self._call.call_id, "action_skipped", frame.action)
+            self._event("action_skipped", frame.action)
             return
         if frame.action == "hangup":
             log.info("call %s: hanging up after turn %d", self._call.call_id, frame.turn.index)
             self._ended_by = frame.reason or "bot_hangup"
             await self._call.hangup()
-        elif frame.target is not None and not self.transferring:
+        elif frame.target is not None and not self.transferring and not self.bridged:
             self._transfer = asyncio.create_task(
                 self._run_transfer(frame.target), name=f"transfer-{self._call.call_id}"
             )
@@ -118,29 +144,60 @@ class CallControl(Processor):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    def _event(self, kind: str, detail: str) -> None:
+        if self._call_log is not None:
+            self._call_log.event(self._call.call_id, kind, detail)
+
     async def _run_transfer(self, target: str) -> None:
         call_id = self._call.call_id
-        if self.allowed_targets is not None and target not in self.allowed_targets:
-            self.refused += 1
-            log.warning(
-                "call %s: transfer refused: target %r is not among the allowed targets",
-                call_id,
-                target,
-            )
-            if self._call_log is not None:
-                self._call_log.event(call_id, "transfer_refused", target)
+        spec = self._targets(target)
+        if spec is None:
+            log.warning("call %s: transfer to a target not configured, refused", call_id)
+            self._event("transfer_refused", target)
             await self._say(self._failed)
             return
-        log.info("call %s: transferring", call_id)
-        if self._call_log is not None:
-            self._call_log.event(call_id, "transfer", target)
-        result = await self._call.transfer(target, timeout_s=self._timeout_s)
-        if result.ok:
-            log.info("call %s: transfer accepted (%d %s)", call_id, result.status, result.reason)
-            self._ended_by = "transferred"
-            await self._call.hangup()
-            return
-        log.warning("call %s: transfer failed: %d %s", call_id, result.status, result.reason)
-        if self._call_log is not None:
-            self._call_log.event(call_id, "transfer_failed", f"{result.status} {result.reason}")
+        log.info("call %s: transferring (%s)", call_id, spec.mode)
+        self._event("transfer", target)
+        if spec.mode == "refer":
+            result = await self._call.transfer(target, timeout_s=self._timeout_s)
+            if result.ok:
+                log.info(
+                    "call %s: transfer accepted (%d %s)", call_id, result.status, result.reason
+                )
+                self._ended_by = "transferred"
+                await self._call.hangup()
+                return
+            if not spec.bridge_on_refer_failure or result.reason == "call ended":
+                await self._failure(result)
+                return
+            log.info("call %s: REFER failed (%d), bridging instead", call_id, result.status)
+            self._event("transfer_failed", f"{result.status} {result.reason}; bridging")
+        await self._bridge(target, mode="warm" if spec.mode == "warm" else "bridge")
+
+    async def _bridge(self, target: str, *, mode: str) -> None:
+        call_id = self._call.call_id
+        self._bridging = True
+        try:
+            if self._hold is not None:
+                await self._say(self._hold)
+            summary = b""
+            if mode == "warm" and self._summarize is not None:
+                summary = await self._summarize()
+            result = await self._call.bridge(target, timeout_s=self._timeout_s, summary=summary)
+            if result.ok:
+                log.info("call %s: bridged to the agent", call_id)
+                self.bridged = True
+                self._event("bridged", f"{mode} {target}")
+                if self._on_bridged is not None:
+                    await self._on_bridged()
+                return
+        finally:
+            self._bridging = False
+        await self._failure(result)
+
+    async def _failure(self, result: TransferResult) -> None:
+        log.warning(
+            "call %s: transfer failed: %d %s", self._call.call_id, result.status, result.reason
+        )
+        self._event("transfer_failed", f"{result.status} {result.reason}")
         await self._say(self._failed)

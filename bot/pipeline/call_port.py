@@ -35,3 +35,11 @@ class CallPort(Protocol):
     async def transfer(self, target: str, *, timeout_s: float = ...) -> TransferResult:
         """Blind transfer (SIP REFER to ``target``); the outcome, the call still up."""
         ...
+
+    async def bridge(
+        self, target: str, *, timeout_s: float = ..., summary: bytes = ...
+    ) -> TransferResult:
+        """Bridged transfer: call ``target`` and join it to this call, the agent first
+        hearing ``summary`` (PCM at the call's rate); the outcome. Once joined, the bot
+        gets no more of the caller's audio."""
+        ...

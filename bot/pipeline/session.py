@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 
 from bot.answers.guard import Refusal
@@ -12,7 +13,7 @@ from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
 from bot.pipeline.answer_guard import AnswerGuard
-from bot.pipeline.call_control import CallControl, allowed_targets
+from bot.pipeline.call_control import CallControl, configured_targets
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.calllog_tap import EventTap
@@ -20,6 +21,7 @@ from bot.pipeline.collect_trigger import CollectTrigger
 from bot.pipeline.digit_collector import MASK, DigitCollector
 from bot.pipeline.frames import CallerAudio, CallFinished, DataFrame, Dtmf, PlayAudio, Speak
 from bot.pipeline.keypad_menu import KeypadMenu
+from bot.pipeline.lookup_ask import LookupAsk
 from bot.pipeline.lookup_runner import LookupRunner
 from bot.pipeline.processor import Processor
 from bot.pipeline.prompts import PromptAudio
@@ -36,6 +38,24 @@ from serve import ModelSet
 from telephony.events import AudioIn, CallEnded, DtmfIn
 
 log = logging.getLogger(__name__)
+
+#: The caller's turns a warm handoff's summary repeats (the last ones).
+SUMMARY_TURNS = 3
+
+
+def handoff_summary(template: str, remote_uri: str, heard: list[str]) -> str:
+    """``template`` filled with who called (the SIP address's user part, or "an unknown
+    number") and the caller's last ``SUMMARY_TURNS`` turns, as transcribed."""
+    match = re.search(r"sips?:([^@;>]+)@", remote_uri)
+    user = match.group(1) if match else ""
+    digits = user.removeprefix("+")
+    if digits.isdigit():  # a number is read digit by digit
+        caller = ("plus " if user.startswith("+") else "") + " ".join(digits)
+    else:
+        caller = user or "an unknown number"
+    turns = [t.strip().rstrip(".?!") for t in heard[-SUMMARY_TURNS:] if t.strip()]
+    asked = ". ".join(turns) + "." if turns else "nothing yet."
+    return template.format(caller=caller, asked=asked)
 
 
 class CallSession:
@@ -72,6 +92,10 @@ class CallSession:
         self._profile = profile
         self._prompts = prompts
         self._recording = recording
+        self._tts = models.tts
+        self._timer: CallTimer | None = None
+        #: What the caller said, turn by turn (the warm handoff's summary is made of it).
+        self._heard: list[str] = []
         rate = call.sample_rate
         apology = prompts.get(profile.apology)
         self.speaker = Speaker(
@@ -79,7 +103,7 @@ class CallSession:
             call,
             sample_rate=rate,
             apology_pcm=apology,
-            on_turn=on_turn,
+            on_turn=self._turn_sink(on_turn),
             fillers=[(text, prompts.get(text)) for text in profile.fillers],
             filler_after_s=profile.filler_after_ms / 1000.0,
             filler_every_s=profile.filler_every_ms / 1000.0,
@@ -120,6 +144,7 @@ class CallSession:
             )
             first = first.link(timer)
             self._processors.append(timer)
+            self._timer = timer
         last: Processor = first.link(self.transcriber)
         self._processors.append(self.transcriber)
         # The keypad and collected numbers first: a number being asked for is not a question.
@@ -154,15 +179,25 @@ class CallSession:
                 last = last.link(CollectTrigger(profile.collectors, self.collector.begin))
                 self._processors.append(last)
         failed = profile.transfer_failed or profile.apology
+        hold = profile.transfer_hold
         self.control = CallControl(
             call,
             say=self.speaker.put,
             failed=PlayAudio(turn=None, pcm=prompts.get(failed), text=failed),
             transfer_timeout_s=profile.transfer_timeout_s,
+            targets=configured_targets(profile, transfer_targets),
+            hold=None if hold is None else self._say(None, hold),
+            summarize=self._handoff_summary,
+            on_bridged=self._bridged,
             call_log=call_log,
             enabled=call_actions,
-            allowed_targets=allowed_targets(profile, transfer_targets),
         )
+        if any(lk.purpose for lk in profile.lookups):  # the lookup, not the model, answers
+            asker = LookupAsk(
+                profile.lookups, profile.collectors, self.collector.begin, on_event=self._event
+            )
+            last = last.link(asker)
+            self._processors.append(asker)
         last.link(self.responder).link(self.guard).link(self.speaker).link(self.control)
         self._processors += [self.responder, self.guard, self.speaker, self.control]
 
@@ -186,7 +221,42 @@ class CallSession:
             self._call_log.event(self.call.call_id, "filler", text, at)
 
     def _bot_speaking(self) -> bool:
+        # On hold for a bridged transfer, or with the agent: the call is not quiet.
+        if self.control.holding:
+            return True
         return self.responder.busy or self.speaker.busy or self.call.queued_frames > 0
+
+    def _turn_sink(self, on_turn: TurnSink) -> TurnSink:
+        def sink(turn: Turn) -> None:
+            if turn.transcript and turn.transcript != MASK and turn.route != "keypad":
+                self._heard.append(turn.transcript)
+            on_turn(turn)
+
+        return sink
+
+    def summary_text(self) -> str:
+        """The warm handoff's words: who called and what they said (last turns first cut)."""
+        return handoff_summary(self._profile.handoff_summary, self.call.remote_uri, self._heard)
+
+    async def _handoff_summary(self) -> bytes:
+        """The summary, synthesized for the agent; empty (a plain bridge) if that fails."""
+        text = self.summary_text()
+        try:
+            chunks = [
+                c async for c in self._tts.synthesize(text, sample_rate=self.call.sample_rate)
+            ]
+        except Exception as exc:  # the caller is still put through, without the summary
+            log.warning("call %s: handoff summary not synthesized: %s", self.call.call_id, exc)
+            self._event("summary_failed", type(exc).__name__)
+            return b""
+        self._event("handoff_summary", text)
+        return b"".join(chunks)
+
+    async def _bridged(self) -> None:
+        """The caller is with the agent: the bot leaves the call's clocks and audio."""
+        if self._timer is not None:
+            await self._timer.stop()  # no silence prompt, no longest-call limit now
+        self.call.clear_playout()
 
     async def run(self) -> None:
         """Greet the caller, then converse until the call ends."""
@@ -212,6 +282,8 @@ class CallSession:
         reason = "ended"
         try:
             async for event in self.call.receive():
+                if isinstance(event, AudioIn | DtmfIn) and self.control.holding:
+                    continue  # on hold for, or with, an agent: not for the bot
                 if isinstance(event, AudioIn):
                     await self.turn_detector.put(CallerAudio(pcm=event.pcm, at=event.at))
                 elif isinstance(event, DtmfIn):
@@ -225,6 +297,9 @@ class CallSession:
                     await self.turn_detector.put(Dtmf(digit=event.digit, at=event.at))
                 elif isinstance(event, CallEnded):
                     reason = event.reason
+                    if self.control.bridged:
+                        who = "agent" if reason == "agent hung up" else "caller"
+                        self._event("bridge_ended", f"{who} hung up")
                     break
         finally:
             reason = self.control.end_reason(reason)  # before CallFinished stops the control

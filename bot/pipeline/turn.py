@@ -23,7 +23,8 @@ STAGES = (
 
 #: ``confirm``: the bot asked whether the caller meant an intent it was not sure of;
 #: ``confirmed``: the caller said yes, and the intent's answer played; ``keypad``: a menu
-#: key or a number keyed in; ``lookup``: a business lookup's answer.
+#: key or a number keyed in; ``lookup``: a business lookup's answer; ``ask``: a request
+#: for what a lookup is for, answered by asking for the lookup's number (not the model).
 Route = Literal[
     "exact",
     "semantic",
@@ -34,6 +35,7 @@ Route = Literal[
     "fallback",
     "keypad",
     "lookup",
+    "ask",
     "none",
 ]
 #: Why the turn ended: enough silence, a speculative pass found a whole request, too long.

@@ -106,3 +106,10 @@ class RecordedCall:
 
     async def transfer(self, target: str, *, timeout_s: float = 30.0) -> TransferResult:
         return await self._call.transfer(target, timeout_s=timeout_s)
+
+    async def bridge(
+        self, target: str, *, timeout_s: float = 30.0, summary: bytes = b""
+    ) -> TransferResult:
+        # What the caller and the agent say to each other once joined is not recorded: the
+        # recording holds the bot's part of the call.
+        return await self._call.bridge(target, timeout_s=timeout_s, summary=summary)

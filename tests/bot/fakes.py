@@ -129,7 +129,10 @@ class MemoryCall:
     sample_rate = RATE
 
     def __init__(
-        self, call_id: str = "call-1", transfer_result: TransferResult | None = None
+        self,
+        call_id: str = "call-1",
+        transfer_result: TransferResult | None = None,
+        bridge_result: TransferResult | None = None,
     ) -> None:
         self.call_id = call_id
         self.sent = bytearray()
@@ -141,6 +144,9 @@ class MemoryCall:
         #: (target, timeout_s, frames still queued when the REFER went out) per transfer.
         self.transfers: list[tuple[str, float, int]] = []
         self.transfer_result = transfer_result or TransferResult(True, 200, "OK")
+        #: (target, timeout_s, summary) per bridged transfer.
+        self.bridges: list[tuple[str, float, bytes]] = []
+        self.bridge_result = bridge_result or TransferResult(True, 200, "bridged")
 
     @property
     def queued_frames(self) -> int:
@@ -170,6 +176,13 @@ class MemoryCall:
         self.transfers.append((target, timeout_s, len(self._queue)))
         await asyncio.sleep(0.05)  # the REFER and its NOTIFY
         return self.transfer_result
+
+    async def bridge(
+        self, target: str, *, timeout_s: float = 30.0, summary: bytes = b""
+    ) -> TransferResult:
+        self.bridges.append((target, timeout_s, summary))
+        await asyncio.sleep(0.05)  # the agent's INVITE and answer
+        return self.bridge_result
 
     async def receive(self) -> AsyncIterator[InboundEvent]:
         while True:

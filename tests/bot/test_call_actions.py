@@ -135,6 +135,7 @@ async def start(
     *,
     llm: ScriptedLLM | None = None,
     transfer_result: TransferResult | None = None,
+    bridge_result: TransferResult | None = None,
     profile: BotProfile = PROFILE,
     call_actions: bool = True,
     cache_intents: list[IntentConfig] | None = None,
@@ -151,9 +152,13 @@ async def start(
     assert profile.transfer_failed is not None
     for text in (profile.greeting, profile.apology, profile.transfer_failed, *profile.fillers):
         await prompts.add(tts, text)
+    if profile.transfer_hold is not None:
+        await prompts.add(tts, profile.transfer_hold)
     cache = IntentCache(MemoryStore(), embedder, tts, voice="tone")
     await cache.publish(cache_intents or profile.intents, profile.intent_matching)
     call = LoggedCall(transfer_result)
+    if bridge_result is not None:
+        call.bridge_result = bridge_result
     turns: list[Turn] = []
 
     def on_turn(turn: Turn) -> None:

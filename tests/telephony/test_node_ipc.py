@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import struct
 
 import pytest
@@ -50,6 +51,7 @@ MESSAGES: list[Message] = [
     ClearPlayout(7),
     Hangup(7),
     Transfer(7, "sip:agents@127.0.0.1:5070", 30.0),
+    Transfer(7, "sip:agents@127.0.0.1:5070", 20.0, "bridge", PCM * 50),
     TransferStatus(7, False, 603, "Decline"),
     Stop(),
 ]
@@ -94,6 +96,17 @@ def test_broken_frames_raise_ipc_error(frame: bytes, error: str) -> None:
         FrameDecoder().feed(frame)
 
 
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [({"mode": "conference"}, "unknown transfer mode"), ({"summary": "not base64!"}, "bad")],
+)
+def test_a_bad_transfer_is_refused(fields: dict[str, str], error: str) -> None:
+    body = {"key": 7, "target": "sip:a@b", "timeout_s": 5.0, **fields}
+    payload = json.dumps(body).encode()
+    with pytest.raises(IpcError, match=error):
+        FrameDecoder().feed(HEADER.pack(len(payload), MsgType.TRANSFER) + payload)
+
+
 def test_hop_times_summary() -> None:
     hops = HopTimes(keep=100)
     assert hops.summary("x") == {"x_p50_us": 0, "x_p99_us": 0, "x_max_us": 0}
@@ -128,6 +141,9 @@ class FakeLink:
         self.hangups += 1
 
     def transfer(self, key: int, target: str, timeout_s: float) -> None:
+        self.transfers.append((key, target, timeout_s))
+
+    def bridge(self, key: int, target: str, timeout_s: float, summary: bytes) -> None:
         self.transfers.append((key, target, timeout_s))
 
 
