@@ -26,6 +26,8 @@ from serve.llm import ChatMessage
 from serve.registry import ModelSpec
 from serve.scale import cluster
 from serve.scale.client import RayASR, RayEmbedder, RayLLM, RayTTS
+from serve.scale.load import load_board
+from serve.scale.policy import CALL_QUEUE_DEPTH, CALLS_IN_FLIGHT
 from serve.scale.settings import DeploymentSettings, TierSettings
 from testkit.botproc import run_bot
 from testkit.voices import speak, write_wav
@@ -186,3 +188,69 @@ def test_calls_through_the_tier_scale_it_and_outlive_a_replica(
         while llm_replicas(tier) != 1 or len(cluster.replica_actor_names(tier, "llm")) != 1:
             assert time.monotonic() < deadline, f"still {llm_replicas(tier)} LLM replicas"
             time.sleep(1)
+
+
+def test_callers_waiting_in_the_call_queue_scale_the_tier(
+    tier: TierSettings, tmp_path: Path
+) -> None:
+    """One conversation at a time: a second caller waits in line, and the queue depth the
+    node reports, not calls in flight (never above 1 here), takes the LLM to 2 replicas;
+    back to 1 once the line has drained."""
+    deadline = time.monotonic() + 60
+    while llm_replicas(tier) != 1:  # after the test before: back to one replica
+        assert time.monotonic() < deadline, f"still {llm_replicas(tier)} LLM replicas"
+        time.sleep(1)
+    board = load_board(tier)
+    env = {
+        "SWITCHBOARD_TIER__BACKEND": "ray",
+        "SWITCHBOARD_TIER__ADDRESS": ray.get_runtime_context().gcs_address,
+        "SWITCHBOARD_TIER__DEPLOY": "false",
+        "SWITCHBOARD_TIER__REPORT_EVERY_S": "0.5",
+        "SWITCHBOARD_CALL_ACTIONS": "false",
+        "SWITCHBOARD_QUEUE__MAX_ACTIVE": "1",
+        "SWITCHBOARD_QUEUE__MAX_WAITING": "2",
+    }
+    first = tmp_path / "first.wav"  # a short call: the greeting, one question, goodbye
+    write_wav(
+        first,
+        bytes(int(4.5 * RATE) * 2) + speak("Hello, how are you today?") + bytes(14 * RATE * 2),
+    )
+    second = tmp_path / "second.wav"  # waits in line, then talks to the bot
+    write_wav(second, bytes(40 * RATE * 2))
+    with run_bot(env=env, timeout_s=240) as bot:
+        samples: list[tuple[int, float, float]] = []  # (replicas, in flight, queued)
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                totals = ray.get(board.totals.remote(TIER.report_stale_s), timeout=10)
+                samples.append(
+                    (llm_replicas(tier), totals[CALLS_IN_FLIGHT], totals[CALL_QUEUE_DEPTH])
+                )
+                time.sleep(0.5)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        with ThreadPoolExecutor(2) as pool:
+            one = pool.submit(baresip_call, bot.uri, first, tmp_path / "b1", 60)
+            time.sleep(3.0)  # the first caller holds the one conversation slot
+            two = pool.submit(baresip_call, bot.uri, second, tmp_path / "b2", 60)
+            calls = [one.result(timeout=120), two.result(timeout=120)]
+        deadline = time.monotonic() + 60
+        while llm_replicas(tier) != 1:
+            assert time.monotonic() < deadline, f"still {llm_replicas(tier)} LLM replicas"
+            time.sleep(1)
+        done.set()
+        watcher.join(timeout=15)
+
+        assert any("queued at position 1" in line for line in bot.lines), bot.lines[-20:]
+        assert any("dequeued after" in line for line in bot.lines), bot.lines[-20:]
+        assert max(s[1] for s in samples) <= 1, samples  # one conversation at a time
+        assert max(s[2] for s in samples) >= 1, samples  # the node reported its line
+        assert max(s[0] for s in samples) == 2, f"no second LLM replica: {samples}"
+        # The second replica came while a caller was waiting (a sample at 2 replicas taken
+        # within the policy's look-back of one with a queued caller).
+        assert any(s[2] >= 1 for s in samples[: [s[0] for s in samples].index(2) + 1])
+        assert samples[-1][0] == 1
+        for call in calls:
+            assert voiced_frames(call.received).sum() * FRAME_MS > 3000  # each heard the bot
