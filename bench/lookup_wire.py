@@ -16,7 +16,7 @@ Both are read at the caller's media port (the dialer's, after its jitter buffer:
 one 20 ms clock for what it sent and heard). Each turn's route is checked in the bot's
 turn log (``lookup``; ``exact`` or ``semantic``); a turn on another route is not counted.
 
-    flock /tmp/bench.lock .venv/bin/python -m bench.lookup_wire --calls 8
+    .venv/bin/python -m bench.lookup_wire --calls 8
 """
 
 from __future__ import annotations
