@@ -156,8 +156,9 @@ class Node:
         self._load_reporter = LoadReporter(
             tier,
             node_name(self.settings),
-            calls_in_flight=lambda: len(self._sessions),
-            call_queue_depth=lambda: self.lobby.queue.waiting if self.lobby is not None else 0,
+            # Conversations: a caller waiting in line counts once, in the queue depth.
+            calls_in_flight=lambda: len(self._sessions) - self._waiting(),
+            call_queue_depth=self._waiting,
         )
         models: ModelSet = self.tier.models
         return models
@@ -211,6 +212,10 @@ class Node:
             return None
         self.webrtc = WebRtcCalls(self._on_call, sample_rate=SAMPLE_RATE)
         return self.webrtc
+
+    def _waiting(self) -> int:
+        """Callers waiting in the call queue (0 without one)."""
+        return self.lobby.queue.waiting if self.lobby is not None else 0
 
     def _queue_metrics(self) -> dict[str, int]:
         if self.lobby is None:

@@ -1,6 +1,6 @@
 """The model tier on a real local Ray Serve: models through handles, a bot node calling them
-during real SIP calls, the call-queue policy scaling the LLM up and down, a replica killed
-during the calls.
+during real SIP calls, the call-queue policy scaling the LLM up while a caller waits in the
+node's call queue and down once the line drains, a replica killed during the calls.
 
 Slow (a Ray of its own, four model deployments, two calls of ~45 s; about 3 minutes on
 2 shared cores) but bounded, and part of the default run. Ray is started by the module's
@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,6 +27,8 @@ from serve.llm import ChatMessage
 from serve.registry import ModelSpec
 from serve.scale import cluster
 from serve.scale.client import RayASR, RayEmbedder, RayLLM, RayTTS
+from serve.scale.load import BOARD_NAME
+from serve.scale.policy import CALL_QUEUE_DEPTH
 from serve.scale.settings import DeploymentSettings, TierSettings
 from testkit.botproc import run_bot
 from testkit.voices import speak, write_wav
@@ -35,7 +38,8 @@ from tests.support.baresip import BaresipCall, baresip_call
 pytestmark = [pytest.mark.sip, pytest.mark.models, pytest.mark.slow]
 
 RATE = 8000
-#: The LLM deployment: one replica per call in flight, two at most; the others stay at one.
+#: The LLM deployment: one replica per two calls (in flight or waiting), two at most; the
+#: others stay at one. Two conversations alone need one: a caller in line tips it to two.
 SINGLE = DeploymentSettings(min_replicas=1, max_replicas=1, calls_per_replica=100)
 TIER = TierSettings(
     backend="ray",
@@ -49,7 +53,7 @@ TIER = TierSettings(
     llm=DeploymentSettings(
         min_replicas=1,
         max_replicas=2,
-        calls_per_replica=1,
+        calls_per_replica=2,
         max_ongoing_requests=4,
         max_queued_requests=8,
     ),
@@ -143,42 +147,79 @@ def test_calls_through_the_tier_scale_it_and_outlive_a_replica(
         "SWITCHBOARD_TIER__DEPLOY": "false",
         "SWITCHBOARD_TIER__REPORT_EVERY_S": "0.5",
         "SWITCHBOARD_CALL_ACTIONS": "false",
+        # Two conversations at once; a third caller waits in line.
+        "SWITCHBOARD_QUEUE__MAX_ACTIVE": "2",
+        "SWITCHBOARD_QUEUE__MAX_WAITING": "2",
     }
     with run_bot(env=env, timeout_s=240) as bot:
         assert any("model tier: joined Ray" in line for line in bot.lines), bot.lines[-20:]
         wavs = [caller_wav(tmp_path / f"caller{i}.wav", v) for i, v in enumerate(("slt", "rms"))]
+        # The third caller dials once the two are talking, hears nothing but the line
+        # (its WAV is silence), and hangs up after 40 s in it: Serve takes ~25 s here to
+        # have the second replica running.
+        waiter = tmp_path / "waiter.wav"
+        write_wav(waiter, bytes(40 * RATE * 2))
+        board = ray.get_actor(BOARD_NAME, namespace=tier.namespace)
         seen: list[int] = []
+        #: (queue depth the node reported, LLM replicas running) at each look.
+        looks: list[tuple[float, int]] = []
         killed: list[str] = []
+        killed_at: list[int] = []
         done = threading.Event()
 
         def watch() -> None:
-            # Replica counts as Serve reports them; one LLM replica is killed once the
-            # calls have made the policy start a second one, as a crash would.
+            # Replica counts as Serve reports them, next to the queue depth the policy
+            # reads; one of the two LLM replicas is killed while the caller still waits,
+            # as a crash would (Serve replaces it).
             started = time.monotonic()
             while not done.is_set():
                 seen.append(llm_replicas(tier))
-                if not killed and (seen[-1] >= 2 or time.monotonic() - started > 25):
+                report: Any = board.totals.remote(tier.report_stale_s)
+                totals: dict[str, float] = ray.get(report, timeout=10)
+                looks.append((totals[CALL_QUEUE_DEPTH], seen[-1]))
+                waited_up = looks[-1] == (1.0, 2)
+                if not killed and (waited_up or time.monotonic() - started > 50):
                     killed.append(cluster.kill_replica(tier, "llm"))
+                    killed_at.append(len(looks))
                 time.sleep(0.5)
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        with ThreadPoolExecutor(2) as pool:
+        with ThreadPoolExecutor(3) as pool:
             futures = [
                 pool.submit(baresip_call, bot.uri, wav, tmp_path / f"b{i}", 75)
                 for i, wav in enumerate(wavs)
             ]
+            deadline = time.monotonic() + 30
+            while sum("greeting queued" in line for line in bot.lines) < 2:
+                assert time.monotonic() < deadline, bot.lines[-20:]
+                time.sleep(0.2)
+            waiting = pool.submit(baresip_call, bot.uri, waiter, tmp_path / "b-wait", 60)
             calls = [f.result(timeout=120) for f in futures]
+            waiting.result(timeout=90)
         done.set()
         watcher.join(timeout=10)
 
-        assert max(seen) == 2, f"the LLM never scaled to 2 replicas: {seen}"
+        assert any("queued at position 1" in line for line in bot.lines), bot.lines[-30:]
+        queued = [i for i, (depth, _) in enumerate(looks) if depth > 0]
+        assert queued, f"the node never reported a caller in line: {looks}"
+        up = [i for i, (_, n) in enumerate(looks) if n == 2 and i >= queued[0]]
+        assert up, f"the LLM never scaled to 2 replicas while a caller waited: {looks}"
+        assert killed_at and killed_at[0] > up[0], f"killed before scaling up: {looks}"
+        # Serve replaced the killed replica (two again), then went back to one after the
+        # line drained.
+        back = [i for i, (_, n) in enumerate(looks) if n == 2 and i > killed_at[0]]
+        assert back, f"the killed replica was not replaced: {looks}"
+        down = [i for i, (d, n) in enumerate(looks) if n == 1 and i > back[-1] and d == 0]
+        assert down, f"the LLM did not scale back down once the line drained: {looks}"
         assert killed, "no replica was killed"
         for call in calls:
             # Asked after the replica was killed, the third question was still answered.
             assert heard_after_last_question(call) >= 0.5, "no answer after the replica died"
         ended = [line for line in bot.lines if " ended: " in line]
         assert len(ended) == 2, ended
+        # The caller in line hung up there: it left the queue, no conversation ended.
+        assert any("left the queue after" in line for line in bot.lines), bot.lines[-30:]
         assert all("error" not in line for line in ended), ended
 
         # Drained: no call in flight, the policy goes back to one replica.
