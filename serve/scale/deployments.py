@@ -29,6 +29,7 @@ from serve.registry import (
     llm_backends,
     tts_backends,
 )
+from serve.scale.batching import embed_batch, raise_if_error
 from serve.scale.load import load_board
 from serve.scale.settings import KINDS, DeploymentSettings, TierSettings
 from serve.tts import TTS
@@ -115,22 +116,21 @@ class EmbedderDeployment(_Replica):
             raise ValueError("no embedder in the model spec")
         embedder: Embedder = embedder_backends.create(model.embedder, model)
         await self._start(embedder, tier)
+        batching = self._tier.embedder
+        self._embed_together.set_max_batch_size(batching.max_batch_size)  # type: ignore[attr-defined]
+        self._embed_together.set_batch_wait_timeout_s(batching.batch_wait_timeout_s)  # type: ignore[attr-defined]
 
     async def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        vectors: npt.NDArray[np.float32] = await self._embed_together(texts)
+        vectors: npt.NDArray[np.float32] = raise_if_error(await self._embed_together(texts))
         return vectors
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
-    async def _embed_together(self, requests: list[list[str]]) -> list[npt.NDArray[np.float32]]:
-        """Requests that arrive together (several calls' lookups) in one model pass: one
-        pass of n sentences costs less than n passes of one."""
-        flat = [text for texts in requests for text in texts]
-        vectors: npt.NDArray[np.float32] = await self.provider.embed(flat)
-        out, start = [], 0
-        for texts in requests:
-            out.append(vectors[start : start + len(texts)])
-            start += len(texts)
-        return out
+    async def _embed_together(
+        self, requests: list[list[str]]
+    ) -> list[npt.NDArray[np.float32] | Exception]:
+        """Requests that arrive together (several calls' lookups) in one model pass, sized
+        by ``TierSettings.embedder.max_batch_size``/``batch_wait_timeout_s``."""
+        return await embed_batch(requests, self.provider.embed)
 
     async def dim(self) -> int:
         return int(self.provider.dim)

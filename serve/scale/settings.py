@@ -32,6 +32,10 @@ class DeploymentSettings(BaseModel):
     num_gpus: float = Field(0.0, ge=0.0, le=64.0)
     #: Calls one replica serves before the policy asks for another (see docs/scaling.md).
     calls_per_replica: float = Field(4.0, gt=0.0)
+    #: Requests of different calls one replica runs in one model pass (``@serve.batch``;
+    #: the embedder only, see docs/scaling.md), and how long the first waits for others (s).
+    max_batch_size: int = Field(16, ge=1, le=1024)
+    batch_wait_timeout_s: float = Field(0.002, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _bounds(self) -> DeploymentSettings:
