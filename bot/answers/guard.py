@@ -82,6 +82,8 @@ _NOT_SPEECH = re.compile(
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s*$")
 #: A repeat is a run of this many words the model already said in the call.
 REPEAT_WORDS = 5
+#: A shorter clause is a repeat when all its words, this many or more, were said together.
+REPEAT_WHOLE_WORDS = 3
 
 
 @dataclass(frozen=True)
@@ -157,15 +159,81 @@ def _contains_run(haystack: Sequence[str], needle: Sequence[str]) -> bool:
     return any(list(haystack[i : i + n]) == list(needle) for i in range(len(haystack) - n + 1))
 
 
-def repeated_run(clause: str, said: Iterable[str], run: int = REPEAT_WORDS) -> str | None:
-    """The first ``run`` words of ``clause`` found word for word in ``said``, if any."""
+def repeated_run(
+    clause: str, said: Iterable[str], run: int = REPEAT_WORDS, *, whole: int | None = None
+) -> str | None:
+    """The first ``run`` words of ``clause`` found word for word in ``said``, if any.
+
+    ``whole``: a clause shorter than ``run`` but of at least ``whole`` words counts when
+    all its words are found together ("I can help you." said twice)."""
     tokens = words(clause)
+    if whole is not None and whole <= len(tokens) < run:
+        run = len(tokens)
     earlier = [words(s) for s in said]
     for i in range(len(tokens) - run + 1):
         piece = tokens[i : i + run]
         if any(_contains_run(prev, piece) for prev in earlier):
             return " ".join(piece)
     return None
+
+
+#: Introduces a sentence of an entry the caller already heard in this call, said again
+#: because the caller asked about it again: said as a repeat, the way a person would.
+RECAP = "As I said,"
+#: Words too common to tell which sentence of an entry a question is about.
+_COMMON = frozenset(
+    {"a", "an", "the", "i", "you", "we", "it", "is", "are", "do", "does", "can", "to", "of",
+     "and", "or", "in", "on", "for", "my", "your", "our", "what", "how", "if", "be", "that",
+     "this", "with", "me", "there", "at", "from", "by", "will", "would", "about", "any"}
+)  # fmt: skip
+
+
+def _stems(text: str) -> set[str]:
+    """The uncommon words of ``text``, crudely stemmed ("loaded" and "load" meet)."""
+    out: set[str] = set()
+    for word in words(text):
+        if word in _COMMON:
+            continue
+        suffix = next(
+            (s for s in ("ing", "ed", "es", "s") if word.endswith(s) and len(word) - len(s) >= 3),
+            "",
+        )
+        out.add(word.removesuffix(suffix) if suffix else word)
+    return out
+
+
+def _sentences(text: str) -> list[str]:
+    return [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p]
+
+
+def recap(entry: str, question: str, known_names: Iterable[str] = ()) -> str:
+    """``entry`` said again to a caller who heard it already and asks about it again: its
+    sentence that shares the most words with ``question`` (the whole entry when none
+    does), introduced as a repeat ("As I said, ..."). ``known_names`` keep their capital
+    at the start of the sentence."""
+    asked = _stems(question)
+    best, best_overlap = entry.strip(), 0
+    for sentence in _sentences(entry):
+        overlap = len(asked & _stems(sentence))
+        if overlap > best_overlap:
+            best, best_overlap = sentence, overlap
+    first = _WORD.match(best)
+    word = "" if first is None else first.group(0)
+    kept = {"i", *(n.lower() for n in known_names)}
+    if word.lower() not in kept and word[1:] == word[1:].lower():  # not "I", "Acme", "PayPal"
+        best = best[0].lower() + best[1:]  # "Gift cards..." -> "As I said, gift cards..."
+    return f"{RECAP} {best}"
+
+
+def unsaid(entry: str, said: Iterable[str]) -> str:
+    """The sentences of ``entry`` whose words were not all said together already."""
+    earlier = [words(s) for s in said]
+    kept = [
+        s
+        for s in _sentences(entry)
+        if not any(_contains_run(prev, words(s)) for prev in earlier if words(s))
+    ]
+    return " ".join(kept)
 
 
 def check(
@@ -205,7 +273,7 @@ def check(
     leaked = repeated_run(clause, private)
     if leaked is not None:
         return Refusal("prompt_leak", leaked)
-    again = repeated_run(clause, said)
+    again = repeated_run(clause, said, whole=REPEAT_WHOLE_WORDS)
     if again is not None:
         return Refusal("repeat", again)
     if final and not _SENTENCE_END.search(clause):

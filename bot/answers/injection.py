@@ -16,6 +16,7 @@ _ATTEMPT = re.compile(
     r"|\byou are now\b|\bfrom now on,? you\b|\bnew instructions\b|\bdeveloper mode\b"
     r"|\b(?:system|initial|hidden|original) (?:prompt|instructions?|message)\b"
     r"|\byour (?:prompt|instructions|rules)\b"
+    r"|\b(?:promise|guarantee|swear to) me\b|\bpromise (?:that|you(?:'ll| will))\b"
     r"|\bpretend (?:to be|you(?: are|'re)?)\b|\bact as (?:a|an|if)\b|\brole ?play\b"
     r"|\b(?:repeat|read|say|tell me) (?:back )?(?:everything|all|the text|what was) "
     r"(?:above|before|you were told)\b",
@@ -24,5 +25,7 @@ _ATTEMPT = re.compile(
 
 
 def is_injection(text: str) -> bool:
-    """Whether the caller's words try to change or read out the bot's instructions."""
+    """Whether the caller's words try to change or read out the bot's instructions, or to
+    get a promise out of it ("promise me a refund"): what the bot may promise is what the
+    operator wrote, never what a caller asks it to say."""
     return _ATTEMPT.search(text) is not None

@@ -25,6 +25,8 @@ _YES_PHRASES = ("that's right", "that is right", "that's it", "that's correct", 
 #: than ``MAX_NO_WORDS`` too ("no, I want to know about delivery"): it is answered as one.
 MAX_WORDS = 6
 MAX_NO_WORDS = 3
+#: Keypad answers to a confirmation question, as IVRs take them: 1 for yes, 2 for no.
+KEY_ANSWERS: dict[str, Answer] = {"1": "yes", "2": "no"}
 
 
 def confirm_question(intent: IntentConfig) -> str:

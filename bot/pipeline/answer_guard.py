@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from bot.answers.guard import Refusal, check
+from bot.answers.guard import Refusal, check, recap, unsaid
 from bot.pipeline.frames import DataFrame, PlayAudio, ResponseDone, Speak
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
@@ -20,10 +20,12 @@ class AnswerGuard(Processor):
     """Checks each generated clause (``bot.answers.guard``) before the speaker says it.
 
     A refused clause and the rest of its answer are dropped; the caller hears the best
-    retrieved knowledge-base entry as the operator wrote it instead or, with none, the
-    honest fallback ("I am not sure..."): never a guess and never silence. An unfinished
-    last clause after a spoken one is only dropped. Operator-written speech (cached
-    answers, entries, prompts) passes unchecked.
+    retrieved knowledge-base entry as the operator wrote it instead (less what the caller
+    heard already) or, with none, the honest fallback ("I am not sure..."): never a guess
+    and never silence. An unfinished last clause after a spoken one is only dropped.
+    Operator-written speech (cached answers, entries, prompts) passes unchecked, except
+    that an entry the caller heard already in this call is said again as a repeat of its
+    sentence nearest to the question ("As I said, ...": ``recap``).
     """
 
     name = "answer-guard"
@@ -53,6 +55,12 @@ class AnswerGuard(Processor):
         if isinstance(frame, Speak) and frame.generated and frame.turn is not None:
             await self._clause(frame, frame.turn)
         elif isinstance(frame, Speak | PlayAudio) and frame.turn is not None:
+            turn = frame.turn
+            if turn.route == "knowledge" and frame.text in self._said:
+                # The caller asks again about an entry they heard in this call: its sentence
+                # nearest to the question, said as a repeat, not the whole entry as if new.
+                turn.answer = recap(frame.text, turn.transcript, self._names)
+                frame = Speak(turn=turn, text=turn.answer)
             self._said.append(frame.text)  # an answer the operator wrote
             await self.push(frame)
         elif isinstance(frame, ResponseDone):
@@ -95,10 +103,13 @@ class AnswerGuard(Processor):
         if spoken and refusal.reason == "unfinished":
             return  # the answer ends at its last whole sentence
         entry = turn.knowledge[0] if turn.knowledge else None
-        if entry is not None and entry not in self._said:
-            spoken.append(entry)
-            self._said.append(entry)
-            await self.push(Speak(turn=turn, text=entry))
+        # The entry as the operator wrote it, less any sentence of it the caller has heard
+        # already (the model may have said one before its refused clause).
+        rest = "" if entry is None or entry in self._said else unsaid(entry, self._said)
+        if rest:
+            spoken.append(rest)
+            self._said.append(entry or rest)  # the entry counts as heard
+            await self.push(Speak(turn=turn, text=rest))
         else:
             spoken.append(self._unsure)
             if self._unsure_pcm is None:  # not synthesized ahead

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from bot.callflow import KEYS, MenuConfig, MenuOption
+from bot.intents.confirm import KEY_ANSWERS
 from bot.pipeline.digit_collector import EventSink, Say
 from bot.pipeline.frames import (
     CallAction,
@@ -50,6 +51,7 @@ class KeypadMenu(Processor):
         begin_collect: BeginCollect,
         bot_speaking: Callable[[], bool],
         on_event: EventSink | None = None,
+        confirming: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__()
         self._call_id = call_id
@@ -62,6 +64,7 @@ class KeypadMenu(Processor):
         self._begin_collect = begin_collect
         self._bot_speaking = bot_speaking
         self._on_event = on_event
+        self._confirming = confirming
         #: Events that were no keypad key at all (out of range, malformed).
         self.malformed_keys = 0
 
@@ -75,6 +78,14 @@ class KeypadMenu(Processor):
         if len(frame.digit) != 1 or frame.digit not in KEYS:
             self.malformed_keys += 1
             self._event("dtmf_ignored", "not a keypad key")
+            return
+        if self._confirming is not None and self._confirming() and frame.digit in KEY_ANSWERS:
+            # The answer to the question just asked ("... press 1 for yes, 2 for no"), not a
+            # menu option: the Router after this takes it.
+            if self._bot_speaking():
+                await self.push(Interrupt(at=frame.at))
+            self._event("confirm_key", frame.digit)
+            await self.push(frame)
             return
         menu = self._current
         if menu is None:

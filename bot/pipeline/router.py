@@ -6,9 +6,17 @@ import logging
 from dataclasses import dataclass
 
 from bot.intents.cache import IntentCache
-from bot.intents.confirm import read_answer
+from bot.intents.confirm import KEY_ANSWERS, Answer, read_answer
 from bot.intents.store import CacheEntry
-from bot.pipeline.frames import CallAction, DataFrame, PlayAudio, ResponseDone, Transcript
+from bot.pipeline.frames import (
+    CallAction,
+    DataFrame,
+    Dtmf,
+    PlayAudio,
+    ResponseDone,
+    SystemFrame,
+    Transcript,
+)
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
 from serve import ProviderError
@@ -24,6 +32,7 @@ class _Asked:
     #: What the caller said that the question was about.
     question: str
     score: float
+    call_id: str
     #: Asked by the honest fallback's offer of a colleague, not about the caller's words:
     #: a "no" is passed on as said.
     offer: bool = False
@@ -37,6 +46,8 @@ class Router(Processor):
     has been heard. A near miss the matcher is not sure of plays the intent's yes-or-no
     question instead (pre-synthesized too); on the next turn a "yes" plays the answer, a
     "no" sends the earlier question on to the Responder, and anything else is a new request.
+    The question may also be answered on the keypad (``KEY_ANSWERS``: 1 yes, 2 no): the
+    ``KeypadMenu`` passes those keys on while a question waits (``confirming``).
     After the honest fallback (``offer``: "... I can put you through to a colleague if you
     like."), a "yes" is taken as yes to the profile's transfer intent.
     Anything that goes wrong in the lookup (embedder failure, cache not loaded, shared store
@@ -51,6 +62,26 @@ class Router(Processor):
         self._offer = offer
         self._asked: _Asked | None = None
         self._previous: Turn | None = None
+
+    def confirming(self) -> bool:
+        """Whether a confirmation question about the caller's words waits for its answer."""
+        return self._asked is not None and not self._asked.offer
+
+    async def process_system(self, frame: SystemFrame) -> None:
+        if isinstance(frame, Dtmf) and frame.digit in KEY_ANSWERS and self.confirming():
+            await self._key(frame)
+            return
+        await super().process_system(frame)
+
+    async def _key(self, frame: Dtmf) -> None:
+        """The caller answered the question on the keypad: a turn of its own."""
+        asked, self._asked = self._asked, None
+        assert asked is not None
+        turn = Turn(call_id=asked.call_id, route="keypad")
+        turn.mark("speech_end", frame.at)
+        turn.mark("eot_decided", frame.at)
+        self._previous = turn
+        await self._reply(turn, KEY_ANSWERS[frame.digit], asked)
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, Transcript):
@@ -83,7 +114,9 @@ class Router(Processor):
             turn.intent_score = round(match.score, 4)
             turn.mark("route_decided")
             turn.answer = entry.confirm
-            self._asked = _Asked(entry=entry, question=frame.text, score=match.score)
+            self._asked = _Asked(
+                entry=entry, question=frame.text, score=match.score, call_id=turn.call_id
+            )
             await self.push(PlayAudio(turn=turn, pcm=entry.confirm_audio, text=entry.confirm))
             await self.push(ResponseDone(turn=turn))
             return
@@ -104,11 +137,13 @@ class Router(Processor):
         entry = self._cache.transfer_entry()
         if entry is None:
             return None
-        return _Asked(entry=entry, question=text, score=0.0, offer=True)
+        return _Asked(entry=entry, question=text, score=0.0, call_id=previous.call_id, offer=True)
 
     async def _answered(self, turn: Turn, text: str, asked: _Asked) -> bool:
         """Handle the caller's reply to a confirmation question; False: it was not a reply."""
-        answer = read_answer(text)
+        return await self._reply(turn, read_answer(text), asked)
+
+    async def _reply(self, turn: Turn, answer: Answer, asked: _Asked) -> bool:
         if answer == "yes":
             turn.route = "confirmed"
             turn.intent = asked.entry.name

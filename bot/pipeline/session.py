@@ -160,6 +160,8 @@ class CallSession:
         if webhooks is not None and profile.lookups:
             last = last.link(LookupRunner(webhooks, say=self._say, on_event=self._event))
             self._processors.append(last)
+        # Cached answers first; the LLM gets the rest.
+        router = None if intent_cache is None else Router(intent_cache, offer=profile.unsure)
         self.menu = KeypadMenu(
             call.call_id,
             profile.menus,
@@ -169,11 +171,12 @@ class CallSession:
             begin_collect=self.collector.begin,
             bot_speaking=self._bot_speaking,
             on_event=self._event,
+            confirming=None if router is None else router.confirming,
         )
         last = last.link(self.menu)
         self._processors.append(self.menu)
-        if intent_cache is not None:  # cached answers first; the LLM gets the rest
-            last = last.link(Router(intent_cache, offer=profile.unsure))
+        if router is not None:
+            last = last.link(router)
             self._processors.append(last)
             if any(c.after_intents for c in profile.collectors):
                 last = last.link(CollectTrigger(profile.collectors, self.collector.begin))

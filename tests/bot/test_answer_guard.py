@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.answers.guard import Refusal
+from bot.answers.guard import RECAP, Refusal
 from bot.pipeline.answer_guard import AnswerGuard
 from bot.pipeline.frames import PlayAudio, ResponseDone, Speak
 from bot.pipeline.processor import Collector
@@ -97,5 +97,29 @@ async def test_what_the_caller_heard_is_not_said_again() -> None:
     again = Turn(call_id="c", transcript="and over fifty?", knowledge=(ENTRY,))
     await _answer(guard, again, "It is free on orders over 50 dollars.")
     assert [r for _, r in refused] == ["repeat: it is free on orders"]
-    # the entry was heard already: the honest fallback, not the same words again
+    # The entry was heard already: the honest fallback, not the same words again.
     assert again.answer == UNSURE
+
+
+async def test_a_fallback_entry_leaves_out_what_the_model_said_of_it() -> None:
+    guard, _sink, refused = _guard()
+    entry = "You can pay by card or with PayPal. We do not accept cash."
+    turn = Turn(call_id="c", transcript="how can I pay", knowledge=(entry,))
+    await _answer(guard, turn, "We do not accept cash.", "You can pay with Venmo.")
+    assert [r for _, r in refused] == ["unsupported_fact: venmo"]
+    assert turn.answer == "We do not accept cash. You can pay by card or with PayPal."
+
+
+async def test_an_entry_spoken_again_as_written_becomes_a_recap() -> None:
+    guard, sink, _ = _guard()
+    first = Turn(call_id="c", transcript="How much is shipping?", knowledge=(ENTRY,))
+    await _answer(guard, first, "Shipping is 7 dollars.")  # refused: the entry instead
+    assert first.answer == ENTRY
+    again = Turn(call_id="c", transcript="what does delivery cost", route="knowledge")
+    await guard.process(Speak(turn=again, text=ENTRY))
+    assert sink.frames[-1] == Speak(turn=again, text=f"{RECAP} s{ENTRY[1:]}")
+    assert again.answer == f"{RECAP} s{ENTRY[1:]}"
+    # Another intent's or entry's words, not heard before, pass as written.
+    other = Turn(call_id="c", transcript="returns?", route="knowledge")
+    await guard.process(Speak(turn=other, text="Returns are free within 30 days."))
+    assert sink.frames[-1] == Speak(turn=other, text="Returns are free within 30 days.")

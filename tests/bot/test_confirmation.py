@@ -14,7 +14,15 @@ from bot.intents.confirm import confirm_question, read_answer
 from bot.intents.fit import fit
 from bot.intents.match import IntentIndex, IntentVectors, Thresholds
 from bot.intents.store import MemoryStore
-from bot.pipeline.frames import CallAction, DataFrame, Frame, PlayAudio, ResponseDone, Transcript
+from bot.pipeline.frames import (
+    CallAction,
+    DataFrame,
+    Dtmf,
+    Frame,
+    PlayAudio,
+    ResponseDone,
+    Transcript,
+)
 from bot.pipeline.processor import Collector
 from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
@@ -221,6 +229,45 @@ async def say(router: Router, out: Collector, text: str) -> tuple[Turn, list[Fra
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.02)  # an action follows its ResponseDone
     return turn, [f for f in out.frames[before:] if isinstance(f, DataFrame)]
+
+
+async def press(router: Router, out: Collector, digit: str) -> list[Frame]:
+    before = len(out.frames)
+    await router.put(Dtmf(digit=digit, at=0.0))
+    for _ in range(200):
+        if any(isinstance(f, ResponseDone | Transcript) for f in out.frames[before:]):
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.02)
+    return out.frames[before:]
+
+
+async def test_the_question_may_be_answered_on_the_keypad() -> None:
+    router, out = await asking_router()
+    await say(router, out, "Could a human help?")
+    assert router.confirming()
+    frames = await press(router, out, "1")
+    assert [f.text for f in frames if isinstance(f, PlayAudio)] == ["Putting you through."]
+    assert [f.action for f in frames if isinstance(f, CallAction)] == ["transfer"]
+    done = [f for f in frames if isinstance(f, ResponseDone)]
+    assert len(done) == 1 and done[0].turn.route == "confirmed"
+    assert done[0].turn.intent == "talk_to_person" and not router.confirming()
+    # 2 is a no: the first question goes on to be answered as said.
+    await say(router, out, "Is my parcel somewhere?")
+    frames = await press(router, out, "2")
+    assert [f.text for f in frames if isinstance(f, Transcript)] == ["Is my parcel somewhere?"]
+    assert not any(isinstance(f, PlayAudio) for f in frames)
+    # With no question waiting, a key is passed on untouched.
+    frames = await press(router, out, "1")
+    assert [type(f) for f in frames] == [Dtmf]
+
+
+async def test_the_honest_fallbacks_offer_is_not_answered_by_a_key() -> None:
+    router, out = await asking_router()
+    unknown, _ = await say(router, out, "Do you sell bicycles?")
+    unknown.answer = OFFER
+    # The offer becomes a question only when the caller's next words are read.
+    assert not router.confirming()
 
 
 async def test_a_yes_plays_the_answer_the_question_was_about() -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bot.answers.guard import check, facts, repeated_run
+from bot.answers.guard import RECAP, check, facts, recap, repeated_run, unsaid
 
 DELIVERY = "Standard delivery costs 4.95 dollars, and it is free on orders over 50 dollars."
 
@@ -87,3 +87,37 @@ def test_time_of_day_and_prices_said_in_words() -> None:
     assert facts("We open at 9 am.") == {"9", "am"}
     assert facts("It costs four ninety-nine.") == {"4", "99"}
     assert "2005" in facts("two thousand and five")
+
+
+def test_a_recap_is_the_entrys_sentence_nearest_to_the_question() -> None:
+    entry = (
+        "Gift cards are sold on our website. They can be loaded with up to 200 dollars. "
+        "PayPal works for them too."
+    )
+    assert recap(entry, "What is the most I can load on one?") == (
+        f"{RECAP} they can be loaded with up to 200 dollars."
+    )
+    # A name keeps its capital; a question sharing no word with the entry gets all of it.
+    assert recap(entry, "can I use paypal") == f"{RECAP} PayPal works for them too."
+    assert recap("Acme ships to Canada.", "where do you ship to canada", ("Acme",)) == (
+        f"{RECAP} Acme ships to Canada."
+    )
+    assert recap("Gift cards go up to 200 dollars.", "what time is it") == (
+        f"{RECAP} gift cards go up to 200 dollars."
+    )
+
+
+def test_what_was_said_of_an_entry_is_left_out_of_it() -> None:
+    entry = "You can pay by card or with PayPal. We do not accept cash."
+    assert unsaid(entry, ["Sorry, we do not accept cash."]) == "You can pay by card or with PayPal."
+    assert unsaid(entry, ["We take cards."]) == entry
+    assert unsaid(entry, [entry]) == ""
+
+
+def test_a_short_clause_said_before_in_full_is_a_repeat() -> None:
+    said = ["I can help you. Is there anything else?"]
+    refusal = check("I can help you.", sources=[], said=said)
+    assert refusal is not None and refusal.reason == "repeat"
+    # Two words are too few to call a repeat, and new words are no repeat.
+    assert check("Thank you.", sources=[], said=["Thank you. Bye."]) is None
+    assert check("I can check that.", sources=[], said=said) is None

@@ -254,6 +254,7 @@ MORE = MenuConfig(
 class MenuRig:
     def __init__(self) -> None:
         self.speaking = False
+        self.confirming = False
         self.collects: list[str] = []
         self.events: list[tuple[str, str]] = []
         self.out = Collector()
@@ -270,6 +271,7 @@ class MenuRig:
             begin_collect=begin,
             bot_speaking=lambda: self.speaking,
             on_event=lambda kind, detail: self.events.append((kind, detail)),
+            confirming=lambda: self.confirming,
         )
         self.menu.link(self.out)
 
@@ -310,6 +312,24 @@ async def test_a_key_over_the_bot_cuts_it_and_malformed_events_are_counted() -> 
     for bad in ("", "12", "x", "16"):
         await rig.key(bad)
     assert rig.out.frames == [] and rig.menu.malformed_keys == 4
+
+
+async def test_while_a_question_waits_1_and_2_answer_it_and_other_keys_stay_the_menus() -> None:
+    rig = MenuRig()
+    rig.confirming = True
+    await rig.key("1")
+    await rig.key("2")
+    # Passed on to the Router as keys, not carried out as menu options.
+    assert [f.digit for f in rig.out.frames if isinstance(f, Dtmf)] == ["1", "2"]
+    assert spoken(rig.out.frames) == [] and rig.collects == []
+    assert ("confirm_key", "1") in rig.events
+    await rig.key("0")
+    assert spoken(rig.out.frames) == ["Putting you through."]
+    rig.out.frames.clear()
+    rig.confirming = False
+    await rig.key("1")
+    assert spoken(rig.out.frames) == ["Orders."] and rig.collects == ["order_number"]
+    assert not any(isinstance(f, Dtmf) for f in rig.out.frames)
 
 
 def test_profile_refuses_call_flows_that_name_what_does_not_exist() -> None:

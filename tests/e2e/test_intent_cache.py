@@ -45,3 +45,33 @@ async def test_a_paraphrase_is_answered_from_the_intent_cache(
     assert [(t["route"], t["intent"]) for t in turns] == [("semantic", "delivery_cost")], turns
     assert turns[0]["intent_score"] >= profile.intent_matching.threshold
     assert "first_token" not in turns[0]["stages_ms"]  # no LLM on this path
+
+
+#: Nearer to the order-status examples than "no match", not near enough to answer at once
+#: (MiniLM, default thresholds): the bot asks "Do you want to know where your order is?".
+UNSURE_QUESTION = "Has my package left yet?"
+
+
+async def test_the_confirmation_question_is_answered_on_the_keypad(
+    bot: BotProcess, listener: Listener
+) -> None:
+    profile = load_profile(DEFAULT_PROFILE)
+    intent = next(i for i in profile.intents if i.name == "order_status")
+    first_line = len(bot.lines)
+    # Key 1 (yes) once the question has been asked.
+    result = await dial(
+        bot.uri,
+        play=speak(UNSURE_QUESTION, voice="slt"),
+        play_at_s=4.5,
+        dtmf=[(10.5, "1")],
+        record_seconds=21,
+    )
+    assert result.sip_final_status == 200, result.error
+    turns = bot.records("turn", since=first_line)
+    routes = [(t["route"], t["intent"]) for t in turns]
+    assert routes[:2] == [("confirm", "order_status"), ("confirmed", "order_status")], routes
+    # The question before the key, the intent's answer after it.
+    asked = (await listener.hear(result.received[int(6 * RATE) : int(10.5 * RATE)])).lower()
+    assert word_error_rate(intent.confirm or "", asked) <= 0.3, asked
+    answered = (await listener.hear(result.received[int(10.5 * RATE) :])).lower()
+    assert "tracking" in answered and "my orders" in answered, answered
