@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,17 @@ class ASR(Provider):
         check_pcm(pcm, sample_rate)
         return await self._call("asr", lambda: self._transcribe_impl(pcm, sample_rate), timings)
 
+    async def transcribe_batch(
+        self, items: Sequence[tuple[bytes, int]], *, timings: StageTimings | None = None
+    ) -> list[Transcription]:
+        """Transcribe several utterances (``(pcm, sample_rate)`` each, of different calls)
+        at once, results in order: in one model pass where the model can
+        (``_transcribe_batch_impl``), one after the other otherwise."""
+        batch = list(items)
+        for pcm, sample_rate in batch:
+            check_pcm(pcm, sample_rate)
+        return await self._call("asr", lambda: self._transcribe_batch_impl(batch), timings)
+
     async def warmup(self) -> None:
         """Transcribe one second of faint noise."""
         noise = np.random.default_rng(0).normal(0.0, 30.0, 16000).astype("<i2").tobytes()
@@ -46,3 +58,7 @@ class ASR(Provider):
     @abc.abstractmethod
     def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
         """Blocking transcription; runs on a worker thread."""
+
+    def _transcribe_batch_impl(self, items: list[tuple[bytes, int]]) -> list[Transcription]:
+        """Blocking transcription of several utterances; one by one unless overridden."""
+        return [self._transcribe_impl(pcm, rate) for pcm, rate in items]

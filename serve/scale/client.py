@@ -9,6 +9,7 @@ call hears a filler while it is retried once, then the apology; never silence.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -103,6 +104,14 @@ class RayASR(_RemoteModel, ASR):
             return result
 
         return await self._call_async("asr", work, timings)
+
+    async def transcribe_batch(
+        self, items: Sequence[tuple[bytes, int]], *, timings: StageTimings | None = None
+    ) -> list[Transcription]:
+        # One request each: the deployment batches what reaches a replica together.
+        return list(
+            await asyncio.gather(*(self.transcribe(p, r, timings=timings) for p, r in items))
+        )
 
     def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
         raise ProviderUnavailable("runs on the tier: transcribe() calls the deployment")

@@ -29,7 +29,7 @@ from serve.registry import (
     llm_backends,
     tts_backends,
 )
-from serve.scale.batching import embed_batch, raise_if_error
+from serve.scale.batching import embed_batch, in_one_pass, raise_if_error
 from serve.scale.load import load_board
 from serve.scale.settings import KINDS, DeploymentSettings, TierSettings
 from serve.tts import TTS
@@ -75,10 +75,21 @@ class ASRDeployment(_Replica):
         model = ModelSpec.model_validate(spec)
         asr: ASR = asr_backends.create(model.asr, model)
         await self._start(asr, tier)
+        batching = self._tier.asr
+        self._transcribe_together.set_max_batch_size(batching.max_batch_size)  # type: ignore[attr-defined]
+        self._transcribe_together.set_batch_wait_timeout_s(batching.batch_wait_timeout_s)  # type: ignore[attr-defined]
 
     async def transcribe(self, pcm: bytes, sample_rate: int) -> Transcription:
-        result: Transcription = await self.provider.transcribe(pcm, sample_rate)
+        result: Transcription = raise_if_error(await self._transcribe_together((pcm, sample_rate)))
         return result
+
+    @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.002)
+    async def _transcribe_together(
+        self, requests: list[tuple[bytes, int]]
+    ) -> list[Transcription | Exception]:
+        """Utterances of several calls that arrive together in one encoder pass and one
+        batched decode, sized by ``TierSettings.asr.max_batch_size``/``batch_wait_timeout_s``."""
+        return await in_one_pass(requests, self.provider.transcribe_batch)
 
 
 class LLMDeployment(_Replica):

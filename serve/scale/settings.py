@@ -33,7 +33,8 @@ class DeploymentSettings(BaseModel):
     #: Calls one replica serves before the policy asks for another (see docs/scaling.md).
     calls_per_replica: float = Field(4.0, gt=0.0)
     #: Requests of different calls one replica runs in one model pass (``@serve.batch``;
-    #: the embedder only, see docs/scaling.md), and how long the first waits for others (s).
+    #: the embedder and ASR, see docs/scaling.md), and how long the first waits for others
+    #: (s). ``max_ongoing_requests`` bounds what can arrive together.
     max_batch_size: int = Field(16, ge=1, le=1024)
     batch_wait_timeout_s: float = Field(0.002, ge=0.0, le=1.0)
 

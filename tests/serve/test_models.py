@@ -106,6 +106,25 @@ async def test_whisper_short_window_transcribes_piper(
     assert result.confidence > 0.5
 
 
+async def test_whisper_transcribes_several_calls_utterances_in_one_pass(
+    windowed_asr: WhisperASR, speech: bytes
+) -> None:
+    # Utterances of different lengths and rates, an empty one and one too long for the
+    # window (it goes alone, on the 30 s path): each result in its own slot.
+    flite = FliteTTS()
+    await flite.load()
+    other = b"".join([c async for c in flite.synthesize("Where is my order?", sample_rate=16000)])
+    long = speech + bytes(RATE * 2 * 11)  # 11 s of silence after the phrase
+    items = [(speech, RATE), (other, 16000), (b"", RATE), (long, RATE), (speech, RATE)]
+    alone = [await windowed_asr.transcribe(pcm, rate) for pcm, rate in items]
+    together = await windowed_asr.transcribe_batch(items)
+    assert [words(r.text) for r in together] == [words(r.text) for r in alone]
+    assert words(together[0].text) == words(PHRASE)
+    assert words(together[1].text) == "where is my order"
+    assert together[2].text == "" and words(together[3].text) == words(PHRASE)
+    assert [r.audio_ms for r in together] == [r.audio_ms for r in alone]
+
+
 async def test_whisper_window_fits_the_utterance() -> None:
     asr = WhisperASR(window_s=10.0, min_window_s=4.0)
     assert asr._fit_window(1500.0) == 4.0

@@ -7,7 +7,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from serve.scale.batching import embed_batch, raise_if_error
+from serve.scale.batching import embed_batch, in_one_pass, raise_if_error
 from serve.scale.settings import DeploymentSettings
 
 
@@ -52,6 +52,30 @@ async def test_a_short_answer_from_the_model_is_an_error_not_a_shifted_result() 
     results = await embed_batch([["a", "b"]], short)
     with pytest.raises(ValueError, match="1 vectors for 2 texts"):
         raise_if_error(results[0])
+
+
+async def test_any_requests_share_a_pass_and_a_failing_one_fails_alone() -> None:
+    passes: list[list[str]] = []
+
+    async def shout(batch: list[str]) -> list[str]:
+        passes.append(batch)
+        if "bad" in batch:
+            raise RuntimeError("cannot read 'bad'")
+        return [b.upper() for b in batch]
+
+    assert await in_one_pass(["a", "b"], shout) == ["A", "B"]
+    assert passes == [["a", "b"]]
+    results = await in_one_pass(["a", "bad", "c"], shout)
+    assert passes[1:] == [["a", "bad", "c"], ["a"], ["bad"], ["c"]]
+    assert results[0] == "A" and results[2] == "C"
+    with pytest.raises(RuntimeError, match="bad"):
+        raise_if_error(results[1])
+
+    async def short(batch: list[str]) -> list[str]:
+        return batch[:-1]
+
+    with pytest.raises(ValueError, match="0 results for 1 requests"):
+        raise_if_error((await in_one_pass(["x"], short))[0])
 
 
 def test_batch_settings_are_bounded() -> None:
