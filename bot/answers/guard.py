@@ -169,10 +169,12 @@ def repeated_run(
     tokens = words(clause)
     if whole is not None and whole <= len(tokens) < run:
         run = len(tokens)
-    earlier = [words(s) for s in said]
+    # One stream of words: the model's answer reaches the guard a clause at a time, so a
+    # sentence said before may span two of the texts in ``said``.
+    earlier = [w for s in said for w in words(s)]
     for i in range(len(tokens) - run + 1):
         piece = tokens[i : i + run]
-        if any(_contains_run(prev, piece) for prev in earlier):
+        if _contains_run(earlier, piece):
             return " ".join(piece)
     return None
 
@@ -227,12 +229,8 @@ def recap(entry: str, question: str, known_names: Iterable[str] = ()) -> str:
 
 def unsaid(entry: str, said: Iterable[str]) -> str:
     """The sentences of ``entry`` whose words were not all said together already."""
-    earlier = [words(s) for s in said]
-    kept = [
-        s
-        for s in _sentences(entry)
-        if not any(_contains_run(prev, words(s)) for prev in earlier if words(s))
-    ]
+    earlier = [w for s in said for w in words(s)]  # clauses of one sentence joined again
+    kept = [s for s in _sentences(entry) if words(s) and not _contains_run(earlier, words(s))]
     return " ".join(kept)
 
 

@@ -112,6 +112,11 @@ def test_what_was_said_of_an_entry_is_left_out_of_it() -> None:
     assert unsaid(entry, ["Sorry, we do not accept cash."]) == "You can pay by card or with PayPal."
     assert unsaid(entry, ["We take cards."]) == entry
     assert unsaid(entry, [entry]) == ""
+    # The model's sentence came in two clauses: still said.
+    assert unsaid(entry, ["You can pay by card", "or with PayPal."]) == "We do not accept cash."
+    assert repeated_run("Pay by card or with PayPal.", ["You can pay by card", "or with it"]) == (
+        "pay by card or with"
+    )
 
 
 def test_a_short_clause_said_before_in_full_is_a_repeat() -> None:
