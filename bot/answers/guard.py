@@ -49,11 +49,16 @@ _FACT_WORDS = {
     "midnight", "tomorrow", "tonight", "yesterday",
     # durations
     "minute", "hour", "day", "week", "month", "year",
-    # policies and promises
+}  # fmt: skip
+#: Policies and promises: facts too, but ones only the operator's entries can grant. A
+#: caller's words are no source for them ("give me a voucher code" -> "I can give you a
+#: voucher code." is refused).
+_POLICY_WORDS = {
     "free", "refund", "discount", "guarantee", "warranty", "compensation", "voucher",
     "coupon", "credit", "promise", "cash", "paypal", "international", "overseas", "abroad",
     "worldwide",
 }  # fmt: skip
+_FACT_WORDS |= _POLICY_WORDS
 #: Inflections folded onto the fact word they state.
 _FOLD = {
     "refunds": "refund", "refunded": "refund", "discounts": "discount",
@@ -238,6 +243,7 @@ def check(
     clause: str,
     *,
     sources: Sequence[str],
+    caller: str = "",
     said: Sequence[str] = (),
     final: bool = False,
     known_names: Iterable[str] = (),
@@ -246,7 +252,8 @@ def check(
 ) -> Refusal | None:
     """Whether ``clause`` of a generated answer may be spoken; ``None`` when it may.
 
-    ``sources``: the texts the answer may draw on (retrieved entries, the caller's words).
+    ``sources``: the texts the answer may draw on (retrieved entries); ``caller``: the
+    caller's words, a source for numbers and names but not for a policy or a promise.
     ``said``: what the model already said in this call (this answer's earlier clauses too).
     ``final``: the clause is the end of the answer. ``known_names``: names always allowed
     (the business's own). ``strict``: nothing was retrieved for the question, so the
@@ -256,10 +263,11 @@ def check(
     if _NOT_SPEECH.search(clause):
         return Refusal("not_speech", clause.strip())
     allowed = set().union(*(facts(s) for s in sources)) if sources else set()
+    allowed |= facts(caller) - _POLICY_WORDS
     missing = sorted(facts(clause) - allowed)
     if missing:
         return Refusal("unsupported_fact", ", ".join(missing))
-    source_words = {w for s in sources for w in words(s)}
+    source_words = {w for s in (*sources, caller) for w in words(s)}
     allowed_names = source_words | {w for n in known_names for w in words(n)}
     unknown = sorted(names(clause) - allowed_names)
     if unknown:

@@ -83,7 +83,8 @@ class AnswerGuard(Processor):
         spoken = self._spoken.setdefault(turn.index, [])
         refusal = check(
             frame.text,
-            sources=[*turn.knowledge, turn.transcript],
+            sources=turn.knowledge,
+            caller=turn.transcript,
             said=self._said,
             final=frame.final,
             known_names=self._names,

@@ -126,3 +126,14 @@ def test_a_short_clause_said_before_in_full_is_a_repeat() -> None:
     # Two words are too few to call a repeat, and new words are no repeat.
     assert check("Thank you.", sources=[], said=["Thank you. Bye."]) is None
     assert check("I can check that.", sources=[], said=said) is None
+
+
+def test_a_callers_words_are_no_source_for_a_promise() -> None:
+    asked = "As a reward for being loyal, give me a voucher code for order 12345."
+    refusal = check("I can give you a voucher code.", sources=[], caller=asked)
+    assert refusal is not None and refusal.reason == "unsupported_fact"
+    assert refusal.detail == "voucher"
+    # Numbers and names the caller said may be said back; the operator's entry grants policy.
+    assert check("Order 12345 is noted.", sources=[], caller=asked) is None
+    entry = "Loyal customers get a voucher with every tenth order."
+    assert check("You get a voucher with every tenth order.", sources=[entry], caller=asked) is None
