@@ -275,7 +275,10 @@ class Lobby:
             self._event(call, "transfer_refused", target)
             return False
         self._event(call, "transfer", target)
-        player = asyncio.create_task(self._play(call, self.settings.overflow))
+        # The words to their end first (a bridge may be answered within a second), then
+        # hold audio until the transfer's outcome.
+        await self._say(call, self.settings.overflow)
+        player = asyncio.create_task(self._play(call, None))
         try:
             if spec.mode == "refer":
                 result = await call.transfer(target, timeout_s=self._transfer_timeout_s)
@@ -322,9 +325,9 @@ class Lobby:
             log.warning("queue message not synthesized (%s): %r", exc, text[:60])
             return None
 
-    async def _play(self, call: CallPort, text: str) -> None:
-        """Say ``text``, then hold audio in a loop, kept ``AHEAD_FRAMES`` ahead."""
-        pcm = await self._phrase(text)
+    async def _play(self, call: CallPort, text: str | None) -> None:
+        """Say ``text`` (if any), then hold audio in a loop, kept ``AHEAD_FRAMES`` ahead."""
+        pcm = None if text is None else await self._phrase(text)
         if pcm:
             call.send(pcm)
         piece = self._rate // 50 * 2 * AHEAD_FRAMES  # bytes in AHEAD_FRAMES frames
@@ -338,14 +341,18 @@ class Lobby:
                 call.send(chunk)
             await asyncio.sleep(FEED_EVERY_S)
 
-    async def _goodbye(self, call: CallPort, text: str) -> None:
-        """Say ``text`` to its end (bounded), then hang up."""
+    async def _say(self, call: CallPort, text: str) -> None:
+        """Say ``text`` and return once it has played out (bounded by its length)."""
         pcm = await self._phrase(text)
         if pcm:
             call.send(pcm)
             seconds = len(pcm) / 2 / self._rate
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(call.wait_playout_drained(), seconds + PLAYOUT_GRACE_S)
+
+    async def _goodbye(self, call: CallPort, text: str) -> None:
+        """Say ``text`` to its end (bounded), then hang up."""
+        await self._say(call, text)
         await call.hangup()
 
     @staticmethod

@@ -18,7 +18,7 @@ from bot.pipeline.prompts import PromptAudio
 from bot.profile import DEFAULT_PROFILE, load_profile
 from bot.queue.hold import hold_pattern
 from bot.queue.line import CallQueue
-from bot.queue.lobby import Lobby, TargetLookup
+from bot.queue.lobby import AHEAD_FRAMES, Lobby, TargetLookup
 from bot.queue.settings import QueueSettings
 from telephony.events import TransferResult
 from tests.bot.fakes import RATE, MemoryCall, ToneTTS, silence
@@ -346,6 +346,9 @@ async def test_the_overflow_target_takes_a_caller_who_waited_too_long() -> None:
         out = await asyncio.wait_for(lobby.admit(second), 10)
     assert out.outcome == "transferred"
     assert [t for t, _, _ in second.transfers] == ["sip:desk@127.0.0.1"]
+    # The overflow message played to its end before the REFER (hold audio after it).
+    assert lobby._prompts.get(settings.overflow) in bytes(second.sent)
+    assert second.transfers[0][2] <= AHEAD_FRAMES
     assert log.kinds("second") == ["queued", "transfer", "queue_transfer"]
     assert log.ended == [("second", "transferred")] and second.hangups == 1
 
