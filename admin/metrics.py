@@ -64,9 +64,17 @@ class NodeMetrics:
         self.queue_wait = Histogram(
             "switchboard_call_queue_wait_seconds",
             "Time callers spent in the call queue, by how it ended (dequeued, timeout, "
-            "abandoned, transferred; full: turned away at once)",
+            "abandoned, transferred, closed; full: turned away at once)",
             ["outcome"],
             buckets=QUEUE_BUCKETS,
+            registry=r,
+        )
+        self.queue_outcomes = Counter(
+            "switchboard_call_queue_callers",
+            "Callers who went through the call queue, by how they left it: dequeued, "
+            "abandoned, timeout, transferred (the overflow target), full, closed (the node "
+            "stopped)",
+            ["outcome"],
             registry=r,
         )
 
@@ -87,8 +95,9 @@ class NodeMetrics:
             self.voice_to_voice.labels(turn.route).observe(since["first_audio_out"] / 1000.0)
 
     def observe_queue_wait(self, outcome: str, seconds: float) -> None:
-        """A caller's time in the call queue, as it ended."""
+        """A caller's time in the call queue, as it ended (and one more of its outcome)."""
         self.queue_wait.labels(outcome).observe(seconds)
+        self.queue_outcomes.labels(outcome).inc()
 
     def add_snapshot(
         self,
@@ -96,11 +105,12 @@ class NodeMetrics:
         sip: Callable[[], Mapping[str, int]] | None = None,
         models: Callable[[], Mapping[str, Mapping[str, float]]] | None = None,
         live_calls: Callable[[], int] | None = None,
-        queue: Callable[[], Mapping[str, int]] | None = None,
+        queue: Callable[[], Mapping[str, float]] | None = None,
         cache_refused: Callable[[], int] | None = None,
     ) -> None:
         """Figures read when scraped: SIP counters, model counters, calls in progress, the
-        call queue (``waiting``, ``active``, ``max_active``; empty: no queue), and the shared
+        call queue (``waiting``, ``active``, ``max_active``, ``longest_wait_s``; empty: no
+        queue), and the shared
         intent cache's entries refused for a failed signature check."""
         self.registry.register(_Snapshot(sip, models, live_calls, queue, cache_refused))
 
@@ -116,6 +126,11 @@ _QUEUE_GAUGES = (
     ("waiting", "switchboard_call_queue_depth", "Callers waiting in the call queue"),
     ("active", "switchboard_conversations_active", "Calls talking to the bot (queue slots)"),
     ("max_active", "switchboard_conversations_max", "Conversations the node holds at once"),
+    (
+        "longest_wait_s",
+        "switchboard_call_queue_longest_wait_seconds",
+        "How long the first caller in line has waited so far (0: nobody in line)",
+    ),
 )
 
 
@@ -125,7 +140,7 @@ class _Snapshot(Collector):
         sip: Callable[[], Mapping[str, int]] | None,
         models: Callable[[], Mapping[str, Mapping[str, float]]] | None,
         live_calls: Callable[[], int] | None,
-        queue: Callable[[], Mapping[str, int]] | None = None,
+        queue: Callable[[], Mapping[str, float]] | None = None,
         cache_refused: Callable[[], int] | None = None,
     ) -> None:
         self._sip = sip

@@ -26,6 +26,7 @@ from bot.intents.cache import IntentCache
 from bot.intents.store import CacheStore, MemoryStore, RedisStore, redis_store
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
+from bot.pipeline.call_control import overflow_targets
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CallSession
@@ -121,6 +122,10 @@ class Node:
                 self.models.tts,
                 call_log=self.call_log,
                 on_wait=self.metrics.observe_queue_wait,
+                targets=overflow_targets(
+                    lambda: self.profile, frozenset(self.settings.sip.transfer_targets) or None
+                ),
+                transfer_timeout_s=self.profile.transfer_timeout_s,
             )
             await self.lobby.prepare()
         if self.profile.lookups:
@@ -212,11 +217,16 @@ class Node:
         self.webrtc = WebRtcCalls(self._on_call, sample_rate=SAMPLE_RATE)
         return self.webrtc
 
-    def _queue_metrics(self) -> dict[str, int]:
+    def _queue_metrics(self) -> dict[str, float]:
         if self.lobby is None:
             return {}
         q = self.lobby.queue
-        return {"waiting": q.waiting, "active": q.active, "max_active": q.max_active}
+        return {
+            "waiting": q.waiting,
+            "active": q.active,
+            "max_active": q.max_active,
+            "longest_wait_s": round(q.longest_wait(), 1),
+        }
 
     def _model_metrics(self) -> dict[str, dict[str, float]]:
         m = self.models
@@ -442,9 +452,18 @@ class Node:
             log.warning(
                 "drain ended with %d live calls: hanging them up", self.endpoint.active_calls
             )
+            # Callers still in line: the overflow target, or the apology; never a silent BYE.
+            await self.close_line()
+
+    async def close_line(self) -> None:
+        """Dismiss every caller still in the call queue (the overflow target, or the
+        apology and a hang-up), each with its call-log records, before the stop."""
+        if self.lobby is not None and not self.lobby.closing:
+            await self.lobby.close()
 
     async def stop(self) -> None:
         """Hang up and release the endpoint; the call log's last records are written."""
+        await self.close_line()
         await self.loop_lag.stop()
         if self._sip_report is not None:
             self._sip_report.cancel()

@@ -96,6 +96,17 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _overflow_target_is_listed(self) -> Settings:
+        target, listed = self.queue.overflow_target, self.sip.transfer_targets
+        if target is not None and listed and target not in listed:
+            raise ValueError(
+                f"SWITCHBOARD_QUEUE__OVERFLOW_TARGET ({target}) is not in "
+                "SWITCHBOARD_SIP__TRANSFER_TARGETS: the endpoint would refuse every overflow "
+                "transfer; add it to the list"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _shared_cache_is_locked(self) -> Settings:
         cache = self.intent_cache
         if self.redis_url is None:

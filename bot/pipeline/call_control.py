@@ -41,6 +41,22 @@ def configured_targets(
     return lookup
 
 
+def overflow_targets(
+    profile: Callable[[], BotProfile], operator: frozenset[str] | None
+) -> Callable[[str], TransferTarget | None]:
+    """How the call queue's overflow target (an operator setting, not the profile's) is
+    reached: refused when the operator's list (``SWITCHBOARD_SIP__TRANSFER_TARGETS``) is set
+    and lacks it; else in the mode of the profile's ``[[transfer_targets]]`` entry for it
+    (read at each transfer: a new configuration applies), a REFER when it has none."""
+
+    def lookup(uri: str) -> TransferTarget | None:
+        if operator and uri not in operator:
+            return None
+        return profile().transfer_target(uri) or TransferTarget(uri=uri)
+
+    return lookup
+
+
 class CallControl(Processor):
     """Carries out an answer's ``CallAction`` once the caller has heard the answer.
 

@@ -53,6 +53,8 @@ class CallQueue:
         self._clock = clock
         self._active: set[Ticket] = set()
         self._line: deque[Ticket] = deque()
+        #: Closed (the node is stopping): a freed slot goes to nobody in line.
+        self.closed = False
 
     @property
     def active(self) -> int:
@@ -64,11 +66,15 @@ class CallQueue:
         """Callers in line (the queue depth)."""
         return len(self._line)
 
+    def longest_wait(self) -> float:
+        """Seconds the first caller in line has waited so far; 0.0 when nobody waits."""
+        return self._clock() - self._line[0].arrived_at if self._line else 0.0
+
     def enter(self, call_id: str) -> Ticket | None:
         """A slot now, a place at the end of the line, or None when the line is full."""
         now = self._clock()
         ticket = Ticket(call_id=call_id, arrived_at=now)
-        if not self._line and len(self._active) < self.max_active:
+        if not self.closed and not self._line and len(self._active) < self.max_active:
             self._admit(ticket, now)
             return ticket
         if len(self._line) >= self.max_waiting:
@@ -104,6 +110,10 @@ class CallQueue:
         ticket.state = "left"
         ticket._granted.set()  # wakes a ``wait`` in progress
 
+    def close(self) -> None:
+        """No more slots for the callers in line (they are dismissed instead)."""
+        self.closed = True
+
     def _admit(self, ticket: Ticket, now: float) -> None:
         ticket.state = "active"
         ticket.admitted_at = now
@@ -112,5 +122,5 @@ class CallQueue:
 
     def _grant(self) -> None:
         now = self._clock()
-        while self._line and len(self._active) < self.max_active:
+        while not self.closed and self._line and len(self._active) < self.max_active:
             self._admit(self._line.popleft(), now)

@@ -25,9 +25,12 @@ class QueueSettings(BaseModel):
     max_wait_s: float = Field(120.0, gt=0.0, le=3600.0)
     #: How often a waiting caller hears ``update`` (their position now).
     update_every_s: float = Field(30.0, gt=0.0, le=600.0)
-    #: Where a caller who waited ``max_wait_s`` is transferred (a SIP URI); unset: the
-    #: ``timeout`` apology and a hang-up.
-    overflow_target: str | None = Field(None, min_length=1)
+    #: Where a caller who waited ``max_wait_s``, who finds the line full, or who is still
+    #: in line when the node stops is transferred (a SIP URI); unset: the ``timeout``
+    #: apology (``full`` for a full line) and a hang-up. Like every transfer target it must
+    #: be in ``SWITCHBOARD_SIP__TRANSFER_TARGETS`` when that list is set; its mode (refer,
+    #: bridge) is the profile's ``[[transfer_targets]]`` entry for it, else a REFER.
+    overflow_target: str | None = Field(None, pattern=r"^(sips?|tel):[^\s<>]+$")
     #: What a caller hears; ``{position}`` is their place in line (1: next).
     welcome: str = (
         "All our agents are busy right now. Please stay on the line. "

@@ -12,13 +12,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from bot.callflow import TransferTarget
+from bot.pipeline.call_control import overflow_targets
 from bot.pipeline.prompts import PromptAudio
+from bot.profile import DEFAULT_PROFILE, load_profile
 from bot.queue.hold import hold_pattern
 from bot.queue.line import CallQueue
-from bot.queue.lobby import Lobby
+from bot.queue.lobby import AHEAD_FRAMES, Lobby, TargetLookup
 from bot.queue.settings import QueueSettings
 from telephony.events import TransferResult
 from tests.bot.fakes import RATE, MemoryCall, ToneTTS, silence
+
+DEFAULT = load_profile(DEFAULT_PROFILE)
 
 # -- CallQueue ---------------------------------------------------------------------------
 
@@ -94,6 +99,17 @@ async def test_leaving_wakes_a_waiter_with_false() -> None:
     await asyncio.sleep(0)
     q.leave(waiting)
     assert await pending is False
+
+
+def test_a_closed_queue_gives_a_freed_slot_to_nobody_in_line() -> None:
+    q = CallQueue(max_active=1, max_waiting=2)
+    first, second = q.enter("a"), q.enter("b")
+    assert first is not None and second is not None and second.state == "waiting"
+    q.close()
+    q.leave(first)
+    assert second.state == "waiting" and q.active == 0
+    third = q.enter("c")  # a call still being set up at the stop: in line, not a slot
+    assert third is not None and third.state == "waiting"
 
 
 def test_bad_bounds_are_refused() -> None:
@@ -192,7 +208,10 @@ class WordTTS(ToneTTS):
 
 
 async def make_lobby(
-    settings: QueueSettings, log: LogSpy, waits: list[tuple[str, float]]
+    settings: QueueSettings,
+    log: LogSpy,
+    waits: list[tuple[str, float]],
+    targets: TargetLookup | None = None,
 ) -> tuple[Lobby, WordTTS]:
     tts = WordTTS()
     await tts.load()
@@ -204,6 +223,7 @@ async def make_lobby(
         tts,
         call_log=log,
         on_wait=lambda outcome, s: waits.append((outcome, s)),
+        targets=targets,
     )
     await lobby.prepare()
     return lobby, tts
@@ -326,7 +346,10 @@ async def test_the_overflow_target_takes_a_caller_who_waited_too_long() -> None:
         out = await asyncio.wait_for(lobby.admit(second), 10)
     assert out.outcome == "transferred"
     assert [t for t, _, _ in second.transfers] == ["sip:desk@127.0.0.1"]
-    assert log.kinds("second") == ["queued", "queue_transfer"]
+    # The overflow message played to its end before the REFER (hold audio after it).
+    assert lobby._prompts.get(settings.overflow) in bytes(second.sent)
+    assert second.transfers[0][2] <= AHEAD_FRAMES
+    assert log.kinds("second") == ["queued", "transfer", "queue_transfer"]
     assert log.ended == [("second", "transferred")] and second.hangups == 1
 
 
@@ -342,5 +365,122 @@ async def test_a_failed_overflow_transfer_ends_with_the_apology() -> None:
         await lobby.admit(first)
         out = await asyncio.wait_for(lobby.admit(second), 10)
     assert out.outcome == "timeout" and second.hangups == 1
-    assert log.kinds("second") == ["queued", "transfer_failed", "queue_timeout"]
+    assert log.kinds("second") == ["queued", "transfer", "transfer_failed", "queue_timeout"]
     assert lobby._prompts.get(settings.timeout) in bytes(second.sent)
+
+
+async def test_closing_dismisses_each_caller_in_line_with_the_apology() -> None:
+    log, waits = LogSpy(), []
+    settings = QueueSettings(max_active=1, max_waiting=2, max_wait_s=60)
+    lobby, _ = await make_lobby(settings, log, waits)
+    first, second, third = LineCall("first"), LineCall("second"), LineCall("third")
+    async with first.running(), second.running(), third.running():
+        one = await lobby.admit(first)
+        assert one.ticket is not None
+        two = asyncio.ensure_future(lobby.admit(second))
+        three = asyncio.ensure_future(lobby.admit(third))
+        await until(lambda: lobby.queue.waiting == 2, "both in line")
+        assert await lobby.close() == 2  # returns once both heard the apology
+        assert two.done() and three.done()
+        lobby.release(one.ticket)  # the conversation ends after: its slot goes to nobody
+        outcomes = [two.result().outcome, three.result().outcome]
+    assert outcomes == ["closed", "closed"]
+    goodbye = lobby._prompts.get(settings.timeout)
+    for call in (second, third):
+        assert goodbye in bytes(call.sent) and call.hangups == 1
+        assert log.kinds(call.call_id) == ["queued", "queue_closed"]
+    assert sorted(log.ended) == [("second", "queue_closed"), ("third", "queue_closed")]
+    detail = next(d for _, k, d in log.events if k == "queue_closed")
+    assert detail is not None and detail.startswith("node stopping, waited ")
+    assert lobby.queue.waiting == 0 and lobby.queue.active == 0
+    assert sorted(o for o, _ in waits) == ["closed", "closed"]
+    assert await lobby.close() == 0  # nobody left: at once
+
+
+async def test_closing_sends_the_callers_in_line_to_the_overflow_target() -> None:
+    log, waits = LogSpy(), []
+    target = "sip:desk@127.0.0.1"
+    settings = QueueSettings(max_active=1, max_waiting=1, max_wait_s=60, overflow_target=target)
+    lobby, _ = await make_lobby(settings, log, waits)
+    first, second = LineCall("first"), LineCall("second")
+    async with first.running(), second.running():
+        await lobby.admit(first)
+        waiting = asyncio.ensure_future(lobby.admit(second))
+        await until(lambda: lobby.queue.waiting == 1, "in line")
+        await lobby.close()
+        out = waiting.result()
+    assert out.outcome == "transferred" and [t for t, _, _ in second.transfers] == [target]
+    assert log.kinds("second") == ["queued", "transfer", "queue_transfer"]
+    assert log.ended == [("second", "transferred")]
+    detail = next(d for _, k, d in log.events if k == "queue_transfer")
+    assert detail is not None and detail.startswith("node stopping")
+
+
+async def test_a_full_line_goes_to_the_overflow_target_when_one_is_set() -> None:
+    log, waits = LogSpy(), []
+    target = "sip:desk@127.0.0.1"
+    settings = QueueSettings(max_active=1, max_waiting=0, overflow_target=target)
+    lobby, _ = await make_lobby(settings, log, waits)
+    first, second = LineCall("first"), LineCall("second")
+    async with first.running(), second.running():
+        await lobby.admit(first)
+        out = await asyncio.wait_for(lobby.admit(second), 10)
+    assert out.outcome == "transferred" and second.hangups == 1
+    assert log.kinds("second") == ["queue_full", "transfer", "queue_transfer"]
+    assert lobby._prompts.get(settings.full) not in bytes(second.sent)
+    assert [o for o, _ in waits] == ["transferred"]
+
+
+async def test_an_overflow_target_in_bridge_mode_is_bridged_until_a_side_hangs_up() -> None:
+    log, waits = LogSpy(), []
+    target = "sip:desk@127.0.0.1"
+    settings = QueueSettings(max_active=1, max_waiting=1, max_wait_s=0.3, overflow_target=target)
+
+    def bridge(uri: str) -> TransferTarget:
+        return TransferTarget(uri=uri, mode="bridge")
+
+    lobby, _ = await make_lobby(settings, log, waits, targets=bridge)
+    first, second = LineCall("first"), LineCall("second")
+    async with first.running(), second.running():
+        await lobby.admit(first)
+        waiting = asyncio.ensure_future(lobby.admit(second))
+        await until(lambda: bool(second.bridges), "the bridge to the overflow target")
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # the caller is with the agent
+        await second.end()
+        out = await asyncio.wait_for(waiting, 5)
+    assert out.outcome == "transferred" and second.transfers == [] and second.hangups == 0
+    assert log.kinds("second") == [
+        "queued",
+        "transfer",
+        "bridged",
+        "bridge_ended",
+        "queue_transfer",
+    ]
+    assert ("second", "bridge_ended", "caller hung up") in log.events
+
+
+async def test_an_overflow_target_off_the_operators_list_is_refused() -> None:
+    log, waits = LogSpy(), []
+    settings = QueueSettings(
+        max_active=1, max_waiting=1, max_wait_s=0.3, overflow_target="sip:desk@127.0.0.1"
+    )
+    lookup = overflow_targets(lambda: DEFAULT, frozenset({"sip:other@127.0.0.1"}))
+    lobby, _ = await make_lobby(settings, log, waits, targets=lookup)
+    first, second = LineCall("first"), LineCall("second")
+    async with first.running(), second.running():
+        await lobby.admit(first)
+        out = await asyncio.wait_for(lobby.admit(second), 10)
+    assert out.outcome == "timeout" and second.transfers == [] and second.bridges == []
+    assert log.kinds("second") == ["queued", "transfer_refused", "queue_timeout"]
+
+
+def test_the_overflow_targets_mode_is_the_profiles_entry_else_a_refer() -> None:
+    listed = DEFAULT.model_copy(
+        update={"transfer_targets": [TransferTarget(uri="sip:a@127.0.0.1", mode="bridge")]}
+    )
+    lookup = overflow_targets(lambda: listed, None)
+    assert lookup("sip:a@127.0.0.1") == TransferTarget(uri="sip:a@127.0.0.1", mode="bridge")
+    assert lookup("sip:b@127.0.0.1") == TransferTarget(uri="sip:b@127.0.0.1", mode="refer")
+    narrowed = overflow_targets(lambda: listed, frozenset({"sip:a@127.0.0.1"}))
+    assert narrowed("sip:b@127.0.0.1") is None
