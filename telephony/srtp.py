@@ -23,8 +23,13 @@ SRTP_USE: dict[SrtpUse, int] = {
 
 
 def configure(media_config: Any, use: SrtpUse) -> None:
-    """Set an ``AccountConfig.mediaConfig`` to ``use`` SRTP, keyed by SDES only."""
+    """Set an ``AccountConfig.mediaConfig`` to ``use`` SRTP, keyed by SDES only.
+
+    ``off`` sets the SRTP use alone (pjsua's other SRTP settings keep their defaults).
+    """
     media_config.srtpUse = SRTP_USE[use]
+    if use == "off":
+        return
     media_config.srtpSecureSignaling = 0
     keyings = media_config.srtpOpt.keyings
     keyings.clear()
