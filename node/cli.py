@@ -71,6 +71,7 @@ def _dial(args: argparse.Namespace) -> int:
             record_both=Path(args.record_both) if args.record_both else None,
             duration_s=args.duration,
             say_at_s=args.say_at,
+            srtp=args.srtp,
         )
     )
 
@@ -145,6 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     dial.add_argument("--record", help="WAV file for what the far end sent")
     dial.add_argument("--record-both", help="stereo WAV: left what we sent, right what we got")
     dial.add_argument("--duration", type=float, default=15.0, help="seconds to stay on the call")
+    dial.add_argument(
+        "--srtp",
+        action="store_true",
+        help="offer SRTP (RTP/SAVP with SDES keys) and refuse a plain-RTP answer",
+    )
     dial.set_defaults(func=_dial)
 
     db = sub.add_parser("db", help="call-log database: migrations and retention")

@@ -134,7 +134,8 @@ class Bridges:
             return "the call has no audio"
         rate = core.config.sample_rate
         summary = summary[: int(MAX_SUMMARY_S * rate) * 2]
-        leg = AgentLeg(core, core.account, caller, summary)
+        # Placed from the agent account: its SRTP use is ``agent_srtp`` (plain by default).
+        leg = AgentLeg(core, core.agent_account, caller, summary)
         leg.target = target
         leg.settle = settle
         try:

@@ -20,6 +20,10 @@ SAMPLE_RATE = 8000
 FRAME_MS = 20
 
 Codec = Literal["G722", "PCMU", "PCMA"]
+#: SRTP (SDES keying, RFC 4568) on a call's media: ``optional`` answers an offer of
+#: RTP/SAVP with a=crypto with SRTP and a plain offer with plain RTP; ``mandatory`` refuses a
+#: plain offer (488); ``off`` answers plain RTP only (an RTP/SAVP offer gets 488).
+SrtpUse = Literal["optional", "mandatory", "off"]
 #: A transfer target as the profile allows one.
 _TARGET = re.compile(r"(sips?|tel):[^\s<>,]+")
 CODECS: tuple[Codec, ...] = ("G722", "PCMU", "PCMA")
@@ -61,6 +65,13 @@ class EndpointConfig(BaseModel):
     jb_min_pre_ms: int = Field(-1, ge=-1, le=10_000)
     jb_max_pre_ms: int = Field(-1, ge=-1, le=10_000)
     jb_max_ms: int = Field(-1, ge=-1, le=10_000)
+    #: SRTP on inbound calls (see ``SrtpUse``). The keys travel in the SDP, over the same
+    #: UDP signalling as the rest of the call: only as private as the network the SIP runs
+    #: on (a trusted network, or an SBC terminating TLS in front of the node).
+    srtp: SrtpUse = "optional"
+    #: SRTP on the calls the node places itself (the agent leg of a bridged transfer):
+    #: ``off`` (plain RTP, what most agent phones and PBX queues expect) unless set.
+    agent_srtp: SrtpUse = "off"
     #: The SIP front's rate limits, bans and table bounds.
     limits: FrontLimits = FrontLimits()
     #: Who may call (JSON list, e.g. ``[{"name": "trunk", "networks": ["203.0.113.0/24"]}]``,
@@ -98,6 +109,11 @@ class EndpointConfig(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError("a codec is listed twice")
         return tuple(names)
+
+    @field_validator("srtp", "agent_srtp", mode="before")
+    @classmethod
+    def _srtp_lower(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("transfer_targets", mode="before")
     @classmethod

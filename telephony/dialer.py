@@ -33,6 +33,7 @@ import numpy.typing as npt
 import pjsua2 as pj
 import soxr
 
+from telephony import srtp
 from telephony.config import SAMPLE_RATE
 from telephony.framebuf import read_frame, write_frame
 
@@ -59,6 +60,8 @@ class DialResult:
     ended_by_remote: bool = False
     codec: str = ""
     error: str = ""
+    #: SDP of the far end's 200 OK (its answer), "" if none came.
+    answer_sdp: str = ""
 
 
 # --------------------------------------------------------------------------- worker side
@@ -77,6 +80,8 @@ class DialSpec:
     dtmf: list[tuple[float, str]] = field(default_factory=list)
     codecs: Sequence[str] = ("PCMU", "PCMA")
     log_level: int = 1
+    #: Offer SRTP (RTP/SAVP with SDES a=crypto) and insist on it (pjmedia's "mandatory").
+    srtp: bool = False
 
 
 class _Recorder(pj.AudioMediaPort):  # type: ignore[misc]
@@ -140,6 +145,7 @@ class _OutboundCall(pj.Call):  # type: ignore[misc]
         self.answered_at: float | None = None
         self.disconnected = False
         self.codec = ""
+        self.answer_sdp = ""
         self.transfer_requests: list[str] = []
 
     def onCallTransferRequest(self, prm: Any) -> None:
@@ -148,6 +154,8 @@ class _OutboundCall(pj.Call):  # type: ignore[misc]
         prm.statusCode = 603
 
     def onCallState(self, prm: Any) -> None:
+        if not self.answer_sdp:
+            self.answer_sdp = _answer_sdp(prm.e)
         info = self.getInfo()
         if info.state == pj.PJSIP_INV_STATE_CONFIRMED and self.answered_at is None:
             self.answered_at = time.monotonic()
@@ -166,6 +174,23 @@ class _OutboundCall(pj.Call):  # type: ignore[misc]
                 self.port.startTransmit(aud)
                 si = self.getStreamInfo(idx)
                 self.codec = f"{si.codecName}/{si.codecClockRate}"
+
+
+def _answer_sdp(event: Any) -> str:
+    """The SDP body of a received 2xx to our INVITE, or "" (any other event)."""
+    if event.type != pj.PJSIP_EVENT_TSX_STATE:
+        return ""
+    tsx = event.body.tsxState
+    if tsx.type != pj.PJSIP_EVENT_RX_MSG:
+        return ""
+    try:
+        message: str = tsx.src.rdata.wholeMsg
+    except UnicodeDecodeError:
+        return ""
+    head, _, body = message.replace("\r\n", "\n").partition("\n\n")
+    first = head.split("\n", 1)[0].split()
+    is_2xx = len(first) > 1 and first[0] == "SIP/2.0" and first[1].startswith("2")
+    return body if is_2xx and "INVITE" in head.upper() else ""
 
 
 def _create_endpoint(spec: DialSpec) -> Any:
@@ -207,6 +232,7 @@ def run_call(spec: DialSpec) -> tuple[dict[str, Any], npt.NDArray[np.int16], npt
     mtc.port = random.randrange(20000, 30000, 2)
     mtc.portRange = 2000
     mtc.boundAddress = spec.bind_host
+    srtp.configure(acfg.mediaConfig, "mandatory" if spec.srtp else "off")
     acc = pj.Account()
     acc.create(acfg, True)
     port = _Recorder(spec)
@@ -264,6 +290,7 @@ def run_call(spec: DialSpec) -> tuple[dict[str, Any], npt.NDArray[np.int16], npt
         "ended_by_remote": by_remote and call.disconnected,
         "codec": call.codec,
         "error": error,
+        "answer_sdp": call.answer_sdp,
     }
     sent, received = port.sent[:ticks].reshape(-1), port.received[:ticks].reshape(-1)
     # pjsua2 objects must go before the library does.
@@ -290,13 +317,15 @@ async def dial(
     dtmf: list[tuple[float, str]] | None = None,
     codecs: Sequence[str] = ("PCMU", "PCMA"),
     log_level: int = 1,
+    srtp: bool = False,
 ) -> DialResult:
     """Call ``uri`` from a child process and return what was sent and heard.
 
     ``play`` (PCM16 mono 8 kHz) starts ``play_at_s`` after media starts; ``script`` adds more
     ``(offset_s, pcm)`` items on the same clock; ``dtmf`` sends ``(offset_s, digits)`` as
     RFC 4733 events. The call lasts ``record_seconds`` unless ``hangup_after_play_s`` ends it
-    that long after the last scripted audio, or the remote hangs up.
+    that long after the last scripted audio, or the remote hangs up. ``srtp`` offers
+    RTP/SAVP with SDES keys and accepts nothing else.
     """
     items = list(script or [])
     if play:
@@ -313,6 +342,7 @@ async def dial(
             "dtmf": [list(d) for d in (dtmf or [])],
             "codecs": list(codecs),
             "log_level": log_level,
+            "srtp": srtp,
         }
         for n, (at, pcm) in enumerate(items):
             path = out / f"play{n}.raw"
@@ -412,6 +442,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--local-port", type=int, default=0)
     parser.add_argument("--bind-host", default="127.0.0.1")
     parser.add_argument("--log-level", type=int, default=1)
+    parser.add_argument(
+        "--srtp",
+        action="store_true",
+        help="offer SRTP (RTP/SAVP, SDES a=crypto) and refuse a plain-RTP answer",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -428,6 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         hangup_after_play_s=args.hangup_after_play,
         dtmf=_parse_dtmf(args.dtmf),
         log_level=args.log_level,
+        srtp=args.srtp,
     )
     stdout = os.dup(1)
     os.dup2(2, 1)  # pjlib logs to stdout; keep stdout for the JSON summary

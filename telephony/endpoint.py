@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import pjsua2 as pj
 
+from telephony import srtp
 from telephony.bridge import AgentLeg, Bridges
 from telephony.call import Bridger, CallHandle, SipCall, Transferrer
 from telephony.config import EndpointConfig
@@ -151,6 +152,9 @@ class _Core:
         self.stop_requested = threading.Event()
         self.ep: Any = None
         self.account: _Account | None = None
+        #: The account the agent legs of bridged transfers are placed from, when their SRTP
+        #: use (``agent_srtp``) differs from the callers' (``srtp``); else ``account``.
+        self.agent_account: _Account | None = None
         self.logger: _LogHook | None = None
         self.calls: dict[int, SipCall] = {}  # pjsua call id -> live call
         self.bridges = Bridges(self)  # the agent legs of bridged transfers
@@ -301,14 +305,24 @@ class _Core:
         mtc.boundAddress = cfg.host
         if cfg.public_host:
             mtc.publicAddress = cfg.public_host
-        # No SRTP offered: the wheel bundles OpenSSL 1.0.2k.
-        acfg.mediaConfig.srtpUse = pj.PJMEDIA_SRTP_DISABLED
+        # SRTP as callers offer it (SDES keys; the agent legs of bridges have a setting of
+        # their own, see the agent account below).
+        srtp.configure(acfg.mediaConfig, cfg.srtp)
         acfg.natConfig.iceEnabled = False
         acfg.natConfig.sdpNatRewriteUse = False
         acfg.natConfig.viaRewriteUse = False
         acfg.natConfig.contactRewriteUse = False
         self.account = _Account(self)
         self.account.create(acfg, True)
+        self.agent_account = self.account
+        if cfg.agent_srtp != cfg.srtp:
+            # pjsua2 2.15.1 never called an AgentLeg's onCreateMediaTransportSrtp (tried),
+            # so the agent legs' SRTP use needs an account of its own: same identity, lower
+            # priority, so that incoming calls keep finding the first one.
+            srtp.configure(acfg.mediaConfig, cfg.agent_srtp)
+            acfg.priority = -1
+            self.agent_account = _Account(self)
+            self.agent_account.create(acfg, False)
 
     def _set_codec_priorities(self) -> None:
         wanted = [c.upper() for c in self.config.codecs]
@@ -338,7 +352,7 @@ class _Core:
         self.bridges.legs.clear()
         self.graveyard.clear()
         self.timers.clear()
-        self.account = None
+        self.account = self.agent_account = None
         gc.collect()
         try:
             self.ep.libDestroy(pj.PJSUA_DESTROY_NO_NETWORK)

@@ -58,9 +58,10 @@ async def dial_and_record(
     record_both: Path | None,
     duration_s: float,
     say_at_s: float,
+    srtp: bool = False,
 ) -> int:
     """Place the call; returns a process exit code (0 answered, 1 not answered)."""
-    result = await dial(uri, play=play, play_at_s=say_at_s, record_seconds=duration_s)
+    result = await dial(uri, play=play, play_at_s=say_at_s, record_seconds=duration_s, srtp=srtp)
     if result.sip_final_status != 200:
         print(f"not answered: SIP {result.sip_final_status} {result.error}", file=sys.stderr)
         return 1
@@ -71,7 +72,8 @@ async def dial_and_record(
         stereo = np.stack([result.sent[:n], result.received[:n]], axis=1).astype("<i2")
         write_wav(record_both, stereo.tobytes(), RATE, channels=2)
     print(
-        f"answered in {result.invite_to_answer_ms:.0f} ms ({result.codec}); "
+        f"answered in {result.invite_to_answer_ms:.0f} ms ({result.codec}"
+        f"{', SRTP' if srtp else ''}); "
         f"{len(result.received) / RATE:.1f}s recorded; ended by "
         f"{'the bot' if result.ended_by_remote else 'us'}",
         file=sys.stderr,

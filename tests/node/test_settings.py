@@ -32,6 +32,8 @@ def test_the_sections_are_the_parts_own_models(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("SWITCHBOARD_SIP__USER_AGENT", "Acme IVR")
     monkeypatch.setenv("SWITCHBOARD_SIP__ANSWER_DELAY_MS", "250")
     monkeypatch.setenv("SWITCHBOARD_SIP__CODECS", "pcmu, PCMA")
+    monkeypatch.setenv("SWITCHBOARD_SIP__SRTP", "Mandatory")
+    monkeypatch.setenv("SWITCHBOARD_SIP__AGENT_SRTP", "optional")
     monkeypatch.setenv("SWITCHBOARD_MODELS__ASR", "whisper")
     settings = load_settings()
     assert isinstance(settings.sip, EndpointConfig)
@@ -40,12 +42,14 @@ def test_the_sections_are_the_parts_own_models(monkeypatch: pytest.MonkeyPatch) 
     assert (sip.port, sip.max_calls, sip.sample_rate) == (5070, 7, SAMPLE_RATE)
     assert (sip.strict_rtp_source, sip.user_agent, sip.answer_delay_ms) == (False, "Acme IVR", 250)
     assert sip.codecs == ("PCMU", "PCMA")
+    assert (sip.srtp, sip.agent_srtp) == ("mandatory", "optional")
     assert settings.models.asr == "whisper"
 
 
 def test_each_default_is_the_parts_own() -> None:
     settings = Settings()
     assert settings.sip == EndpointConfig()
+    assert (settings.sip.srtp, settings.sip.agent_srtp) == ("optional", "off")
     assert settings.models == ModelSpec()
     assert (settings.models.asr, settings.models.embedder) == ("whisper-window", "minilm")
 
@@ -74,6 +78,11 @@ def test_each_default_is_the_parts_own() -> None:
             "SWITCHBOARD_SIP__CODECS",
             "PCMU,PCMU",
             "SWITCHBOARD_SIP__CODECS: a codec is listed twice",
+        ),
+        (
+            "SWITCHBOARD_SIP__SRTP",
+            "yes",
+            "SWITCHBOARD_SIP__SRTP: Input should be 'optional', 'mandatory' or 'off' (got 'yes')",
         ),
         (
             "SWITCHBOARD_SIP__PORT",
