@@ -148,10 +148,15 @@ def facts(text: str) -> set[str]:
     return found
 
 
+def _sentences(text: str) -> list[str]:
+    """The sentences of ``text``, split after a full stop, question or exclamation mark."""
+    return [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p]
+
+
 def names(text: str) -> set[str]:
     """Capitalized words inside a sentence (not its first word): likely proper names."""
     found: set[str] = set()
-    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+    for sentence in _sentences(text):
         tokens = _WORD.findall(sentence)
         for tok in tokens[1:]:
             if tok[0].isupper() and tok.lower() not in _NOT_NAMES:
@@ -207,10 +212,6 @@ def _stems(text: str) -> set[str]:
         )
         out.add(word.removesuffix(suffix) if suffix else word)
     return out
-
-
-def _sentences(text: str) -> list[str]:
-    return [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p]
 
 
 def recap(entry: str, question: str, known_names: Iterable[str] = ()) -> str:
