@@ -12,6 +12,7 @@ from pydantic_settings import NoDecode
 from telephony.floodguard import FrontLimits
 from telephony.peers import Peer
 from telephony.registration import RegistrationSettings
+from telephony.sip_stream import StreamSettings
 
 #: Rate of the PCM frames every call exposes to asyncio (narrowband telephony; G.722 is
 #: resampled by pjmedia's conference bridge). The one place this number is written.
@@ -74,6 +75,8 @@ class EndpointConfig(BaseModel):
     agent_srtp: SrtpUse = "off"
     #: The SIP front's rate limits, bans and table bounds.
     limits: FrontLimits = FrontLimits()
+    #: SIP over TCP and TLS besides UDP (``telephony.sip_stream``).
+    stream: StreamSettings = StreamSettings()
     #: Who may call (JSON list, e.g. ``[{"name": "trunk", "networks": ["203.0.113.0/24"]}]``,
     #: with ``username``/``password`` for digest authentication). Empty: anyone may call.
     peers: tuple[Peer, ...] = ()

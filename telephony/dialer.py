@@ -17,6 +17,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import sys
 import tempfile
 import threading
@@ -216,8 +217,27 @@ def _create_endpoint(spec: DialSpec) -> Any:
     tcfg.port = spec.local_port
     tcfg.boundAddress = spec.bind_host
     ep.transportCreate(pj.PJSIP_TRANSPORT_UDP, tcfg)
+    stream = uri_transport(spec.uri)
+    if stream in ("tcp", "tls"):  # the URI's transport: the call goes over it
+        scfg = pj.TransportConfig()
+        scfg.port = 0
+        scfg.boundAddress = spec.bind_host
+        if stream == "tls":
+            # The node's certificate is whatever the operator configured; the dialer is a
+            # test tool and does not check it.
+            scfg.tlsConfig.verifyServer = False
+            scfg.tlsConfig.method = pj.PJSIP_TLSV1_2_METHOD
+        ep.transportCreate(
+            pj.PJSIP_TRANSPORT_TCP if stream == "tcp" else pj.PJSIP_TRANSPORT_TLS, scfg
+        )
     ep.libStart()
     return ep
+
+
+def uri_transport(uri: str) -> str:
+    """The ``transport`` parameter of a SIP URI, lower-case ("udp" if none)."""
+    m = re.search(r";\s*transport\s*=\s*([A-Za-z]+)", uri.split("?", 1)[0])
+    return m.group(1).lower() if m else "udp"
 
 
 def run_call(spec: DialSpec) -> tuple[dict[str, Any], npt.NDArray[np.int16], npt.NDArray[np.int16]]:

@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import socket
+import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -50,6 +51,7 @@ from telephony.peers import CallerGate
 from telephony.registration import Registration
 from telephony.remote_call import RemoteCall
 from telephony.sip_dispatch import FRONT_KEYS, TRANSACTION_S, SipFront, WorkerSlot
+from telephony.sip_stream import Proto, StreamListener
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +236,7 @@ class SipServer:
         self._failures = [0] * n  # consecutive early deaths per slot
         self._generation = [0] * n  # workers started per slot so far
         self._front: SipFront | None = None
+        self._listeners: list[StreamListener] = []
         #: The node's registration with a PBX or provider (``telephony.registration``).
         self.registration: Registration | None = None
         self._stopping = False
@@ -294,6 +297,7 @@ class SipServer:
             raise EndpointError(f"SIP front cannot bind {cfg.host}:{cfg.port}: {exc}") from exc
         self._front = front
         try:
+            await self._listen_streams(front)
             await asyncio.gather(*(self._spawn(slot) for slot in self._slots))
         except BaseException:
             await self.stop()
@@ -309,6 +313,28 @@ class SipServer:
             front.registration = self.registration
             self.registration.start()
         self._keep(asyncio.get_running_loop().create_task(self._heartbeats(), name="heartbeats"))
+
+    async def _listen_streams(self, front: SipFront) -> None:
+        """SIP over TCP (on the front's port) and TLS, as ``config.stream`` asks."""
+        cfg = self.config
+        wanted: list[tuple[Proto, int]] = []
+        if cfg.stream.tcp:
+            wanted.append(("TCP", front.port))
+        if cfg.stream.tls:
+            wanted.append(("TLS", cfg.stream.tls_port))
+        for proto, port in wanted:
+            listener = StreamListener(front, cfg.stream, proto)
+            try:
+                await listener.start(cfg.host, port)
+            except (OSError, ssl.SSLError) as exc:
+                raise EndpointError(
+                    f"SIP front cannot listen for {proto} on {cfg.host}:{port}: {exc}"
+                ) from exc
+            self._listeners.append(listener)
+
+    def stream_port(self, proto: Proto) -> int | None:
+        """The port the node takes SIP over ``proto`` (TCP, TLS) on, or None."""
+        return next((li.port for li in self._listeners if li.proto == proto), None)
 
     @property
     def draining(self) -> bool:
@@ -343,6 +369,8 @@ class SipServer:
             await registration.stop()
         if front is not None:
             front.close()  # no new requests; relays stay for the final responses
+        for listener in self._listeners:
+            listener.stop_listening()  # open connections stay for the final messages
         for task in [t for t in self._background if not t.get_name().startswith("watch")]:
             task.cancel()  # restarts and the heartbeat check
         workers = [w for w in self._workers if w is not None and w.proc is not None]
@@ -365,6 +393,9 @@ class SipServer:
             await asyncio.wait(self._background, timeout=5.0)
         if front is not None:
             front.close_relays()
+        for listener in self._listeners:
+            listener.close()
+        self._listeners = []
         if self._tasks:  # each call's on_call sees its end and finishes (its records)
             await asyncio.wait(list(self._tasks), timeout=CALL_FINISH_S)
         for task in list(self._tasks):
@@ -405,6 +436,7 @@ class SipServer:
             out.update(front.counters)
             out["rejected_busy"] += front.counters["front_rejected_busy"]
             out["front_relays_open"] = front.relays_open
+            out["front_stream_open"] = sum(len(li.conns) for li in self._listeners)
             datagrams = max(1, front.counters["front_datagrams"])
             out["front_route_ns_avg"] = round(front.route_cost_s / datagrams * 1e9)
         else:

@@ -52,6 +52,15 @@ from typing import Any
 from telephony.floodguard import GUARD_KEYS, FloodGuard, FrontLimits
 from telephony.peers import CallerGate
 from telephony.registration import Registration
+from telephony.sip_stream import (
+    STREAM_KEYS,
+    StreamConn,
+    creates_dialog,
+    drop_routes,
+    insert_headers,
+    own_branch,
+    pop_own_via,
+)
 from telephony.sipcheck import (
     ALLOW,
     IN_DIALOG_ONLY,
@@ -226,6 +235,7 @@ FRONT_KEYS = (
     "front_challenged",
     "front_registration_responses",
     *GUARD_KEYS,
+    *STREAM_KEYS,
 )
 
 
@@ -235,6 +245,8 @@ class _Route:
     worker: WorkerSlot
     client: Addr
     relay: _Relay | None = None
+    #: The caller's TCP or TLS connection (None: a UDP caller, answered from the front's port).
+    conn: StreamConn | None = None
     holds_slot: bool = False  # counted in worker.load (an INVITE not yet over)
     responded: bool = False  # the worker has sent something back for this Call-ID
     invite_at: float = 0.0  # when the INVITE holding the slot was forwarded
@@ -259,6 +271,10 @@ class _Relay:
         except OSError:
             self.sock.close()
             raise
+        host, port = self.sock.getsockname()[:2]
+        host = f"[{host}]" if ":" in host else host
+        #: ``host:port`` of the socket: the worker-facing Record-Route of a stream caller.
+        self.local = f"{host}:{port}".encode()
 
     def send(self, data: bytes, dest: Addr) -> None:
         try:
@@ -372,18 +388,33 @@ class SipFront(asyncio.DatagramProtocol):
     def error_received(self, exc: Exception) -> None:
         log.debug("front socket error: %s", exc)
 
-    def _route(self, data: bytes, addr: Addr) -> None:
+    def stream_received(self, data: bytes, conn: StreamConn) -> None:
+        """One message framed off a TCP or TLS connection (``telephony.sip_stream``)."""
+        t0 = time.thread_time()
+        try:
+            self._route(data, conn.peer, conn)
+        finally:
+            self.route_cost_s += time.thread_time() - t0
+
+    def reply_on(self, conn: StreamConn, msg: SipScan, code: int, reason: str) -> None:
+        """A stateless answer on a connection (its framing errors)."""
+        self._reply(msg, code, reason, conn.peer, conn=conn)
+
+    def _route(self, data: bytes, addr: Addr, conn: StreamConn | None = None) -> None:
         c = self.counters
         c["front_datagrams"] += 1
         now = time.monotonic()
         if not self.guard.admit(addr[0], now):
             return  # over a rate or banned: nothing made, nothing answered
-        if not data.strip(b"\r\n"):  # RFC 5626 keepalive: a CRLFCRLF ping gets a CRLF pong
+        if conn is None and not data.strip(b"\r\n"):  # RFC 5626: CRLFCRLF ping, CRLF pong
             c["front_keepalives"] += 1
             if data == b"\r\n\r\n":
                 self._reply_raw(b"\r\n", addr)
             return
         msg = scan(data)
+        if msg.is_response and conn is not None:
+            self._stream_response(data, msg)
+            return
         if msg.is_response and self.registration is not None and self.registration.response(msg):
             c["front_registration_responses"] += 1
             return
@@ -399,9 +430,9 @@ class SipFront(asyncio.DatagramProtocol):
         route = self.routes.get(call_id) if call_id is not None else None
         if route is not None:  # checked when it made the route; the worker judges the rest
             if msg.method == "INVITE" and not self._admit_again(route, msg):
-                self._reject_busy(msg, addr)
+                self._reject_busy(msg, addr, conn)
                 return
-            route.client = addr
+            route.client, route.conn = addr, conn
             self._forward(route, data, msg, now)
             return
         bad = check_request(data, msg)
@@ -409,7 +440,7 @@ class SipFront(asyncio.DatagramProtocol):
             c["front_malformed"] += 1
             if msg.method != "ACK":
                 c["front_answered_400" if bad.code == 400 else "front_answered_505"] += 1
-                self._reply(msg, bad.code, bad.reason, addr, bad.headers)
+                self._reply(msg, bad.code, bad.reason, addr, bad.headers, conn=conn)
             return
         assert call_id is not None  # check_request requires one
         if msg.method == "ACK":  # nothing here to acknowledge: our answers need no ACK
@@ -417,7 +448,7 @@ class SipFront(asyncio.DatagramProtocol):
             return
         answer = self._answer_here(msg)
         if answer is not None:
-            self._reply(msg, answer.code, answer.reason, addr, answer.headers)
+            self._reply(msg, answer.code, answer.reason, addr, answer.headers, conn=conn)
             return
         # A new INVITE: the only request that makes anything here (a route, a relay).
         if self.gate is not None and not self.gate.open:
@@ -429,7 +460,7 @@ class SipFront(asyncio.DatagramProtocol):
                 else:
                     c["front_challenged"] += 1
                 answer = verdict.answer
-                self._reply(msg, answer.code, answer.reason, addr, answer.headers)
+                self._reply(msg, answer.code, answer.reason, addr, answer.headers, conn=conn)
                 return
         worker = self._pick(need_slot=True)
         if worker is None or len(self.routes) >= self.max_routes:
@@ -442,14 +473,14 @@ class SipFront(asyncio.DatagramProtocol):
                         "calls get 503",
                         self.max_routes,
                     )
-            self._reject_busy(msg, addr)
+            self._reject_busy(msg, addr, conn)
             return
-        route = _Route(call_id, worker, addr, last_seen=now)
+        route = _Route(call_id, worker, addr, conn=conn, last_seen=now)
         try:
             route.relay = _Relay(self, route)
         except OSError as exc:
             log.warning("no relay socket for %s: %s", call_id, exc)
-            self._reject_busy(msg, addr)
+            self._reject_busy(msg, addr, conn)
             return
         self.routes[call_id] = route
         self._hold(route, msg)
@@ -529,16 +560,44 @@ class SipFront(asyncio.DatagramProtocol):
         if addr is None or route.relay is None:
             return
         self.counters["front_relayed_to_workers"] += 1
+        if route.conn is not None:
+            data = self._towards_worker(route, route.relay, data, msg)
+            msg = scan(data)
         route.relay.send(with_rport(data, msg), addr)
+
+    def _towards_worker(self, route: _Route, relay: _Relay, data: bytes, msg: SipScan) -> bytes:
+        """A stream caller's request as its worker gets it: the front's Route values gone,
+        a dialog-creating INVITE record-routed twice (``telephony.sip_stream``)."""
+        assert route.conn is not None
+        data = drop_routes(data, msg, {relay.local, route.conn.local})
+        msg = scan(data)
+        if creates_dialog(msg):
+            lines = [
+                b"Record-Route: <sip:" + relay.local + b";lr>\r\n",
+                b"Record-Route: " + route.conn.record_route + b"\r\n",
+            ]
+            data = insert_headers(data, msg, lines)
+        return data
+
+    def _stream_response(self, data: bytes, msg: SipScan) -> None:
+        """A stream caller's response to a worker's request: to the worker, less our Via."""
+        route = self.routes.get(msg.call_id or "")
+        rest = pop_own_via(data, msg)
+        if route is None or route.relay is None or route.worker.addr is None or rest is None:
+            self.counters["front_dropped_responses"] += 1
+            return
+        route.last_seen = time.monotonic()
+        self.counters["front_stream_responses_relayed"] += 1
+        route.relay.send(rest, route.worker.addr)
 
     def _unavailable(self) -> Rejection:
         return Rejection(503, "Service Unavailable", (("Retry-After", str(self.retry_after_s)),))
 
-    def _reject_busy(self, msg: SipScan, addr: Addr) -> None:
+    def _reject_busy(self, msg: SipScan, addr: Addr, conn: StreamConn | None = None) -> None:
         self.counters["front_rejected_busy"] += 1
         if msg.method != "ACK":
             extra = (("Retry-After", str(self.retry_after_s)),)
-            self._reply(msg, 503, "Service Unavailable", addr, extra)
+            self._reply(msg, 503, "Service Unavailable", addr, extra, conn=conn)
 
     def _reply(
         self,
@@ -547,10 +606,14 @@ class SipFront(asyncio.DatagramProtocol):
         reason: str,
         addr: Addr,
         extra: Sequence[tuple[str, str]] = (),
+        *,
+        conn: StreamConn | None = None,
     ) -> None:
-        self._reply_raw(
-            stateless_response(msg, code, reason, addr, extra=extra, server=self.server), addr
-        )
+        response = stateless_response(msg, code, reason, addr, extra=extra, server=self.server)
+        if conn is not None:
+            conn.send(response)
+        else:
+            self._reply_raw(response, addr)
 
     def send_raw(self, data: bytes, addr: Addr) -> None:
         """Send a datagram from the front's own port (the registration's requests)."""
@@ -573,7 +636,10 @@ class SipFront(asyncio.DatagramProtocol):
         route.last_seen = time.monotonic()
         route.responded = True
         self.counters["front_relayed_to_clients"] += 1
-        self._reply_raw(data, route.client)
+        if route.conn is None:
+            self._reply_raw(data, route.client)
+        elif not route.conn.send(self._towards_stream(route, data)):
+            self.counters["front_stream_lost"] += 1
         if route.expires_at is None and (route.holds_slot or not route.answered):
             code = invite_status(data)
             if code >= 300:
@@ -583,6 +649,17 @@ class SipFront(asyncio.DatagramProtocol):
                 route.worker.load += 1
             if 200 <= code < 300:
                 route.answered = True
+
+    def _towards_stream(self, route: _Route, data: bytes) -> bytes:
+        """What the worker sent as a stream caller gets it: a request (its BYE) without the
+        front's Route values and with the front's Via on top; a response unchanged."""
+        msg = scan(data)
+        if msg.is_response or route.conn is None or route.relay is None:
+            return data
+        conn = route.conn
+        data = drop_routes(data, msg, {route.relay.local, conn.local})
+        msg = scan(data)
+        return insert_headers(data, msg, [b"Via: " + conn.via(own_branch(msg)) + b"\r\n"])
 
     # node hooks ------------------------------------------------------------------
     def call_started(self, call_id: str) -> None:

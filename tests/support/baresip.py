@@ -45,8 +45,20 @@ def _read(path: Path) -> npt.NDArray[np.int16]:
         return np.frombuffer(wav.readframes(wav.getnframes()), "<i2").copy()
 
 
-def baresip_call(uri: str, source_wav_8k: Path, workdir: Path, timeout_s: int) -> BaresipCall:
-    """Dial ``uri``, play the WAV (baresip hangs up when it ends), return both directions."""
+def baresip_call(
+    uri: str,
+    source_wav_8k: Path,
+    workdir: Path,
+    timeout_s: int,
+    *,
+    account_params: str = "",
+    config: str = "",
+) -> BaresipCall:
+    """Dial ``uri``, play the WAV (baresip hangs up when it ends), return both directions.
+
+    ``account_params`` are added to the account line (``;mediaenc=srtp-mand``), ``config``
+    lines to the configuration (``module srtp.so``).
+    """
     exe = shutil.which("baresip")
     if exe is None:
         raise RuntimeError("baresip is not installed (apt-get install baresip-core)")
@@ -57,8 +69,8 @@ def baresip_call(uri: str, source_wav_8k: Path, workdir: Path, timeout_s: int) -
         silent.setsampwidth(2)
         silent.setframerate(8000)
         silent.writeframes(bytes(1600))
-    (workdir / "config").write_text(CONFIG.format(dir=workdir, source=source_wav_8k))
-    (workdir / "accounts").write_text("<sip:caller@127.0.0.1>;regint=0\n")
+    (workdir / "config").write_text(CONFIG.format(dir=workdir, source=source_wav_8k) + config)
+    (workdir / "accounts").write_text(f"<sip:caller@127.0.0.1>;regint=0{account_params}\n")
     proc = subprocess.run(
         [exe, "-4", "-f", str(workdir), "-e", f"/dial {uri}", "-t", str(timeout_s)],
         cwd=workdir,

@@ -67,9 +67,11 @@ class Calls:
         return sum(1 for e in self.events.get(call_id, []) if isinstance(e, AudioIn))
 
 
-async def dial_tone(port: int, freq: float, seconds: float = 3.0, **kw: Any) -> DialResult:
+async def dial_tone(
+    port: int, freq: float, seconds: float = 3.0, uri_params: str = "", **kw: Any
+) -> DialResult:
     return await dial(
-        f"sip:bot@127.0.0.1:{port}",
+        f"sip:bot@127.0.0.1:{port}{uri_params}",
         play=tone(freq, seconds - 1.0),
         play_at_s=0.2,
         record_seconds=seconds,
