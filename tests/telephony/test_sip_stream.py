@@ -12,6 +12,7 @@ import asyncio
 import socket
 import ssl
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -330,3 +331,38 @@ async def test_baresip_calls_over_tcp_and_tls_with_srtp(
         assert "SRTP is Enabled" in call.log and "Call established" in call.log, call.log
         assert f"transport={proto} terminated" in call.log, call.log  # it hung up
     assert stats["calls_total"] == 2 and stats["rtp_discarded"] == 0, stats
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the far end closes the connection (within 5 s) without sending anything."""
+    sock.settimeout(5.0)
+    try:
+        return sock.recv(100) == b""
+    except ConnectionResetError:
+        return True
+
+
+@pytest.mark.sip
+async def test_connections_are_bounded_per_source_and_closed_when_idle(make_node: Any) -> None:
+    settings = StreamSettings(tcp=True, max_per_source=2, idle_s=1.0)
+    async with make_node(Calls(), stream=settings) as node:
+
+        def connect() -> tuple[bool, bytes, bool, float]:
+            addr = ("127.0.0.1", node.config.port)
+            with (
+                socket.create_connection(addr) as first,
+                socket.create_connection(addr) as second,
+                socket.create_connection(addr) as third,
+            ):
+                refused = _closed(third)  # closed at once: the source is at its bound
+                answer = _exchange(second, request("OPTIONS"))
+                t0 = time.monotonic()
+                idle = _closed(first)  # closed by the front after idle_s without a message
+                return refused, answer, idle, time.monotonic() - t0
+
+        refused, answer, idle, waited = await asyncio.to_thread(connect)
+        stats = node.stats()
+    assert refused and idle
+    assert answer.startswith(b"SIP/2.0 200 OK"), answer
+    assert waited < 4.0, waited
+    assert stats["front_stream_refused"] == 1 and stats["front_stream_idle_closed"] >= 1, stats
