@@ -173,8 +173,8 @@ async def run(args: argparse.Namespace) -> int:
     print(
         f"Profile {args.profile.name}: {len(profile.intents)} intents, {len(profile.knowledge)} "
         f"knowledge entries (min_score {km.min_score:g}, direct_score {km.direct_score:g}, "
-        f"max_entries {km.max_entries}, keyword_soundalike {km.keyword_soundalike:.2f}); LLM "
-        f"max_tokens {profile.llm.max_tokens}, temperature {profile.llm.temperature:g}."
+        f"max_entries {km.max_entries}); LLM max_tokens {profile.llm.max_tokens}, temperature "
+        f"{profile.llm.temperature:g}."
     )
     for split in args.splits:
         counts = Counter(c.kind for c in cases if c.split == split)

@@ -198,14 +198,6 @@ class KnowledgeConfig(BaseModel):
     #: At or above this the best entry's own answer may be spoken as is, without the LLM: no
     #: wrong entry scored over 0.57.
     direct_score: float = Field(0.65, gt=0.0, le=1.0)
-    #: A run of the caller's words sounding like an entry's keyword lifts the entry as the
-    #: keyword does, when their letters differ by at most this share of the keyword's, the
-    #: slips of hearing (a vowel for a vowel, "b" for "p", "l" for "r") costing less
-    #: (``bot.knowledge.soundalike``); 0: keywords said exactly only. At a third, Whisper's
-    #: "paper" and "people" for "PayPal" and "pob box" for "PO box" lift their entries; of
-    #: 786 other utterances (the intent evaluation's, the background lines) only a PayPal and
-    #: a PO box question did; "parcel" (0.375 of "PayPal") does not.
-    keyword_soundalike: float = Field(1 / 3, ge=0.0, lt=1.0)
 
     @model_validator(mode="after")
     def _direct_is_stricter(self) -> KnowledgeConfig:

@@ -6,9 +6,7 @@ and each entry scores the cosine similarity of its nearest question. Entries at 
 embedded: a row for an entry's answer or topic changed no paraphrase's score and raised an
 unrelated one. A keyword of an entry said by the caller (whole words, or with a plural "s")
 lifts that entry to ``min_score``, never to ``direct_score``: a name the embedder knows
-poorly still finds its entry, and the LLM still words the answer. So does a run of words that
-sounds like a keyword (``bot.knowledge.soundalike``: "paper" for "PayPal"), the way the
-speech recognizer spells a name it does not know.
+poorly still finds its entry, and the LLM still words the answer.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ import numpy as np
 import numpy.typing as npt
 
 from bot.intents.match import normalize, query_text
-from bot.knowledge.soundalike import SoundAlike
 from bot.profile import KnowledgeConfig, KnowledgeEntry
 from serve.embed import Embedder
 from serve.timing import StageTimings
@@ -56,8 +53,6 @@ class KnowledgeIndex:
             [re.compile(rf"(?<!\S){re.escape(normalize(k))}(?:'?s)?(?!\S)") for k in e.keywords]
             for e in entries
         ]
-        self._keyword_words = [[normalize(k).split() for k in e.keywords] for e in entries]
-        self._soundalike = SoundAlike(config.keyword_soundalike)
 
     @classmethod
     async def build(
@@ -91,11 +86,8 @@ class KnowledgeIndex:
         """The rule on a unit query vector (shape (dim,) or (1, dim)) of ``text``."""
         scores = self.scores(vector)
         said = normalize(text)
-        words = said.split()
         for k, patterns in enumerate(self._keywords):
-            if any(p.search(said) for p in patterns) or any(
-                self._soundalike.matches(words, keyword) for keyword in self._keyword_words[k]
-            ):
+            if any(p.search(said) for p in patterns):
                 scores[k] = max(scores[k], self.config.min_score)
         order = np.argsort(-scores, kind="stable")
         return [

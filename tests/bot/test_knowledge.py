@@ -127,17 +127,6 @@ async def test_a_keyword_said_lifts_its_entry_to_min_score() -> None:
     assert await built.retrieve("Do you sell giftcards?") == []
 
 
-async def test_a_word_that_sounds_like_a_keyword_lifts_its_entry_as_the_keyword_does() -> None:
-    built, _ = await index(min_score=0.45)
-    found = await built.retrieve("Do you sell gift guards?")
-    assert topics(found) == ["payment"]
-    assert found[0].score == pytest.approx(0.45)
-    assert built.direct(found) is None
-    assert await built.retrieve("Do you sell big cards?") == []
-    built, _ = await index(min_score=0.45, keyword_soundalike=0.0)
-    assert await built.retrieve("Do you sell gift guards?") == []
-
-
 async def test_the_answer_is_direct_only_from_direct_score() -> None:
     built, _ = await index(min_score=0.45, direct_score=0.8)
     found = await built.retrieve("refund question")
