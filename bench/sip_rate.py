@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.sip_rate                          # steps 1, 2, 4, 6, 8 calls/s
     .venv/bin/python -m bench.sip_rate --rates 2,4,8 --hold-s 6 --max-calls 30
     .venv/bin/python -m bench.sip_rate --flood 2000             # a flood during every step
+    .venv/bin/python -m bench.sip_rate --transport tcp          # SIP over one TCP connection
 
 One ``SipServer`` (``--max-calls``, workers as in production) answers every call and echoes
 its audio; sipp places calls over loopback at each step's rate for ``--attempts-s``
@@ -41,6 +42,7 @@ from typing import Any
 
 from bench.sip_node import SCENARIO, echo, flood
 from telephony import EndpointConfig, SipServer
+from telephony.sip_stream import StreamSettings
 from testkit.ports import free_udp_port
 
 
@@ -88,6 +90,8 @@ async def step(
         "-mp", str(random.randrange(20000, 28000, 4)),
         "-timeout", f"{int(attempts_s + hold_s + 30)}s", "-timeout_error",
         "-trace_stat", "-stf", str(stat), "-fd", "1", "-nostdin",
+        # TCP: every call on one connection, as a trunk keeps one (sipp's t1)
+        "-t", "t1" if args.transport == "tcp" else "u1",
         f"127.0.0.1:{node.config.port}",
     ]  # fmt: skip
     s0 = node.stats()
@@ -142,6 +146,7 @@ async def search(args: argparse.Namespace, tmp: Path, sipp: str) -> dict[str, An
         rtp_port_start=random.randrange(30000, 34000, 2),
         rtp_port_range=4000,
         log_level=0,
+        stream=StreamSettings(tcp=args.transport == "tcp"),
     )
     node = SipServer(cfg, echo)
     await node.start()
@@ -163,6 +168,7 @@ async def search(args: argparse.Namespace, tmp: Path, sipp: str) -> dict[str, An
         "hold_s": args.hold_s,
         "attempts_s": args.attempts_s,
         "flood_pps": args.flood,
+        "transport": args.transport,
         "media": "PCMU tone from sipp, echoed by the node",
         "steps": steps,
         "session_establishment_rate_cps": max((s["rate_cps"] for s in passed), default=0),
@@ -183,6 +189,7 @@ def main() -> int:
     parser.add_argument("--hold-s", type=float, default=4.0, help="each call's length")
     parser.add_argument("--max-calls", type=int, default=24)
     parser.add_argument("--flood", type=int, default=0, metavar="PPS")
+    parser.add_argument("--transport", choices=("udp", "tcp"), default="udp")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="sb-bench-rate-"))
     try:
