@@ -141,10 +141,14 @@ class Node:
         )
         self.config.start()
         sip = self.settings.sip
+        where = [f"udp:{sip.host}:{sip.port}"] + [
+            f"{proto.lower()}:{sip.host}:{port}"
+            for proto in ("TCP", "TLS")
+            if (port := self.endpoint.stream_port(proto)) is not None
+        ]
         log.info(
-            "ready: answering SIP on udp:%s:%d (started in %.1fs)",
-            sip.host,
-            sip.port,
+            "ready: answering SIP on %s (started in %.1fs)",
+            ", ".join(where),
             time.monotonic() - started,
         )
 
