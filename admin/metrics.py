@@ -176,10 +176,10 @@ class _Snapshot(Collector):
                     yield GaugeMetricFamily(name, doc, value=stats[key])
                 else:
                     yield CounterMetricFamily(name, doc, value=stats[key])
-            for key in ("workers", "workers_up"):
+            for key in ("workers", "workers_up", "front_relays_open", "front_stream_open"):
                 if key in stats:
                     yield GaugeMetricFamily(
-                        f"switchboard_sip_{key}", f"SIP worker processes: {key}", value=stats[key]
+                        f"switchboard_sip_{key}", f"SIP node now: {key}", value=stats[key]
                     )
         if self._models is not None:
             calls = CounterMetricFamily(

@@ -46,6 +46,8 @@ async def test_metrics_need_a_token_and_show_what_the_node_observed(
             "workers": 3,
             "registered": 1,
             "register_failovers": 2,
+            "front_stream_connections": 4,
+            "front_stream_open": 1,
         },
         models=lambda: {"asr": {"count": 9.0, "errors": 1.0, "timeouts": 0.0}},
         live_calls=lambda: 2,
@@ -75,6 +77,8 @@ async def test_metrics_need_a_token_and_show_what_the_node_observed(
     assert got[("switchboard_intent_cache_refused_total", ())] == 3
     assert got[("switchboard_sip_registered", ())] == 1  # a gauge: the binding is held
     assert got[("switchboard_sip_register_failovers_total", ())] == 2
+    assert got[("switchboard_sip_front_stream_connections_total", ())] == 4
+    assert got[("switchboard_sip_front_stream_open", ())] == 1  # a gauge: connections now
     assert got[("switchboard_calls_active", ())] == 2
     assert got[("switchboard_model_failures_total", (("kind", "error"), ("model", "asr")))] == 1
 
