@@ -326,7 +326,7 @@ class SipServer:
             listener = StreamListener(front, cfg.stream, proto)
             try:
                 await listener.start(cfg.host, port)
-            except (OSError, ssl.SSLError) as exc:
+            except (OSError, ssl.SSLError, ValueError) as exc:
                 raise EndpointError(
                     f"SIP front cannot listen for {proto} on {cfg.host}:{port}: {exc}"
                 ) from exc

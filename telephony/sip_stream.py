@@ -99,7 +99,13 @@ class StreamSettings(BaseModel):
             raise ValueError("stream: tls needs tls_cert_file and tls_key_file")
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        ctx.load_cert_chain(str(self.tls_cert_file), str(self.tls_key_file))
+        try:
+            ctx.load_cert_chain(str(self.tls_cert_file), str(self.tls_key_file))
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(
+                f"stream: cannot load the TLS certificate {self.tls_cert_file} with the key "
+                f"{self.tls_key_file}: {exc.strerror or exc}"
+            ) from exc
         return ctx
 
 

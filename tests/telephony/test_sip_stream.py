@@ -158,6 +158,11 @@ def test_only_a_new_invite_creates_a_dialog() -> None:
 def test_tls_needs_a_certificate() -> None:
     with pytest.raises(ValueError, match="tls_cert_file"):
         StreamSettings(tls=True)
+    missing = StreamSettings(
+        tls=True, tls_cert_file=Path("/nonexistent/cert.pem"), tls_key_file=Path("key.pem")
+    )
+    with pytest.raises(ValueError, match=r"cannot load the TLS certificate /nonexistent/cert\.pem"):
+        missing.server_context()
 
 
 # --------------------------------------------------------------------------- real calls
