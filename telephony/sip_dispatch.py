@@ -561,23 +561,26 @@ class SipFront(asyncio.DatagramProtocol):
             return
         self.counters["front_relayed_to_workers"] += 1
         if route.conn is not None:
-            data = self._towards_worker(route, route.relay, data, msg)
-            msg = scan(data)
+            data, msg = self._towards_worker(route.conn, route.relay, data, msg)
         route.relay.send(with_rport(data, msg), addr)
 
-    def _towards_worker(self, route: _Route, relay: _Relay, data: bytes, msg: SipScan) -> bytes:
+    @staticmethod
+    def _towards_worker(
+        conn: StreamConn, relay: _Relay, data: bytes, msg: SipScan
+    ) -> tuple[bytes, SipScan]:
         """A stream caller's request as its worker gets it: the front's Route values gone,
         a dialog-creating INVITE record-routed twice (``telephony.sip_stream``)."""
-        assert route.conn is not None
-        data = drop_routes(data, msg, {relay.local, route.conn.local})
-        msg = scan(data)
+        kept = drop_routes(data, msg, {relay.local, conn.local})
+        if kept is not data:
+            data, msg = kept, scan(kept)
         if creates_dialog(msg):
             lines = [
                 b"Record-Route: <sip:" + relay.local + b";lr>\r\n",
-                b"Record-Route: " + route.conn.record_route + b"\r\n",
+                b"Record-Route: " + conn.record_route + b"\r\n",
             ]
             data = insert_headers(data, msg, lines)
-        return data
+            msg = scan(data)
+        return data, msg
 
     def _stream_response(self, data: bytes, msg: SipScan) -> None:
         """A stream caller's response to a worker's request: to the worker, less our Via."""
@@ -650,6 +653,10 @@ class SipFront(asyncio.DatagramProtocol):
             if 200 <= code < 300:
                 route.answered = True
 
+    def stream_conns_in_use(self) -> set[StreamConn]:
+        """The TCP and TLS connections that routes (calls, transactions) still need."""
+        return {r.conn for r in self.routes.values() if r.conn is not None}
+
     def _towards_stream(self, route: _Route, data: bytes) -> bytes:
         """What the worker sent as a stream caller gets it: a request (its BYE) without the
         front's Route values and with the front's Via on top; a response unchanged."""
@@ -657,8 +664,9 @@ class SipFront(asyncio.DatagramProtocol):
         if msg.is_response or route.conn is None or route.relay is None:
             return data
         conn = route.conn
-        data = drop_routes(data, msg, {route.relay.local, conn.local})
-        msg = scan(data)
+        kept = drop_routes(data, msg, {route.relay.local, conn.local})
+        if kept is not data:
+            data, msg = kept, scan(kept)
         return insert_headers(data, msg, [b"Via: " + conn.via(own_branch(msg)) + b"\r\n"])
 
     # node hooks ------------------------------------------------------------------

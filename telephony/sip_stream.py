@@ -420,9 +420,11 @@ class StreamListener:
                 self._per_source.pop(source, None)
 
     def sweep(self, now: float) -> None:
-        """Close connections idle past ``idle_s``."""
+        """Close connections idle past ``idle_s`` that carry no call (a call may go on for
+        long without a message: its connection stays for the BYE)."""
+        in_use = self.front.stream_conns_in_use()
         for conn in list(self.conns):
-            if now - conn.last_seen > self.settings.idle_s:
+            if now - conn.last_seen > self.settings.idle_s and conn not in in_use:
                 self.front.counters["front_stream_idle_closed"] += 1
                 conn.close()
                 self.forget(conn)

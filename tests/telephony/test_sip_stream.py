@@ -200,11 +200,12 @@ async def test_the_bots_hang_up_reaches_a_tcp_caller(make_node: Any, helpers: An
     calls = echoing()
 
     async def hang_up_soon(call: RemoteCall) -> None:
-        await asyncio.sleep(2.0)
+        await asyncio.sleep(2.5)
         await call.hangup()
 
     calls.action = hang_up_soon
-    async with make_node(calls, stream=StreamSettings(tcp=True)) as node:
+    # The call outlasts idle_s with no SIP message: its connection must stay for the BYE.
+    async with make_node(calls, stream=StreamSettings(tcp=True, idle_s=1.0)) as node:
         result = await dial_tone(node.config.port, 700.0, seconds=8.0, uri_params=";transport=tcp")
         await wait_until(lambda: node.active_calls == 0, what="the call ended")
         stats = node.stats()
@@ -212,6 +213,7 @@ async def test_the_bots_hang_up_reaches_a_tcp_caller(make_node: Any, helpers: An
     assert result.ended_by_remote, result  # the worker's BYE came over the caller's connection
     assert len(result.received) < 6 * RATE, len(result.received)
     assert stats["front_stream_responses_relayed"] >= 1, stats  # the caller's 200 to the BYE
+    assert stats["front_stream_idle_closed"] == 0 and stats["front_stream_lost"] == 0, stats
 
 
 def _exchange(sock: socket.socket, data: bytes, timeout_s: float = 5.0) -> bytes:
