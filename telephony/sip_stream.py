@@ -51,6 +51,7 @@ Proto = Literal["TCP", "TLS"]
 #: Branch prefix of the Via the front puts on the worker's requests to a stream caller.
 BRANCH_PREFIX = b"z9hG4bK-sbf-"
 PING = b"\r\n\r\n"
+TLS_HANDSHAKE_S = 10.0
 PONG = b"\r\n"
 
 STREAM_KEYS = (
@@ -379,7 +380,14 @@ class StreamListener:
         loop = asyncio.get_running_loop()
         ctx = self.settings.server_context() if self.proto == "TLS" else None
         self._server = await loop.create_server(
-            lambda: StreamConn(self), host or None, port, ssl=ctx, reuse_address=True
+            lambda: StreamConn(self),
+            host or None,
+            port,
+            ssl=ctx,
+            # A TLS connection is judged (bounds, bans) once its handshake is done: a peer
+            # that stalls it holds a socket this long at most.
+            ssl_handshake_timeout=TLS_HANDSHAKE_S if ctx is not None else None,
+            reuse_address=True,
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
         self._sweeper = loop.create_task(self._sweep_forever(), name=f"sip-{self.proto}-idle")
