@@ -33,6 +33,8 @@ apt_pkgs=(python3-venv python3-dev build-essential cmake)
 if [[ $WITH_TEST -eq 1 ]]; then
   # real SIP peers for the end-to-end tests, and caller voices
   apt_pkgs+=(sip-tester baresip-core flite espeak-ng sox)
+  # the SIP-over-TLS tests make a throwaway certificate with it
+  apt_pkgs+=(openssl)
   # server binaries only: the test suite runs its own PostgreSQL and Redis on free ports
   apt_pkgs+=(postgresql redis-server)
   # the admin console's browser tests: headless Chromium driven by Playwright (no browser
