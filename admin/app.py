@@ -41,10 +41,12 @@ def create_app(
     matching_report: config.MatchingReport | None = None,
     metrics: NodeMetrics | None = None,
     webrtc_calls: WebRtcCalls | None = None,
+    recordings_dir: Path | None = None,
 ) -> FastAPI:
     """The app on the call log's database. ``live_calls``: the node's own calls, when the
     app runs inside a node (``switchboard run``); without it, live calls come from the
-    database (``switchboard admin``, for a fleet)."""
+    database (``switchboard admin``, for a fleet). ``recordings_dir``: the folder whose
+    recordings the API may serve (none: recordings cannot be fetched here)."""
     app = FastAPI(
         title=API_TITLE,
         version="1",
@@ -60,6 +62,7 @@ def create_app(
     app.state.matching_report = matching_report
     app.state.metrics = metrics
     app.state.webrtc = webrtc_calls
+    app.state.recordings_dir = recordings_dir
     app.include_router(accounts.router)
     app.include_router(calls.router)
     app.include_router(config.router)

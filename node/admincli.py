@@ -18,7 +18,7 @@ from admin.server import AdminServer, AdminServerError
 from bot.calllog.migrate import schema_state
 from bot.calllog.store import make_engine
 from bot.profile import ProfileError, load_profile
-from node.calllog import database_url
+from node.calllog import database_url, recordings_dir
 from node.settings import Settings
 
 
@@ -120,7 +120,7 @@ async def _serve(settings: Settings) -> int:
     db = await _checked_engine(settings)
     if db is None:
         return 2
-    app = create_app(db.engine, settings.admin)
+    app = create_app(db.engine, settings.admin, recordings_dir=recordings_dir(settings))
     server = AdminServer(app, settings.admin.host, settings.admin.port, own_signals=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

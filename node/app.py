@@ -323,6 +323,7 @@ class Node:
             matching_report=self._matching_report,
             metrics=self.metrics,
             webrtc_calls=self._webrtc_calls(),
+            recordings_dir=recordings_dir(self.settings),
         )
         self.admin = AdminServer(app, cfg.host, cfg.port)
         await self.admin.start()

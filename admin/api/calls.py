@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, HTTPException, Query, Request, status
+from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Select, exists, func, select
 
 from admin.api.pagination import DbText, Page, PageDep
+from admin.audit import record
 from admin.db import aware, now, to_utc
-from admin.deps import SessionDep, Viewer
+from admin.deps import Editor, SessionDep, Viewer
 from bot.calllog.calllog import LiveCallInfo
 from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.pipeline.turn import STAGES
@@ -37,6 +41,8 @@ class CallRead(BaseModel):
     ended_at: datetime | None
     end_reason: str | None
     turns: int
+    #: The call was recorded and its file not yet purged (fetch it from ``.../recording``).
+    recorded: bool
 
 
 class TurnRead(BaseModel):
@@ -142,6 +148,7 @@ def _call_read(call: Call, turns: int) -> dict[str, Any]:
         "ended_at": aware(call.ended_at),
         "end_reason": call.end_reason,
         "turns": turns,
+        "recorded": call.recording_path is not None,
     }
 
 
@@ -400,3 +407,54 @@ async def latency_over_time(
         for (start, route), values in sorted(buckets.items())
     ]
     return LatencySeries(since=since, until=until, bucket_minutes=bucket_minutes, points=points)
+
+
+@router.get(
+    "/calls/{call_id}/recording",
+    response_class=FileResponse,
+    summary="One call's recording (WAV: caller left, bot right)",
+    responses={
+        200: {"content": {"audio/wav": {}}, "description": "the recording"},
+        404: {"description": "no such call, not recorded, purged or not on this host"},
+        409: {"description": "the call is still in progress"},
+    },
+)
+async def call_recording(
+    call_id: uuid.UUID, request: Request, session: SessionDep, who: Editor
+) -> FileResponse:
+    """A recording holds the caller's voice: editors and admins may fetch it, and each fetch
+    is written to the audit log. Only files inside the node's recordings folder are served,
+    whatever path the call row holds."""
+    call = await session.get(Call, call_id)
+    if call is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no call {call_id}")
+    if call.recording_path is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            detail=f"call {call_id} has no recording (not recorded, or purged past retention)",
+        )
+    if call.ended_at is None:
+        raise HTTPException(
+            status.HTTP_409_CONFLICT,
+            detail=f"call {call_id} is in progress: its recording is complete when it ends",
+        )
+    folder: Path | None = request.app.state.recordings_dir
+    path = await asyncio.to_thread(_recording_file, folder, call.recording_path)
+    if path is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            detail=f"the recording of call {call_id} is not in this host's recordings folder",
+        )
+    record(session, who.actor, "recording.fetch", f"call:{call_id}")
+    return FileResponse(path, media_type="audio/wav", filename=f"call-{call_id}.wav")
+
+
+def _recording_file(folder: Path | None, stored: str) -> Path | None:
+    """``stored`` as a file inside ``folder``, or None (no folder, outside it, or gone)."""
+    if folder is None:
+        return None
+    root = folder.resolve()
+    path = Path(stored).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        return None
+    return path

@@ -208,6 +208,17 @@ function waterfall(turn) {
   return h("div", { class: "waterfall", "data-seq": turn.seq }, rows);
 }
 
+// A recorded call's audio (caller left, bot right); fetching it is in the audit log.
+function recordingPlayer(c) {
+  if (!c.recorded) return null;
+  if (!canEdit()) return h("p", { class: "muted" }, "Recorded (editors and admins can play it).");
+  if (c.ended_at === null) return h("p", { class: "muted" }, "Recording: when the call ends.");
+  const src = `${API}/calls/${encodeURIComponent(c.id)}/recording`;
+  return h("section", { class: "card recording" }, h("h2", {}, "Recording"),
+    h("audio", { controls: true, preload: "none", src }),
+    h("p", {}, h("a", { href: src, download: `call-${c.id}.wav` }, "Download (WAV)")));
+}
+
 async function callPage(id) {
   const c = await api("GET", `/calls/${encodeURIComponent(id)}`);
   const turns = c.turns_detail.map((t) => h("section", { class: "card turn" },
@@ -220,6 +231,7 @@ async function callPage(id) {
   page(`Call from ${c.caller}`,
     h("p", { class: "muted" }, `${fmtTime(c.answered_at)} – ${fmtTime(c.ended_at)} · ` +
       `${c.end_reason || "in progress"} · node ${c.node} · configuration ${c.config_version}`),
+    recordingPlayer(c),
     h("h2", {}, "Turns"), turns.length ? turns : h("p", { class: "muted" }, "No turns."),
     h("h2", {}, "Events"),
     c.events.length ? table([

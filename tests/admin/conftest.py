@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.accounts import create_token, create_user
@@ -19,6 +20,7 @@ from admin.settings import AdminSettings
 from bot.calllog.migrate import upgrade_async
 from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.calllog.store import make_engine
+from bot.recording import CallRecorder, recording_path
 from tests.calllog.conftest import pg_database, pg_url  # noqa: F401 - a fixture
 
 PASSWORD = "correct horse battery"
@@ -150,3 +152,26 @@ async def add_call(
         )
         await session.commit()
     return call_id
+
+
+async def link_recording(
+    engine: AsyncEngine, call_id: uuid.UUID, folder: Path, *, seconds: int
+) -> Path:
+    """A real recording of ``seconds`` (the recorder's own WAV, 8 kHz: the caller at 1000,
+    the bot at -2000) in ``folder``, linked to the call as a node links it."""
+    path = recording_path(folder, f"sip-{call_id.hex[:8]}").resolve()
+    rec = CallRecorder(path, 8000)
+    for _ in range(seconds * 50):
+        rec.bot((-2000).to_bytes(2, "little", signed=True) * 160)
+        rec.caller((1000).to_bytes(2, "little", signed=True) * 160)
+    rec.close()
+    await set_recording_path(engine, call_id, path)
+    return path
+
+
+async def set_recording_path(engine: AsyncEngine, call_id: uuid.UUID, path: Path | str) -> None:
+    async with AdminDb(engine).sessions() as session:
+        await session.execute(
+            update(Call).where(Call.id == call_id).values(recording_path=str(path))
+        )
+        await session.commit()

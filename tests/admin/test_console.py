@@ -17,7 +17,7 @@ from admin.app import create_app
 from admin.config_store import seed
 from admin.server import AdminServer
 from admin.settings import AdminSettings
-from tests.admin.conftest import PASSWORD, add_call, add_user
+from tests.admin.conftest import PASSWORD, add_call, add_user, link_recording
 from tests.admin.test_config import PROFILE
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
@@ -35,11 +35,17 @@ def admin_db_url(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-async def console(admin_engine: AsyncEngine) -> AsyncIterator[str]:
+def recordings(tmp_path: Path) -> Path:
+    return tmp_path / "recordings"
+
+
+@pytest.fixture
+async def console(admin_engine: AsyncEngine, recordings: Path) -> AsyncIterator[str]:
     """The app served by uvicorn on a free loopback port; yields its base URL."""
     await seed(admin_engine, PROFILE, "profile:test.toml")
     await add_user(admin_engine, "ada", "admin")
-    server = AdminServer(create_app(admin_engine, AdminSettings()), "127.0.0.1", 0)
+    app = create_app(admin_engine, AdminSettings(), recordings_dir=recordings)
+    server = AdminServer(app, "127.0.0.1", 0)
     await server.start()
     try:
         yield f"http://127.0.0.1:{server.port}"
@@ -75,7 +81,7 @@ async def _log_in(page: Page, base: str) -> None:
 
 @pytest.mark.parametrize("viewport", ["laptop", "phone"])
 async def test_console_pages(
-    browser: Browser, console: str, admin_engine: AsyncEngine, viewport: str
+    browser: Browser, console: str, admin_engine: AsyncEngine, recordings: Path, viewport: str
 ) -> None:
     context = await browser.new_context(viewport=VIEWPORTS[viewport])  # type: ignore[arg-type]
     page = await context.new_page()
@@ -100,14 +106,15 @@ async def test_console_pages(
         await expect(page.locator("#live-calls")).to_contain_text("sip:+4930555@pbx", timeout=5000)
         await _shot(page, f"{viewport}-live")
 
-        # A finished call: its turns' waterfalls.
-        await add_call(
+        # A finished, recorded call: its turns' waterfalls and its recording.
+        finished = await add_call(
             admin_engine,
             caller="sip:+4930777@pbx",
             at=now - timedelta(minutes=5),
             end_reason="bot_hangup",
             turns=[("semantic", 180.0), ("llm", 950.0)],
         )
+        await link_recording(admin_engine, finished, recordings, seconds=1)
         await page.click("nav a[data-page=calls]")
         await page.click("#call-list tr:has-text('sip:+4930777@pbx')")
         await expect(page.locator(".turn")).to_have_count(2)
@@ -121,6 +128,14 @@ async def test_console_pages(
         assert abs((done["x"] + done["width"]) - (track["x"] + track["width"])) < 2
         assert done["width"] > 0.5 * track["width"]  # 460 ms of 3000 ms came before it
         await expect(page.locator("main")).to_contain_text("question 2")
+        # The player's source is the API's recording, fetched with the login's cookie.
+        await expect(page.locator(".recording audio")).to_have_count(1)
+        fetched = await page.evaluate(
+            "fetch(document.querySelector('.recording audio').src)"
+            ".then(r => r.arrayBuffer().then(b => [r.status, r.headers.get('content-type'),"
+            " b.byteLength]))"
+        )
+        assert fetched == [200, "audio/wav", 44 + 8000 * 4], fetched
         await _shot(page, f"{viewport}-call-waterfall")
 
         # Intents: a new one, and a clash refused with the reason.
