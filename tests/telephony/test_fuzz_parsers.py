@@ -14,7 +14,7 @@ import contextlib
 import math
 import struct
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from telephony.dialer import _parse_dtmf
@@ -100,7 +100,9 @@ def _judge(data: bytes) -> None:
         back = scan(reply)
         assert back.is_response and back.start_line_ok
         if msg.call_id is not None and "\n" not in msg.call_id and "\r" not in msg.call_id:
-            assert back.call_id == msg.call_id.strip()
+            # As bytes: SIP trims only its own whitespace; a str's strip() would also take
+            # a trailing NBSP or \x1c that the request's Call-ID (and the reply's) keeps.
+            assert back.call_id == msg.call_id
         with_rport(data, msg)
 
 
@@ -110,8 +112,18 @@ def test_the_front_survives_any_bytes(data: bytes) -> None:
     _judge(data)
 
 
+#: Found by the fuzzing: a Call-ID ending in a byte that is whitespace to Python's str
+#: (NBSP) but not to SIP, which the reply keeps as the request had it.
+NBSP_CALL_ID = (
+    b"INVITE sip:u@example.com SIP/2.0\r\nVia: SIP/2.0/UDP 192.0.2.1;branch=z9hG4bKx\r\n"
+    b"Call-ID: abc@example.co\xa0\r\nCSeq: 1 INVITE\r\nFrom: <sip:a@b>;tag=1\r\n"
+    b"To: <sip:u@example.com>\r\nContent-Length: 0\r\n\r\n"
+)
+
+
 @FUZZ
 @given(mutated())
+@example(NBSP_CALL_ID)
 def test_the_front_survives_mutated_sip(data: bytes) -> None:
     _judge(data)
 
