@@ -55,6 +55,10 @@ class _SummaryPort(pj.AudioMediaPort):  # type: ignore[misc]
 
     def __init__(self, playout: PlayoutBuffer) -> None:
         super().__init__()
+        self.reuse(playout)
+
+    def reuse(self, playout: PlayoutBuffer) -> None:
+        """Serve another agent leg (one port serves leg after leg: ``PortShelf``)."""
         self._playout = playout
         self._silence = bytes(playout.frame_bytes)
         self.closed = False
@@ -198,8 +202,13 @@ class Bridges:
         if not leg.summary:
             self.join(leg)
             return
-        port = _SummaryPort(leg.playout)
-        port.create(f"agent{int(leg.getId())}", self.core.config.sample_rate)
+        port = self.core.ports.take(_SummaryPort)
+        if port is None:
+            port = _SummaryPort(leg.playout)
+            port.create(f"agent{self.core.ports.made}", self.core.config.sample_rate)
+            self.core.ports.made += 1
+        else:
+            port.reuse(leg.playout)
         leg.port = port
         port.startTransmit(leg.getAudioMedia(leg.aud_idx))
         core, join = self.core, self._later(leg, self.join)
@@ -248,6 +257,7 @@ class Bridges:
         if leg.port is not None:
             leg.port.closed = True
             self.core.graveyard_add(leg.port)
+            leg.port = None
         self.core.graveyard_add(leg)
         if not leg.joined:
             caller = self._caller(leg)

@@ -313,7 +313,9 @@ def run_call(spec: DialSpec) -> tuple[dict[str, Any], npt.NDArray[np.int16], npt
         "answer_sdp": call.answer_sdp,
     }
     sent, received = port.sent[:ticks].reshape(-1), port.received[:ticks].reshape(-1)
-    # pjsua2 objects must go before the library does.
+    # pjsua2 objects must go before the library does; the media clock stops before the
+    # port goes (a port freed while it ticks is called back through freed memory).
+    ep.audDevManager().setNoDev()
     del call, port
     acc.shutdown()
     del acc

@@ -33,7 +33,7 @@ from telephony.bridge import AgentLeg, Bridges
 from telephony.call import Bridger, CallHandle, SipCall, Transferrer
 from telephony.config import EndpointConfig
 from telephony.events import CallEnded, TransferResult
-from telephony.media_port import PcmPort
+from telephony.media_port import PcmPort, PortShelf
 from telephony.sdp import has_common_codec, sip_body
 from telephony.sipcheck import request_defect
 
@@ -159,6 +159,7 @@ class _Core:
         self.calls: dict[int, SipCall] = {}  # pjsua call id -> live call
         self.bridges = Bridges(self)  # the agent legs of bridged transfers
         self.graveyard: list[tuple[float, object]] = []
+        self.ports = PortShelf()  # media ports are used again, never freed while running
         self.tasks: set[asyncio.Task[None]] = set()
         self.counters = dict.fromkeys(STAT_KEYS, 0)
         self.next_stats_refresh = 0.0
@@ -196,7 +197,13 @@ class _Core:
             _, _, fn = heapq.heappop(self.timers)
             self._guard(fn)
         if self.graveyard and self.graveyard[0][0] <= now:
-            self.graveyard = [(t, o) for t, o in self.graveyard if t > now or self._id_reused(o)]
+            kept = []
+            for t, obj in self.graveyard:
+                if t > now or self._id_reused(obj):
+                    kept.append((t, obj))
+                elif isinstance(obj, pj.AudioMediaPort):
+                    self.ports.give_back(obj)  # its call is gone: the next call may take it
+            self.graveyard = kept
         if now >= self.next_stats_refresh:
             self.next_stats_refresh = now + STATS_REFRESH_S
             for call in list(self.calls.values()):
@@ -347,10 +354,17 @@ class _Core:
         if self.ep is None:
             return
         # Every pjsua2 object must be freed here, on this thread, before libDestroy: a Call
-        # or port finalised later (by the GC, on another thread) aborts the process.
+        # or port finalised later (by the GC, on another thread) aborts the process. The
+        # bridge's clock stops first: a media port freed while it ticks may be called back
+        # through freed memory (``PortShelf``).
+        try:
+            self.ep.audDevManager().setNoDev()
+        except pj.Error as exc:
+            log.warning("stopping the media clock: %s", exc.info())
         self.calls.clear()
         self.bridges.legs.clear()
         self.graveyard.clear()
+        self.ports.clear()
         self.timers.clear()
         self.account = self.agent_account = None
         gc.collect()
@@ -442,8 +456,13 @@ class _Core:
             return  # re-INVITE of a bridged call: its media goes to the agent
         aud = call.getAudioMedia(idx)
         if call.port is None:
-            port = PcmPort(call.sink, call.playout)
-            port.create(f"sb{info.id}", self.config.sample_rate)
+            port = self.ports.take(PcmPort)
+            if port is None:
+                port = PcmPort(call.sink, call.playout)
+                port.create(f"sb{self.ports.made}", self.config.sample_rate)
+                self.ports.made += 1
+            else:
+                port.reuse(call.sink, call.playout)
             call.port = port
         aud.startTransmit(call.port)
         call.port.startTransmit(aud)
@@ -677,6 +696,7 @@ class _Core:
         ):
             self.counters[key] += value
         self.graveyard.append((time.monotonic() + PORT_GRACE_S, port))
+        call.port = None  # shelved after the grace, and then another call's
 
     def _refresh_stream_stats(self, call: SipCall) -> None:
         if call.port is None or call.port.closed or call.disconnected:
@@ -788,6 +808,13 @@ class SipEndpoint:
         if self._core is None:
             raise EndpointError("endpoint not started")
         return await asyncio.wrap_future(self._core.submit(fn))
+
+    async def media_ports(self) -> tuple[int, int]:
+        """(ports made, ports free on the shelf): media ports serve call after call."""
+        if self._core is None:
+            raise EndpointError("endpoint not started")
+        core = self._core
+        return await self.run(lambda: (core.ports.made, core.ports.free_count()))
 
     @property
     def call_limit(self) -> int:

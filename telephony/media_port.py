@@ -12,12 +12,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pjsua2 as pj
 
 from telephony.events import AudioIn, CallEnded, InboundEvent
 from telephony.framebuf import read_frame, write_frame
+
+P = TypeVar("P")
 
 UNDERRUN_WINDOW_TICKS = 5  # audio arriving within 100 ms of the queue running dry = a gap heard
 
@@ -135,22 +137,63 @@ class InboundSink:
         return self.events.popleft()
 
 
+class PortShelf:
+    """Media ports kept for the library's whole life, handed to call after call.
+
+    A pjsua2 media port must not be freed while the conference bridge's clock runs. The
+    bridge takes a port out at its next tick, not when the port's destructor asks; a tick
+    in between calls the port back through its freed C++ side or into its Python object
+    while that is being deallocated (seen: a callback finding the object's attributes
+    gone, and heap corruption that surfaced later as ``SystemError`` in unrelated code).
+    So a port is made once, given back when its call has ended (and the bridge has let go
+    of the call's own stream), taken again by a later call, and freed only when the
+    endpoint stops, after the clock has been stopped (``Endpoint._destroy_lib``).
+    """
+
+    def __init__(self) -> None:
+        self._free: dict[type[Any], list[Any]] = {}
+        self.made = 0  # ports made; each one is in a call, on the shelf or in the graveyard
+
+    def take(self, kind: type[P]) -> P | None:
+        """A free port of ``kind``, or None (make one, and count it with ``made``)."""
+        free = self._free.get(kind)
+        return free.pop() if free else None
+
+    def give_back(self, port: Any) -> None:
+        self._free.setdefault(type(port), []).append(port)
+
+    def free_count(self) -> int:
+        return sum(len(v) for v in self._free.values())
+
+    def clear(self) -> None:
+        """Drop every shelved port (endpoint thread, the bridge's clock stopped)."""
+        self._free.clear()
+
+
 class PcmPort(pj.AudioMediaPort):  # type: ignore[misc]
-    """Python media port: bridge audio -> ``InboundSink``, ``PlayoutBuffer`` -> bridge."""
+    """Python media port: bridge audio -> ``InboundSink``, ``PlayoutBuffer`` -> bridge.
+
+    One port serves call after call (``PortShelf``): ``reuse`` gives it the next call's
+    buffers and clears its counters and flags.
+    """
 
     def __init__(self, sink: InboundSink, playout: PlayoutBuffer) -> None:
         super().__init__()
+        self.reuse(sink, playout)
+
+    def reuse(self, sink: InboundSink, playout: PlayoutBuffer) -> None:
+        """Serve a new call (endpoint thread; the port is connected to nothing)."""
         self._sink = sink
         self._playout = playout
         self._silence = bytes(playout.frame_bytes)
         self.frames_in = 0
         self.frames_out = 0
         self.silent_out = 0
-        self.closed = False  # set when the call ends; callbacks become no-ops
         self.muted = False  # inbound audio replaced by silence (RTP from a foreign source)
         #: The call is bridged to an agent (``telephony.bridge``): nothing in, nothing out.
         self.bridged = False
         self.frames_muted = 0
+        self.closed = False  # set when the call ends; callbacks become no-ops
 
     def create(self, name: str, sample_rate: int) -> None:
         """Register with the conference bridge (endpoint thread only)."""

@@ -255,6 +255,43 @@ async def test_five_concurrent_calls(
     assert peak == 5 and len(rec.handles) == 5
 
 
+async def test_media_ports_serve_call_after_call(make_endpoint: Any, speech: Any) -> None:
+    """A call's media port is not freed while the bridge's clock runs: it goes back on the
+    shelf once its call has ended and serves the next call, so calls one after another
+    use one port, and two at once use two."""
+
+    async def echo(handle: CallHandle) -> None:
+        async for event in handle.receive():
+            if isinstance(event, AudioIn):
+                handle.send(event.pcm)
+
+    uri_of = "sip:bot@127.0.0.1:{}".format
+    pcm = speech.samples.astype("<i2").tobytes()
+    seconds = len(speech.samples) / 8000 + 1.5  # the speech and its echo
+    async with make_endpoint(echo) as ep:
+        uri = uri_of(ep.config.port)
+
+        async def shelved(free: int) -> None:  # the port's grace after its call has passed
+            deadline = time.monotonic() + 10
+            while (await ep.media_ports())[1] != free:
+                assert time.monotonic() < deadline, await ep.media_ports()
+                await asyncio.sleep(0.1)
+
+        for _ in range(3):
+            result = await dial(uri, play=pcm, record_seconds=seconds)
+            assert result.sip_final_status == 200, result.error
+            assert chunk_correlation(result.received, speech.samples) > 0.7  # echoed
+            await shelved(1)
+        assert await ep.media_ports() == (1, 1)
+        both = await asyncio.gather(
+            *(dial(uri, play=pcm, record_seconds=seconds) for _ in range(2))
+        )
+        assert [r.sip_final_status for r in both] == [200, 200]
+        assert all(chunk_correlation(r.received, speech.samples) > 0.7 for r in both)
+        await shelved(2)
+        assert await ep.media_ports() == (2, 2)
+
+
 async def test_dialer_cli_records_both_directions(
     make_endpoint: Any, speech: Any, tmp_path: Any
 ) -> None:
