@@ -202,13 +202,7 @@ class Bridges:
         if not leg.summary:
             self.join(leg)
             return
-        port = self.core.ports.take(_SummaryPort)
-        if port is None:
-            port = _SummaryPort(leg.playout)
-            port.create(f"agent{self.core.ports.made}", self.core.config.sample_rate)
-            self.core.ports.made += 1
-        else:
-            port.reuse(leg.playout)
+        port = self.core.ports.take(_SummaryPort, self.core.config.sample_rate, leg.playout)
         leg.port = port
         port.startTransmit(leg.getAudioMedia(leg.aud_idx))
         core, join = self.core, self._later(leg, self.join)

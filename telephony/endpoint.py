@@ -43,7 +43,7 @@ T = TypeVar("T")
 OnCall = Callable[[CallHandle], Awaitable[None]]
 
 POLL_MS = 10  # libHandleEvents timeout: upper bound on command latency
-PORT_GRACE_S = 1.0  # keep a torn-down media port alive while the bridge may still tick it
+PORT_GRACE_S = 1.0  # an ended call (and its media port) waits this long to be freed (shelved)
 STATS_REFRESH_S = 1.0
 # Compile-time PJSUA_MAX_CALLS of the pjsua2-python 2.15.1.post1 wheel, measured: the fifth
 # simultaneous call fails with PJ_ETOOMANY whatever uaConfig.maxCalls says. One slot is kept
@@ -456,14 +456,7 @@ class _Core:
             return  # re-INVITE of a bridged call: its media goes to the agent
         aud = call.getAudioMedia(idx)
         if call.port is None:
-            port = self.ports.take(PcmPort)
-            if port is None:
-                port = PcmPort(call.sink, call.playout)
-                port.create(f"sb{self.ports.made}", self.config.sample_rate)
-                self.ports.made += 1
-            else:
-                port.reuse(call.sink, call.playout)
-            call.port = port
+            call.port = self.ports.take(PcmPort, self.config.sample_rate, call.sink, call.playout)
         aud.startTransmit(call.port)
         call.port.startTransmit(aud)
         if call.handle is not None:

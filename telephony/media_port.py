@@ -12,7 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pjsua2 as pj
 
@@ -154,10 +154,19 @@ class PortShelf:
         self._free: dict[type[Any], list[Any]] = {}
         self.made = 0  # ports made; each one is in a call, on the shelf or in the graveyard
 
-    def take(self, kind: type[P]) -> P | None:
-        """A free port of ``kind``, or None (make one, and count it with ``made``)."""
+    def take(self, kind: type[P], sample_rate: int, *args: Any) -> P:
+        """A port of ``kind`` serving ``args`` (endpoint thread): a free one given them by
+        its ``reuse``, or a new one, ``kind(*args)``, registered with the bridge."""
         free = self._free.get(kind)
-        return free.pop() if free else None
+        port: Any
+        if free:
+            port = free.pop()
+            port.reuse(*args)
+        else:
+            port = kind(*args)
+            port.create(f"{kind.__name__}{self.made}", sample_rate)
+            self.made += 1
+        return cast(P, port)
 
     def give_back(self, port: Any) -> None:
         self._free.setdefault(type(port), []).append(port)

@@ -51,6 +51,13 @@ async def _ended_call(engine: AsyncEngine, minute: int = 0) -> uuid.UUID:
     )
 
 
+async def _recorded_call(engine: AsyncEngine, recordings: Path) -> uuid.UUID:
+    """An ended call with a second of recording."""
+    call_id = await _ended_call(engine)
+    await link_recording(engine, call_id, recordings, seconds=1)
+    return call_id
+
+
 async def test_an_editor_fetches_the_recording_and_the_fetch_is_audited(
     served: httpx.AsyncClient, admin_engine: AsyncEngine, recordings: Path
 ) -> None:
@@ -91,8 +98,7 @@ async def test_a_viewer_may_not_hear_it(
     served: httpx.AsyncClient, admin_engine: AsyncEngine, recordings: Path
 ) -> None:
     viewer = bearer(await add_token(admin_engine, "vic", "viewer"))
-    call_id = await _ended_call(admin_engine)
-    await link_recording(admin_engine, call_id, recordings, seconds=1)
+    call_id = await _recorded_call(admin_engine, recordings)
     r = await served.get(f"/api/v1/calls/{call_id}/recording", headers=viewer)
     assert r.status_code == 403
     assert "editor" in r.json()["detail"]
@@ -140,7 +146,6 @@ async def test_an_api_without_a_recordings_folder_serves_none(
     client: httpx.AsyncClient, admin_engine: AsyncEngine, recordings: Path
 ) -> None:
     editor = bearer(await add_token(admin_engine, "eve", "editor"))
-    call_id = await _ended_call(admin_engine)
-    await link_recording(admin_engine, call_id, recordings, seconds=1)
+    call_id = await _recorded_call(admin_engine, recordings)
     r = await client.get(f"/api/v1/calls/{call_id}/recording", headers=editor)
     assert r.status_code == 404
