@@ -61,6 +61,11 @@ async def _purge(url: str, days: int, recordings: Path, recording_days: int) -> 
         f"deleted {gone.files} recording(s) of calls before {gone.cutoff:%Y-%m-%d %H:%M} UTC "
         f"({recording_days} days)"
     )
+    if gone.outside:
+        print(
+            f"left {gone.outside} file(s) named by call rows outside {recordings} "
+            "(unlinked, not deleted)"
+        )
     print(
         f"blanked {result.turns} turn(s) and {result.events} event(s) "
         f"older than {result.cutoff:%Y-%m-%d %H:%M} UTC ({days} days)"

@@ -23,6 +23,7 @@ from admin.deps import Editor, SessionDep, Viewer
 from bot.calllog.calllog import LiveCallInfo
 from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.pipeline.turn import STAGES
+from bot.recording.files import inside_folder, partial_path
 
 router = APIRouter(prefix="/api/v1", tags=["calls"])
 
@@ -416,7 +417,7 @@ async def latency_over_time(
     responses={
         200: {"content": {"audio/wav": {}}, "description": "the recording"},
         404: {"description": "no such call, not recorded, purged or not on this host"},
-        409: {"description": "the call is still in progress"},
+        409: {"description": "the call is in progress, or its recording is being finished"},
     },
 )
 async def call_recording(
@@ -439,22 +440,16 @@ async def call_recording(
             detail=f"call {call_id} is in progress: its recording is complete when it ends",
         )
     folder: Path | None = request.app.state.recordings_dir
-    path = await asyncio.to_thread(_recording_file, folder, call.recording_path)
-    if path is None:
+    path = inside_folder(folder, call.recording_path)
+    if path is None or not await asyncio.to_thread(path.is_file):
+        if path is not None and await asyncio.to_thread(partial_path(path).is_file):
+            raise HTTPException(
+                status.HTTP_409_CONFLICT,
+                detail=f"the recording of call {call_id} is being finished: try again shortly",
+            )
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
             detail=f"the recording of call {call_id} is not in this host's recordings folder",
         )
     record(session, who.actor, "recording.fetch", f"call:{call_id}")
     return FileResponse(path, media_type="audio/wav", filename=f"call-{call_id}.wav")
-
-
-def _recording_file(folder: Path | None, stored: str) -> Path | None:
-    """``stored`` as a file inside ``folder``, or None (no folder, outside it, or gone)."""
-    if folder is None:
-        return None
-    root = folder.resolve()
-    path = Path(stored).resolve()
-    if not path.is_relative_to(root) or not path.is_file():
-        return None
-    return path

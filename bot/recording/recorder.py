@@ -9,6 +9,7 @@ so the two sides stay in step for the whole call.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import uuid
 import wave
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bot.pipeline.call_port import CallPort
+from bot.recording.files import partial_path
 from telephony.events import AudioIn, InboundEvent, TransferResult
 
 log = logging.getLogger(__name__)
@@ -32,12 +34,17 @@ def recording_path(folder: Path, call_id: str, now: datetime | None = None) -> P
 
 
 class CallRecorder:
-    """A WAV file being written: 16-bit stereo at the call's rate."""
+    """A WAV file being written: 16-bit stereo at the call's rate.
+
+    It is written as ``<path>.part`` and renamed to ``path`` by ``close``: a file at
+    ``path`` is complete.
+    """
 
     def __init__(self, path: Path, sample_rate: int) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._wav = wave.open(str(path), "wb")  # noqa: SIM115 - closed by close()
+        self._part = partial_path(path)
+        self._wav = wave.open(str(self._part), "wb")  # noqa: SIM115 - closed by close()
         self._wav.setnchannels(2)
         self._wav.setsampwidth(2)
         self._wav.setframerate(sample_rate)
@@ -65,6 +72,10 @@ class CallRecorder:
 
     def close(self) -> None:
         self._wav.close()
+        try:
+            os.replace(self._part, self.path)
+        except OSError as exc:  # the file stays, under its .part name
+            log.error("recording %s: cannot finish: %s", self.path, exc)
         log.info("recording closed: %d s", self.frames // max(1, self._wav.getframerate()))
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.app import create_app
 from admin.settings import AdminSettings
+from bot.recording.files import partial_path
 from tests.admin.conftest import (
     T0,
     add_call,
@@ -126,6 +127,13 @@ async def test_refusals_say_why(
     await link_recording(admin_engine, live, recordings, seconds=1)
     status, detail = await refused(live)
     assert status == 409 and "in progress" in detail, detail
+
+    # Ended, but its recorder has not yet renamed the file to its own name.
+    finishing = await _ended_call(admin_engine, 4)
+    path = await link_recording(admin_engine, finishing, recordings, seconds=1)
+    path.rename(partial_path(path))
+    status, detail = await refused(finishing)
+    assert status == 409 and "being finished" in detail, detail
 
     gone = await _ended_call(admin_engine, 2)
     await set_recording_path(admin_engine, gone, recordings / "2026-11-20" / "deleted.wav")

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.calllog.models import Call
 from bot.recording import CallRecorder, RecordedCall, recording_path
+from bot.recording.files import partial_path
 from bot.recording.retention import purge_recordings
 from telephony.events import AudioIn
 from tests.bot.fakes import MemoryCall
@@ -60,7 +61,9 @@ async def test_both_sides_are_written_in_step_and_a_flush_is_never_heard(
     await inner._inbound.put(AudioIn(pcm=frames(11, 1), at=time.monotonic()))
     await inner.end()
     await task
+    assert not path.exists() and partial_path(path).exists()  # no fetch sees half a file
     recorder.close()
+    assert not partial_path(path).exists()
     assert len(received) == 6  # every event still reaches the session
     rate, data = read(path)
     assert rate == 8000 and len(data) == 5 * FRAME // 2
@@ -76,29 +79,48 @@ async def test_the_call_row_links_the_recording_and_purge_removes_both(
     old_file = folder / "2026-10-01" / "old.wav"
     new_file = folder / "2026-11-25" / "new.wav"
     stray = folder / "2026-10-02" / "stray.wav"  # a call the log never got
-    for f in (old_file, new_file, stray):
+    unfinished = folder / "2026-10-02" / "crashed.wav.part"  # a node stopped mid-call
+    elsewhere = tmp_path / "not-a-recording.wav"  # named by a tampered row
+    sneaky = folder / ".." / elsewhere.name
+    for f in (old_file, new_file, stray, unfinished, elsewhere):
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_bytes(b"RIFF")
     forty_days = time.time() - 40 * 86400
-    os.utime(stray, (forty_days, forty_days))
+    for f in (stray, unfinished):
+        os.utime(f, (forty_days, forty_days))
     log = await open_log(db_url, tmp_path / "spool")
     log.call_answered("old", caller="sip:a@b", callee="sip:bot@n", recording=str(old_file))
     log.call_answered("new", caller="sip:a@b", callee="sip:bot@n", recording=str(new_file))
     log.call_answered("none", caller="sip:a@b", callee="sip:bot@n")
-    for call_id in ("old", "new", "none"):
+    for call_id, path in (("tampered", elsewhere), ("sneaky", sneaky)):
+        log.call_answered(call_id, caller="sip:a@b", callee="sip:bot@n", recording=str(path))
+    for call_id in ("old", "new", "none", "tampered", "sneaky"):
         log.call_ended(call_id, "bye")
     await log.close()
     async with engine.begin() as conn:
         old = datetime.now(UTC) - timedelta(days=40)
-        await conn.execute(update(Call).where(Call.sip_call_id == "old").values(answered_at=old))
+        await conn.execute(
+            update(Call)
+            .where(Call.sip_call_id.in_(["old", "tampered", "sneaky"]))
+            .values(answered_at=old)
+        )
 
     first = await purge_recordings(engine, folder, days=30)
     second = await purge_recordings(engine, folder, days=30)
 
-    assert (first.calls, first.files) == (1, 2)
-    assert (second.calls, second.files) == (0, 0)
-    assert not old_file.exists() and not stray.exists() and new_file.exists()
+    assert (first.calls, first.files, first.outside) == (3, 3, 2)
+    assert (second.calls, second.files, second.outside) == (0, 0, 0)
+    assert not old_file.exists() and not stray.exists() and not unfinished.exists()
+    assert new_file.exists()
+    assert elsewhere.exists()  # a file outside the folder is never deleted...
     assert not (folder / "2026-10-01").exists()  # emptied day folders go too
     async with engine.connect() as conn:
         rows = dict((await conn.execute(select(Call.sip_call_id, Call.recording_path))).all())
-    assert rows == {"old": None, "new": str(new_file), "none": None}
+    # ...but the rows past retention no longer name it.
+    assert rows == {
+        "old": None,
+        "new": str(new_file),
+        "none": None,
+        "tampered": None,
+        "sneaky": None,
+    }

@@ -341,8 +341,8 @@ def read_recording(path: Path) -> npt.NDArray[np.int16]:
                 raw = wav.readframes(wav.getnframes())
             if raw:
                 return np.frombuffer(raw, "<i2").reshape(-1, 2)
-        except (EOFError, wave.Error):
-            pass  # the header is written when the call ends, just after its row
+        except FileNotFoundError:
+            pass  # written as .part, renamed when the call ends, just after its row
         assert time.monotonic() < deadline, "recording not closed"
         time.sleep(0.2)
 
