@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from bot.intents.match import IntentIndex, IntentVectors, Scores, Thresholds, Vectors
+from bot.intents.match import IntentIndex, IntentVectors, Thresholds, Vectors
 
 #: A background line at least this similar to one of a profile's examples is in scope for
 #: that profile: it is left out of its background.
@@ -121,7 +121,7 @@ def _raise_threshold(
     worst: tuple[int, str, float] | None = None
     for row, vector in enumerate(background):
         scores = index.scores(vector, rule.top_k)
-        alone = Scores(scores.top_k, scores.intent, scores.negative, float(nearest_other[row]))
+        alone = replace(scores, background=float(nearest_other[row]))
         match = index.judge(alone, rule)
         if match.route == "semantic" and (worst is None or match.score > worst[2]):
             worst = (row, match.best or "", match.score)

@@ -11,7 +11,7 @@ comes within ``negative_margin`` of its similarity.
 
 Two more checks make a profile safe that has few examples and no negatives of its own
 (docs/intent-cache.md): the background lines that ship with the product (``background.py``)
-veto a match whose words are nearer to one of them than to the intent (by
+veto a match whose words are nearer to one of them than to the intent's nearest example (by
 ``background_margin`` for an answer, ``confirm_background_margin`` for a question), and a
 best intent that is not sure enough to answer but scores at least ``confirm_threshold`` is
 offered to the caller as a question ("Do you want to know where your order is?") instead of
@@ -138,6 +138,8 @@ class Scores:
     negative: npt.NDArray[np.float32]
     #: The similarity of the nearest background line (-1 when there are none).
     background: float = -1.0
+    #: Per intent: the similarity of its nearest example (None: taken as ``intent``).
+    nearest: npt.NDArray[np.float32] | None = None
 
 
 class IntentIndex:
@@ -196,17 +198,25 @@ class IntentIndex:
         sims = self._vectors @ q
         negative_sims = self._negatives @ q
         per_intent = np.full(len(self.intents), -1.0, dtype=np.float32)
+        nearest = np.full(len(self.intents), -1.0, dtype=np.float32)
         negative = np.full(len(self.intents), -1.0, dtype=np.float32)
         for k, (start, end) in enumerate(self._rows):
             if end > start:
                 own = sims[start:end]
                 n = min(top_k, end - start)
                 per_intent[k] = np.partition(own, end - start - n)[-n:].mean()
+                nearest[k] = own.max()
         for k, (start, end) in enumerate(self._negative_rows):
             if end > start:
                 negative[k] = negative_sims[start:end].max()
         background = float((self.background @ q).max()) if len(self.background) else -1.0
-        return Scores(top_k=top_k, intent=per_intent, negative=negative, background=background)
+        return Scores(
+            top_k=top_k,
+            intent=per_intent,
+            negative=negative,
+            background=background,
+            nearest=nearest,
+        )
 
     def cohesion(self, top_k: int) -> npt.NDArray[np.float32]:
         """Per intent: the median, over its examples, of each example's mean similarity to
@@ -249,8 +259,12 @@ class IntentIndex:
         needed = rule.threshold
         if self.intents[best].action is not None:
             needed = max(needed, rule.action_threshold)
-        # How far the intent leads the nearest background line (no lines: no limit).
-        lead = similarity - scores.background if scores.background > -1.0 else np.inf
+        # How far the intent's nearest example leads the nearest background line (no lines:
+        # no limit): one example against one line. Against the mean of the intent's top_k
+        # examples, an intent of three examples lost callers to any line as near as its
+        # best example (docs/intent-cache.md).
+        nearest = similarity if scores.nearest is None else float(scores.nearest[best])
+        lead = nearest - scores.background if scores.background > -1.0 else np.inf
         askable = False
         if negative >= similarity - rule.negative_margin:
             reason = "negative example closer"

@@ -1,6 +1,9 @@
-"""The matching rule on hand-made vectors: normalization, calibration, the hang-up threshold."""
+"""The matching rule on hand-made vectors: normalization, calibration, the hang-up threshold,
+the background lines."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -93,3 +96,25 @@ def test_negatives_are_held_to_the_similarity() -> None:
     found = index.semantic(query, rule)
     assert found.reason == "negative example closer"
     assert found.negative_score >= found.similarity
+
+
+def test_a_background_line_is_held_to_the_intents_nearest_example() -> None:
+    # A thin intent: one example says what the caller says, two others are worded apart.
+    examples = unit([1, 0, 0, 0], [0.5, 1, 0, 0], [0.5, 0, 1, 0])
+    index = IntentIndex(
+        [IntentVectors("cancel", ("x", "y", "z"), (), examples, NO_NEGATIVES)],
+        background=unit([1, 0, 0, 1]),  # a generic line near the caller's words
+    )
+    query = unit([1, 0.05, 0, 0.2])[0]
+    rule = Thresholds(threshold=0.45, margin=0.0, negative_margin=0.0, top_k=3)
+    rule = replace(rule, background_margin=0.05, confirm_threshold=0.3)
+    scores = index.scores(query, rule.top_k)
+    assert scores.nearest is not None
+    nearest = float(scores.nearest[0])
+    # The mean of the three examples is below the line, the nearest example above it.
+    assert float(scores.intent[0]) < scores.background < nearest - rule.background_margin
+    found = index.judge(scores, rule)
+    assert (found.route, found.intent) == ("semantic", "cancel"), found
+    # Held to the mean, as before, the line would have kept the caller from the intent.
+    found = index.judge(replace(scores, nearest=None), rule)
+    assert (found.route, found.reason) == ("none", "background closer"), found

@@ -70,6 +70,12 @@ async def test_what_the_profile_does_not_cover_gets_no_answer_and_no_question(
         ("Where do I send the money for my bill?", "pay_bill"),
         ("I just got the router, what do I do now?", "router_setup"),
         ("What do I do about my internet when I move?", "move_house"),
+        # Nearer to one of the background lines (near-misses such as "I want to renew my
+        # contract.") than to the mean of the intent's three examples, but not to its
+        # nearest example.
+        ("I want to terminate my contract with you.", "cancel_service"),
+        ("I want to end my broadband contract.", "cancel_service"),
+        ("Could I speak with somebody, please?", "speak_to_agent"),
     ],
 )
 async def test_its_callers_get_the_answer_or_a_question_about_the_right_intent(
