@@ -343,7 +343,8 @@ class IntentCache:
                 found = state.index.semantic(vector[0], state.thresholds)
             match = found
         entry = None
-        wanted = match.best if match.route == "confirm" else match.intent
+        asking = match.route == "confirm" or match.ask_if_unanswered
+        wanted = match.best if asking else match.intent
         if state is not None and wanted is not None:
             entry = state.entries.get(wanted)
         return Lookup(match=match, entry=entry, lookup_ms=(time.perf_counter() - started) * 1e3)

@@ -125,6 +125,10 @@ class Match:
     similarity: float = 0.0
     #: The similarity of the nearest background line (-1 when there are none).
     background_score: float = -1.0
+    #: Refused only because one of the intent's negative examples is as near, though it
+    #: scores as a hit: worth asking the caller about if nothing else answers them (the
+    #: knowledge base has no entry), rather than saying "not sure".
+    ask_if_unanswered: bool = False
 
 
 @dataclass(frozen=True)
@@ -266,8 +270,14 @@ class IntentIndex:
         nearest = similarity if scores.nearest is None else float(scores.nearest[best])
         lead = nearest - scores.background if scores.background > -1.0 else np.inf
         askable = False
+        unanswered = False
         if negative >= similarity - rule.negative_margin:
             reason = "negative example closer"
+            unanswered = (
+                rule.confirm_threshold > 0.0
+                and score >= needed
+                and lead >= rule.confirm_background_margin
+            )
         elif lead < min(rule.background_margin, rule.confirm_background_margin):
             reason = "background closer"
         elif score < needed:
@@ -301,6 +311,7 @@ class IntentIndex:
             reason=reason,
             similarity=similarity,
             background_score=scores.background,
+            ask_if_unanswered=unanswered,
         )
 
     def semantic(self, vector: Vectors, rule: Thresholds) -> Match:

@@ -219,6 +219,18 @@ class Responder(Processor):
 
     async def _unsure(self, turn: Turn, text: str) -> None:
         turn.refusals.append("no_entry: nothing in the knowledge base")
+        entry = turn.unsure_intent
+        if entry is not None and entry.confirm:
+            # The intent the router held back: ask about it (the router reads the reply)
+            # rather than say "not sure"; a "no" comes back here as the question again.
+            turn.route = "confirm"
+            turn.intent = entry.name
+            turn.mark("route_decided")
+            turn.answer = entry.confirm
+            await self.push(PlayAudio(turn=turn, pcm=entry.confirm_audio, text=entry.confirm))
+            self._current = None
+            await self.push(ResponseDone(turn=turn))
+            return
         await self._operator_answer(turn, text, self._profile.unsure, route="fallback")
 
     async def _decline(self, turn: Turn, text: str) -> None:

@@ -48,6 +48,11 @@ class Router(Processor):
     "no" sends the earlier question on to the Responder, and anything else is a new request.
     The question may also be answered on the keypad (``KEY_ANSWERS``: 1 yes, 2 no): the
     ``KeypadMenu`` passes those keys on while a question waits (``confirming``).
+    A match held back only by one of its intent's negative examples (as sure as a hit, but
+    as near to a near-miss the operator wrote) goes on to the Responder with the intent on
+    the turn (``Turn.unsure_intent``): if the knowledge base has nothing either, the
+    Responder asks the intent's question instead of saying it is not sure, and the reply
+    comes back here like any other.
     After the honest fallback (``offer``: "... I can put you through to a colleague if you
     like."), a "yes" is taken as yes to the profile's transfer intent.
     Anything that goes wrong in the lookup (embedder failure, cache not loaded, shared store
@@ -61,11 +66,25 @@ class Router(Processor):
         self._cache = cache
         self._offer = offer
         self._asked: _Asked | None = None
+        #: The intent handed to the responder to ask about if nothing else answers
+        #: (``Turn.unsure_intent``), with the turn it was handed on.
+        self._unsure: tuple[Turn, _Asked] | None = None
         self._previous: Turn | None = None
 
     def confirming(self) -> bool:
         """Whether a confirmation question about the caller's words waits for its answer."""
-        return self._asked is not None and not self._asked.offer
+        asked = self._waiting()
+        return asked is not None and not asked.offer
+
+    def _waiting(self) -> _Asked | None:
+        """The question asked on the last turn, by this router or by the responder."""
+        if self._asked is not None:
+            return self._asked
+        if self._unsure is not None:
+            turn, asked = self._unsure
+            if turn.route == "confirm" and turn.intent == asked.entry.name:
+                return asked
+        return None
 
     async def process_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, Dtmf) and frame.digit in KEY_ANSWERS and self.confirming():
@@ -75,7 +94,8 @@ class Router(Processor):
 
     async def _key(self, frame: Dtmf) -> None:
         """The caller answered the question on the keypad: a turn of its own."""
-        asked, self._asked = self._asked, None
+        asked = self._waiting()
+        self._asked = self._unsure = None
         assert asked is not None
         turn = Turn(call_id=asked.call_id, route="keypad")
         turn.mark("speech_end", frame.at)
@@ -88,7 +108,8 @@ class Router(Processor):
             await self.push(frame)
             return
         turn = frame.turn
-        asked, self._asked = self._asked, None
+        asked = self._waiting()
+        self._asked = self._unsure = None
         previous, self._previous = self._previous, turn
         if asked is None and previous is not None:
             asked = self._offered(previous, frame.text)
@@ -122,6 +143,14 @@ class Router(Processor):
             return
         if match.intent is None or entry is None or match.route == "none":
             log.debug("turn %d: no intent (%s, %.3f)", turn.index, match.reason, match.score)
+            if match.ask_if_unanswered and entry is not None and entry.confirm:
+                turn.unsure_intent = entry
+                self._unsure = (
+                    turn,
+                    _Asked(
+                        entry=entry, question=frame.text, score=match.score, call_id=turn.call_id
+                    ),
+                )
             await self.push(frame)
             return
         turn.route = match.route

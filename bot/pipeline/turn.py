@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from bot.intents.store import CacheEntry
     from bot.pipeline.speculation import Speculation
 
 #: Stages of a turn in the order they normally happen.
@@ -72,6 +73,10 @@ class Turn:
     #: The knowledge-base answers retrieved for this turn, best first: what a generated
     #: answer may state (with the caller's words).
     knowledge: tuple[str, ...] = ()
+    #: An intent the router did not answer (a near-miss of it was as near) but would ask
+    #: about if nothing else answers: the responder asks its question instead of saying
+    #: it is not sure.
+    unsure_intent: CacheEntry | None = None
     #: Clauses of the generated answer that were not spoken, each as "reason: detail".
     refusals: list[str] = field(default_factory=list)
     #: Time spent inside each model call (``asr``, ``llm_first_token``, ``tts_first_chunk``...).

@@ -4,6 +4,7 @@ at load, reading a yes or a no, and the router asking, then answering on a yes."
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -117,6 +118,18 @@ def test_a_negative_example_vetoes_the_question_too() -> None:
     index = IntentIndex([order, HOURS])
     found = index.semantic(unit(1.0, 0.0, 1.0), RULE)
     assert found.route == "none" and found.reason == "negative example closer"
+    assert not found.ask_if_unanswered  # not sure enough for a hit either
+
+
+def test_a_hit_vetoed_by_a_negative_is_worth_a_question_if_nothing_else_answers() -> None:
+    order = IntentVectors("order", ("where is my order",), ("cancel my order",), E[[0]], E[[2]])
+    index = IntentIndex([order, HOURS])
+    found = index.semantic(unit(1.0, 0.0, 0.7), RULE)  # 0.82 to "order", 0.57 to its negative
+    assert found.score >= RULE.threshold and found.negative_score > 0.5
+    veto = replace(RULE, negative_margin=0.3)
+    found = index.semantic(unit(1.0, 0.0, 0.7), veto)
+    assert (found.route, found.reason) == ("none", "negative example closer")
+    assert found.ask_if_unanswered and found.best == "order"
 
 
 def test_fit_raises_the_threshold_above_a_background_line_it_would_answer() -> None:
@@ -187,6 +200,9 @@ async def asking_router() -> tuple[Router, Collector]:
         "Talk to a person.": E[3],
         "Is my parcel somewhere?": unit(1.0, 0.0, 1.2),  # ~0.64 to "order"
         "Could a human help?": unit(0.0, 0.0, 1.2, 1.0),  # ~0.64 to "person"
+        # 0.89 to "order", and 0.91 to its negative "Where do I send it back?".
+        "Where is my order going back?": unit(1.0, 0.0, 0.0, 0.0, 0.5),
+        "Where do I send it back?": unit(0.8, 0.0, 0.0, 0.0, 1.0),
     }
     embedder, tts = TableEmbedder(table), ToneTTS()
     await embedder.load()
@@ -196,6 +212,7 @@ async def asking_router() -> tuple[Router, Collector]:
         IntentConfig(
             name="order_status",
             examples=["Where is my order?"],
+            negatives=["Where do I send it back?"],
             answer="It ships today.",
             confirm="Do you want to know where your order is?",
         ),
@@ -316,6 +333,36 @@ async def test_a_yes_to_the_honest_fallbacks_offer_puts_the_caller_through() -> 
     assert turn.route == "confirmed" and turn.intent == "talk_to_person"
     assert [f.text for f in frames if isinstance(f, PlayAudio)] == ["Putting you through."]
     assert [f.action for f in frames if isinstance(f, CallAction)] == ["transfer"]
+
+
+async def test_an_intent_held_back_by_its_negative_is_asked_about_by_the_responder() -> None:
+    router, out = await asking_router()
+    turn, frames = await say(router, out, "Where is my order going back?")
+    # Passed on with the intent, for the Responder to ask about if nothing else answers.
+    assert [f.text for f in frames if isinstance(f, Transcript)] == [
+        "Where is my order going back?"
+    ]
+    assert turn.unsure_intent is not None and turn.unsure_intent.name == "order_status"
+    assert not router.confirming()
+    turn.route, turn.intent = "confirm", "order_status"  # what the Responder did, downstream
+    assert router.confirming()
+    turn, frames = await say(router, out, "Yes.")
+    assert turn.route == "confirmed" and turn.intent == "order_status"
+    assert [f.text for f in frames if isinstance(f, PlayAudio)] == ["It ships today."]
+    # A no sends the first question on again, this time without the intent.
+    asked, _ = await say(router, out, "Where is my order going back?")
+    asked.route, asked.intent = "confirm", "order_status"
+    turn, frames = await say(router, out, "No.")
+    sent = [f for f in frames if isinstance(f, Transcript)]
+    assert [f.text for f in sent] == ["Where is my order going back?"]
+    assert sent[0].turn.unsure_intent is None
+    # When the Responder answered otherwise (an entry), a yes is a new request.
+    answered, _ = await say(router, out, "Where is my order going back?")
+    answered.route = "knowledge"
+    turn, frames = await say(router, out, "Yes.")
+    assert turn.route == "none" and [f.text for f in frames if isinstance(f, Transcript)] == [
+        "Yes."
+    ]
 
 
 async def test_a_no_to_the_offer_is_passed_on_as_said() -> None:

@@ -1,11 +1,15 @@
-"""The responder's conversation history: bounded, and trimmed so the prompt prefix holds."""
+"""The responder's conversation history: bounded, and trimmed so the prompt prefix holds;
+what it says with the knowledge base, and when nothing there covers the question."""
 
 from __future__ import annotations
 
 import asyncio
 
+import numpy as np
+
+from bot.intents.store import CacheEntry
 from bot.knowledge import KnowledgeIndex
-from bot.pipeline.frames import ResponseDone, Speak, Transcript
+from bot.pipeline.frames import PlayAudio, ResponseDone, Speak, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.responder import Responder
 from bot.pipeline.turn import Turn
@@ -198,4 +202,34 @@ async def test_with_nothing_retrieved_a_request_hears_unsure_and_small_talk_the_
     greeting = Turn(call_id="c")
     await responder.process(Transcript(turn=greeting, text="Hello, is anyone there?"))
     assert len(llm.prompts) == 1 and greeting.route == "llm"
+    await responder.stop()
+
+
+async def test_with_nothing_retrieved_an_intent_the_router_held_back_is_asked_about() -> None:
+    responder, llm, sink = await _knowledge_responder(["Never."])
+    entry = CacheEntry(
+        key="k",
+        name="order_status",
+        answer="It ships today.",
+        action=None,
+        examples=("Where is my order?",),
+        negatives=("Where do I send my order back?",),
+        example_vectors=np.zeros((1, 4), np.float32),
+        negative_vectors=np.zeros((1, 4), np.float32),
+        audio=b"\x01\x02",
+        sample_rate=8000,
+        confirm="Do you want to know where your order is?",
+        confirm_audio=b"\x03\x04",
+    )
+    turn = Turn(call_id="c", unsure_intent=entry)
+    await responder.process(Transcript(turn=turn, text="Wondering where my parcel has got to"))
+    assert llm.prompts == []
+    assert (turn.route, turn.intent, turn.answer) == ("confirm", "order_status", entry.confirm)
+    assert turn.refusals == ["no_entry: nothing in the knowledge base"]
+    played = [f for f in sink.frames if isinstance(f, PlayAudio)]
+    assert [(f.pcm, f.text) for f in played] == [(b"\x03\x04", entry.confirm)]
+    # An entry that covers the question still wins over the question.
+    answered = Turn(call_id="c", unsure_intent=entry)
+    await responder.process(Transcript(turn=answered, text="when do refunds arrive"))
+    assert answered.route == "knowledge"
     await responder.stop()
