@@ -52,7 +52,8 @@ class Router(Processor):
     as near to a near-miss the operator wrote) goes on to the Responder with the intent on
     the turn (``Turn.unsure_intent``): if the knowledge base has nothing either, the
     Responder asks the intent's question instead of saying it is not sure, and the reply
-    comes back here like any other.
+    comes back here like any other. An intent is asked about once in a call at most: asked
+    again, the words go on as if nothing matched (a sentence the caller heard already).
     After the honest fallback (``offer``: "... I can put you through to a colleague if you
     like."), a "yes" is taken as yes to the profile's transfer intent.
     Anything that goes wrong in the lookup (embedder failure, cache not loaded, shared store
@@ -70,6 +71,8 @@ class Router(Processor):
         #: (``Turn.unsure_intent``), with the turn it was handed on.
         self._unsure: tuple[Turn, _Asked] | None = None
         self._previous: Turn | None = None
+        #: Intents already asked about in this call: a question is never asked twice.
+        self._questioned: set[str] = set()
 
     def confirming(self) -> bool:
         """Whether a confirmation question about the caller's words waits for its answer."""
@@ -97,6 +100,7 @@ class Router(Processor):
         asked = self._waiting()
         self._asked = self._unsure = None
         assert asked is not None
+        self._questioned.add(asked.entry.name)
         turn = Turn(call_id=asked.call_id, route="keypad")
         turn.mark("speech_end", frame.at)
         turn.mark("eot_decided", frame.at)
@@ -110,6 +114,8 @@ class Router(Processor):
         turn = frame.turn
         asked = self._waiting()
         self._asked = self._unsure = None
+        if asked is not None:
+            self._questioned.add(asked.entry.name)
         previous, self._previous = self._previous, turn
         if asked is None and previous is not None:
             asked = self._offered(previous, frame.text)
@@ -129,7 +135,8 @@ class Router(Processor):
                 return
         turn.model_ms["intent_lookup"] = found.lookup_ms
         match, entry = found.match, found.entry
-        if match.route == "confirm" and entry is not None and entry.confirm:
+        again = entry is not None and entry.name in self._questioned
+        if match.route == "confirm" and entry is not None and entry.confirm and not again:
             turn.route = "confirm"
             turn.intent = entry.name
             turn.intent_score = round(match.score, 4)
@@ -141,9 +148,9 @@ class Router(Processor):
             await self.push(PlayAudio(turn=turn, pcm=entry.confirm_audio, text=entry.confirm))
             await self.push(ResponseDone(turn=turn))
             return
-        if match.intent is None or entry is None or match.route == "none":
+        if match.intent is None or entry is None or match.route in ("none", "confirm"):
             log.debug("turn %d: no intent (%s, %.3f)", turn.index, match.reason, match.score)
-            if match.ask_if_unanswered and entry is not None and entry.confirm:
+            if match.ask_if_unanswered and entry is not None and entry.confirm and not again:
                 turn.unsure_intent = entry
                 self._unsure = (
                     turn,

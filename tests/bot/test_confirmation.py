@@ -349,20 +349,40 @@ async def test_an_intent_held_back_by_its_negative_is_asked_about_by_the_respond
     turn, frames = await say(router, out, "Yes.")
     assert turn.route == "confirmed" and turn.intent == "order_status"
     assert [f.text for f in frames if isinstance(f, PlayAudio)] == ["It ships today."]
+    # Asked once in a call: the same words later go on without the question.
+    again, _ = await say(router, out, "Where is my order going back?")
+    assert again.unsure_intent is None
+
     # A no sends the first question on again, this time without the intent.
+    router, out = await asking_router()
     asked, _ = await say(router, out, "Where is my order going back?")
     asked.route, asked.intent = "confirm", "order_status"
     turn, frames = await say(router, out, "No.")
     sent = [f for f in frames if isinstance(f, Transcript)]
     assert [f.text for f in sent] == ["Where is my order going back?"]
     assert sent[0].turn.unsure_intent is None
-    # When the Responder answered otherwise (an entry), a yes is a new request.
+
+    # When the Responder answered otherwise (an entry), a yes is a new request, and the
+    # question may still be asked later.
+    router, out = await asking_router()
     answered, _ = await say(router, out, "Where is my order going back?")
     answered.route = "knowledge"
     turn, frames = await say(router, out, "Yes.")
     assert turn.route == "none" and [f.text for f in frames if isinstance(f, Transcript)] == [
         "Yes."
     ]
+    later, _ = await say(router, out, "Where is my order going back?")
+    assert later.unsure_intent is not None
+
+
+async def test_a_question_is_asked_once_in_a_call() -> None:
+    router, out = await asking_router()
+    turn, _ = await say(router, out, "Is my parcel somewhere?")
+    assert turn.route == "confirm"
+    await say(router, out, "Yes.")
+    turn, frames = await say(router, out, "Is my parcel somewhere?")
+    assert turn.route == "none" and not any(isinstance(f, PlayAudio) for f in frames)
+    assert [f.text for f in frames if isinstance(f, Transcript)] == ["Is my parcel somewhere?"]
 
 
 async def test_a_no_to_the_offer_is_passed_on_as_said() -> None:
