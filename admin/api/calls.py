@@ -440,7 +440,7 @@ async def call_recording(
             detail=f"call {call_id} is in progress: its recording is complete when it ends",
         )
     folder: Path | None = request.app.state.recordings_dir
-    path = inside_folder(folder, call.recording_path)
+    path = await asyncio.to_thread(inside_folder, folder, call.recording_path)
     if path is None or not await asyncio.to_thread(path.is_file):
         if path is not None and await asyncio.to_thread(partial_path(path).is_file):
             raise HTTPException(

@@ -148,7 +148,7 @@ class Router(Processor):
             await self.push(PlayAudio(turn=turn, pcm=entry.confirm_audio, text=entry.confirm))
             await self.push(ResponseDone(turn=turn))
             return
-        if match.intent is None or entry is None or match.route in ("none", "confirm"):
+        if match.intent is None or entry is None or match.route == "none":
             log.debug("turn %d: no intent (%s, %.3f)", turn.index, match.reason, match.score)
             if match.ask_if_unanswered and entry is not None and entry.confirm and not again:
                 turn.unsure_intent = entry
