@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import cast
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -19,8 +20,14 @@ from admin.security import (
     digest,
     hash_password,
     new_secret,
+    rank,
     verify_password,
 )
+
+
+def capped_role(granted: str, owner: str) -> Role:
+    """The lower of a token's role and its owner's current role."""
+    return cast(Role, granted if rank(granted) <= rank(owner) else owner)
 
 
 class AccountError(ValueError):
@@ -161,7 +168,41 @@ async def token_principal(session: AsyncSession, secret: str) -> Principal | Non
     if token.revoked_at is not None or user.disabled_at is not None:
         return None
     token.last_used_at = now()
-    return Principal(user.name, token.role, "token", token_name=token.name)  # type: ignore[arg-type]
+    # A token holds at most its owner's role as it is now: a demoted owner's token is demoted
+    # with them on the very next request.
+    return Principal(user.name, capped_role(token.role, user.role), "token", token_name=token.name)
+
+
+async def end_logins(session: AsyncSession, user: User, *, actor: str, reason: str) -> int:
+    """End every console login and revoke every API token of ``user`` (a password reset,
+    a disabled account): what was granted with the old credentials stops working at once.
+    Returns how many were ended; the revocations are audited as one entry."""
+    ended = (
+        await session.execute(delete(LoginSession).where(LoginSession.user_id == user.id))
+    ).rowcount
+    tokens = (
+        (
+            await session.execute(
+                select(ApiToken)
+                .where(ApiToken.user_id == user.id)
+                .where(ApiToken.revoked_at.is_(None))
+            )
+        )
+        .scalars()
+        .all()
+    )
+    at = now()
+    for token in tokens:
+        token.revoked_at = at
+    if ended or tokens:
+        record(
+            session,
+            actor,
+            "user.logins_ended",
+            f"user:{user.name}",
+            after={"reason": reason, "sessions": ended, "tokens": [t.name for t in tokens]},
+        )
+    return int(ended or 0) + len(tokens)
 
 
 async def create_token(

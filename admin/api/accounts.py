@@ -184,6 +184,10 @@ async def update_user(
     if body.password is not None:
         after["password"] = "changed"
     record(session, who.actor, "user.update", f"user:{name}", before=before, after=after)
+    if body.password is not None:
+        await accounts.end_logins(session, user, actor=who.actor, reason="password reset")
+    elif body.disabled:
+        await accounts.end_logins(session, user, actor=who.actor, reason="disabled")
     return _user_read(user)
 
 
