@@ -119,6 +119,19 @@ class AgentLeg(pj.Call):  # type: ignore[misc]
                 self.core.bridges.on_leg_media(self)
                 return
 
+    def onCallRedirected(self, prm: Any) -> int:
+        # A 3xx from the agent's side would have the node dial an address no operator listed.
+        log.warning("bridge leg to %s: redirect to %s refused", self.target, prm.targetUri)
+        return int(pj.PJSIP_REDIRECT_REJECT)
+
+    def onCallTransferRequest(self, prm: Any) -> None:
+        # Neither may the agent's side REFER the node's leg elsewhere.
+        log.warning("bridge leg to %s: REFER to %s declined", self.target, prm.dstUri)
+        prm.statusCode = pj.PJSIP_SC_DECLINE
+
+    def onCallReplaceRequest(self, prm: Any) -> None:
+        prm.statusCode = pj.PJSIP_SC_FORBIDDEN
+
 
 class Bridges:
     """The endpoint's bridged transfers: agent legs by pjsua call id."""

@@ -212,6 +212,26 @@ class SipCall(pj.Call):  # type: ignore[misc]
         if prm.flags & DTMF_IS_END:
             self.sink.put(DtmfIn(str(prm.digit), int(prm.duration), time.monotonic()))
 
+    def onCallTransferRequest(self, prm: Any) -> None:
+        # A REFER sent by the caller (a blind transfer, or one with Replaces) would have
+        # pjsua place a call to whatever the Refer-To names, on a leg nobody here owns: toll
+        # fraud, and a crash when pjsua2 later frees that leg. The node places calls only for
+        # the bot's own transfers (checked against transfer_targets); a caller's REFER is
+        # declined before anything is dialled.
+        self.core.on_caller_refer(self, str(prm.dstUri))
+        prm.statusCode = pj.PJSIP_SC_DECLINE
+
+    def onCallReplaceRequest(self, prm: Any) -> None:
+        # An INVITE with Replaces naming this call would hand the caller's dialog to a third
+        # party; no call of this node is replaced.
+        self.core.on_caller_refer(self, "(INVITE with Replaces)")
+        prm.statusCode = pj.PJSIP_SC_FORBIDDEN
+        prm.reason = "Replaces not accepted"
+
+    def onCallRedirected(self, prm: Any) -> int:
+        # The caller's leg is answered by this node and is never redirected.
+        return int(pj.PJSIP_REDIRECT_REJECT)
+
     def onCallTransferStatus(self, prm: Any) -> None:
         # 100 "Accepted" when the REFER got its 2xx, then one call per NOTIFY (its sipfrag's
         # status); a refused REFER or a timed-out subscription comes as a final status.

@@ -67,6 +67,7 @@ STAT_KEYS = (
     "rtp_foreign_switches",
     "rtp_frames_muted",
     "inbound_frames_dropped",
+    "refer_refused",
 )
 
 
@@ -625,6 +626,17 @@ class _Core:
         self.calls.pop(int(info.id), None)
         # pjsua2 must not see its Call object freed inside its own callback.
         self.graveyard.append((time.monotonic() + PORT_GRACE_S, call))
+
+    def on_caller_refer(self, call: SipCall, target: str) -> None:
+        """Endpoint thread: the caller asked this node to call ``target`` (declined)."""
+        self.counters["refer_refused"] += 1
+        # The target is the caller's text: logged as a repr, cut short.
+        log.warning(
+            "call %s: the caller's REFER/Replaces to %r declined (the node places calls only "
+            "for the bot's own transfers)",
+            call.sip_call_id,
+            target[:200],
+        )
 
     def mute_suspects(self, addr: str) -> None:
         """Any thread: mute every call whose SDP peer is not ``addr`` until re-checked.

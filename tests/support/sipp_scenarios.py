@@ -102,6 +102,28 @@ Content-Length: [len]
 """
 
 
+def caller_refer(refer_to: str, cseq: int, expect: int) -> str:
+    """The caller's own REFER inside the call (to the bot's Contact), and the final
+    response it must get (``expect``); a 2xx would let the REFER's NOTIFYs follow."""
+    return f"""  <send retrans="500"><![CDATA[
+REFER [$bot_contact] SIP/2.0
+Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
+From: sipp <sip:sipp@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+To: <sip:bot@[remote_ip]:[remote_port]>[peer_tag_param]
+Call-ID: [call_id]
+CSeq: {cseq} REFER
+Contact: sip:sipp@[local_ip]:[local_port]
+Max-Forwards: 70
+Refer-To: <{refer_to}>
+Referred-By: <sip:sipp@[local_ip]:[local_port]>
+Content-Length: 0
+
+]]></send>
+  <recv response="100" optional="true"/>
+  <recv response="{expect}"/>
+"""
+
+
 def bye_to_contact(cseq: int = 3) -> str:
     """BYE from sipp to the bot's Contact, and the 200 that must answer it."""
     return f"""  <send retrans="500"><![CDATA[
