@@ -15,9 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from bot.pipeline.turn import STAGES, Turn
-from telephony.endpoint import STAT_KEYS
-from telephony.registration import REGISTER_KEYS
-from telephony.sip_dispatch import FRONT_KEYS
+from telephony.stats import node_stat_keys
 
 #: Routes answered from the intent cache's ready audio.
 CACHE_ROUTES = frozenset({"exact", "semantic"})
@@ -167,7 +165,7 @@ class _Snapshot(Collector):
             )
         if self._sip is not None:
             stats = self._sip()
-            for key in (*STAT_KEYS, *FRONT_KEYS, *REGISTER_KEYS, "worker_restarts"):
+            for key in (*node_stat_keys(), "worker_restarts"):
                 if key not in stats:
                     continue
                 name = f"switchboard_sip_{key.removesuffix('_total')}"

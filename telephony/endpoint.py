@@ -36,6 +36,7 @@ from telephony.events import CallEnded, TransferResult
 from telephony.media_port import PcmPort, PortShelf
 from telephony.sdp import has_common_codec, sip_body
 from telephony.sipcheck import request_defect
+from telephony.stats import STAT_KEYS, WHEEL_MAX_CALLS, EndpointError, call_limit
 
 log = logging.getLogger(__name__)
 
@@ -45,47 +46,12 @@ OnCall = Callable[[CallHandle], Awaitable[None]]
 POLL_MS = 10  # libHandleEvents timeout: upper bound on command latency
 PORT_GRACE_S = 1.0  # an ended call (and its media port) waits this long to be freed (shelved)
 STATS_REFRESH_S = 1.0
-# Compile-time PJSUA_MAX_CALLS of the pjsua2-python 2.15.1.post1 wheel, measured: the fifth
-# simultaneous call fails with PJ_ETOOMANY whatever uaConfig.maxCalls says. One slot is kept
-# free so that we (not pjsua, which would say 486) can answer the overflow with 503.
-WHEEL_MAX_CALLS = 4
-
-STAT_KEYS = (
-    "calls_active",
-    "calls_total",
-    "rejected_busy",
-    "rejected_codec",
-    "rejected_malformed",
-    "calls_cancelled",
-    "calls_failed",
-    "rtp_frames_in",
-    "rtp_frames_out",
-    "rtp_packets_in",
-    "rtp_packets_out",
-    "playout_underruns",
-    "rtp_discarded",
-    "rtp_foreign_switches",
-    "rtp_frames_muted",
-    "inbound_frames_dropped",
-    "refer_refused",
-)
-
-
 _PROCESS_SLOT = threading.Lock()  # one pjsua2 library per process
 
 
 def _settle(fut: asyncio.Future[TransferResult], result: TransferResult) -> None:
     if not fut.done():  # not given up on (timed out, or the caller cancelled)
         fut.set_result(result)
-
-
-class EndpointError(RuntimeError):
-    """The SIP endpoint could not start or a command on its thread failed."""
-
-
-def call_limit(config: EndpointConfig) -> int:
-    """Calls answered at once: ``max_calls``, capped by what the pjsua2 build can hold."""
-    return max(0, min(config.max_calls, WHEEL_MAX_CALLS - 1))
 
 
 class _Endpoint(pj.Endpoint):  # type: ignore[misc]

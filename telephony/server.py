@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from telephony.config import EndpointConfig
-from telephony.endpoint import STAT_KEYS, WHEEL_MAX_CALLS, EndpointError, call_limit
 from telephony.ipc import (
     AudioFrame,
     CallStarted,
@@ -52,6 +51,7 @@ from telephony.registration import Registration
 from telephony.remote_call import RemoteCall
 from telephony.sip_dispatch import FRONT_KEYS, TRANSACTION_S, SipFront, WorkerSlot
 from telephony.sip_stream import Proto, StreamListener
+from telephony.stats import STAT_KEYS, WHEEL_MAX_CALLS, EndpointError, call_limit
 
 log = logging.getLogger(__name__)
 

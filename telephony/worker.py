@@ -28,7 +28,7 @@ import pjsua2 as pj
 
 from telephony.call import CallHandle
 from telephony.config import EndpointConfig
-from telephony.endpoint import EndpointError, SipEndpoint
+from telephony.endpoint import SipEndpoint
 from telephony.events import AudioIn, DtmfIn, TransferResult
 from telephony.ipc import (
     CallStarted,
@@ -49,6 +49,7 @@ from telephony.ipc import (
     encode,
     encode_audio,
 )
+from telephony.stats import EndpointError
 
 log = logging.getLogger("telephony.worker")
 

@@ -6,7 +6,6 @@ each one, dial nothing (the listener hears no INVITE), and keep its worker servi
 
 from __future__ import annotations
 
-import asyncio
 import socket
 from collections.abc import Callable
 from typing import Any
