@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import (
-    AliasChoices,
     BaseModel,
     ConfigDict,
     Field,
@@ -29,6 +28,9 @@ from bot.callflow import (
     TransferTarget,
     placeholders,
 )
+
+# The [intent_matching] section is the matcher's own model, re-exported with the profile's.
+from bot.intents.match import IntentMatchingConfig as IntentMatchingConfig  # noqa: PLC0414
 from bot.intents.match import normalize
 
 #: The profile a node runs when none is named.
@@ -96,54 +98,6 @@ class IntentConfig(BaseModel):
             raise ValueError(f"intent {self.name!r}: action 'transfer' needs transfer_to")
         if self.transfer_to is not None and self.action != "transfer":
             raise ValueError(f"intent {self.name!r}: transfer_to without action 'transfer'")
-        return self
-
-
-class IntentMatchingConfig(BaseModel):
-    """When a semantic match is trusted (docs/intent-cache.md says how these were chosen)."""
-
-    model_config = ConfigDict(extra="forbid")
-    #: An intent's similarity: mean cosine similarity of its ``top_k`` nearest examples.
-    top_k: int = Field(4, ge=1, le=10)
-    #: Its score: that similarity less ``calibration`` times how much more alike its own
-    #: examples are than usual (``bot.intents.match.IntentIndex.cohesion``); 0: no calibration.
-    calibration: float = Field(0.0, ge=0.0, le=2.0)
-    #: Score needed for a hit.
-    threshold: float = Field(0.45, gt=0.0, le=1.0)
-    #: Score needed for a hit on an intent with an ``action`` (hang up, transfer), when
-    #: higher than ``threshold`` (0: no more): acting on a misheard caller costs more than
-    #: a wrong answer. ``hangup_threshold``, its earlier name, is still read.
-    action_threshold: float = Field(
-        0.65, ge=0.0, le=1.0, validation_alias=AliasChoices("action_threshold", "hangup_threshold")
-    )
-    #: Lead over the best other intent's score needed for a hit.
-    margin: float = Field(0.1, ge=0.0, le=1.0)
-    #: The hit is refused when one of the intent's negative examples is at least as similar
-    #: as the intent's similarity less ``negative_margin``.
-    negative_margin: float = Field(0.05, ge=-1.0, le=1.0)
-    #: Hold the profile to the background lines that ship with the product
-    #: (``bot/intents/background.txt``): a match is refused when the caller's words are
-    #: nearer to one of them, and the threshold is raised at load above any of them the
-    #: intents would answer (``bot.intents.fit``).
-    background: bool = True
-    #: At load, raise ``threshold`` just above the score of any background line the intents
-    #: would answer (each line held to the others: ``bot.intents.fit``).
-    fit_threshold: bool = True
-    #: An answer needs the intent's similarity to lead the nearest background line's by this.
-    background_margin: float = Field(0.1, ge=-1.0, le=1.0)
-    #: A best intent refused for its score or its lead, but scoring at least this, is asked
-    #: about ("Do you want to know where your order is?"): a "yes" plays its answer. 0: never.
-    confirm_threshold: float = Field(0.35, ge=0.0, le=1.0)
-    #: A question needs the intent's similarity to lead the nearest background line's by this.
-    confirm_background_margin: float = Field(0.0, ge=-1.0, le=1.0)
-
-    @model_validator(mode="after")
-    def _confirm_below_threshold(self) -> IntentMatchingConfig:
-        if self.confirm_threshold > self.threshold:
-            raise ValueError(
-                f"intent_matching: confirm_threshold ({self.confirm_threshold}) is above "
-                f"threshold ({self.threshold}): nothing would be answered without a question"
-            )
         return self
 
 

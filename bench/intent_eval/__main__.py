@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bot.intents.match import IntentIndex, Thresholds, Vectors
+from bot.intents.match import IntentIndex, IntentMatchingConfig, Vectors
 from bot.profile import DEFAULT_PROFILE, load_profile
 from serve import Embedder
 from serve.registry import ModelSpec, asr_backends, embedder_backends
@@ -70,7 +70,7 @@ def confusion_table(out: Outcome, names: list[str]) -> list[str]:
     return lines
 
 
-def describe(rule: Thresholds) -> str:
+def describe(rule: IntentMatchingConfig) -> str:
     return (
         f"top_k {rule.top_k}, calibration {rule.calibration:g}, threshold {rule.threshold:.3g}, "
         f"action threshold {rule.action_threshold:g}, margin {rule.margin:g}, "
@@ -248,7 +248,9 @@ async def add_transcripts(
 
 
 def print_sweep(
-    index: IntentIndex, inputs: dict[str, dict[str, tuple[Items, Vectors]]], current: Thresholds
+    index: IntentIndex,
+    inputs: dict[str, dict[str, tuple[Items, Vectors]]],
+    current: IntentMatchingConfig,
 ) -> None:
     if "tuning" not in inputs:
         print("\n(--sweep needs the tuning split)")

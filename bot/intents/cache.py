@@ -24,7 +24,14 @@ import numpy as np
 from bot.intents.background import background_lines
 from bot.intents.confirm import confirm_question
 from bot.intents.fit import Fitted, fit
-from bot.intents.match import IntentIndex, IntentVectors, Match, Thresholds, Vectors, query_text
+from bot.intents.match import (
+    IntentIndex,
+    IntentMatchingConfig,
+    IntentVectors,
+    Match,
+    Vectors,
+    query_text,
+)
 from bot.intents.settings import IntentCacheSettings
 from bot.intents.store import (
     CONNECTED,
@@ -35,7 +42,7 @@ from bot.intents.store import (
     StoreRefused,
     StoreUnavailable,
 )
-from bot.profile import IntentConfig, IntentMatchingConfig
+from bot.profile import IntentConfig
 from serve import TTS, Embedder
 from telephony.config import SAMPLE_RATE
 
@@ -55,8 +62,9 @@ def entry_key(intent: IntentConfig, *, voice: str, embedder: str, sample_rate: i
     return hashlib.sha256(raw).hexdigest()[:32]
 
 
-def index_version(keys: Sequence[str], matching: dict[str, float]) -> str:
-    raw = json.dumps({"keys": list(keys), "matching": matching}, sort_keys=True).encode()
+def index_version(keys: Sequence[str], matching: IntentMatchingConfig) -> str:
+    rule = matching.model_dump(mode="json")
+    raw = json.dumps({"keys": list(keys), "matching": rule}, sort_keys=True).encode()
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
@@ -75,7 +83,7 @@ class _State:
     source: CacheIndex
     index: IntentIndex
     entries: dict[str, CacheEntry]
-    thresholds: Thresholds
+    thresholds: IntentMatchingConfig
     fitted: Fitted
 
 
@@ -184,9 +192,8 @@ class IntentCache:
                 entry = await self._build(intent, key)
                 have[key] = entry
                 built.append(entry)
-        settings = matching.model_dump()
         index = CacheIndex(
-            version=index_version(keys, settings), keys=tuple(keys), matching=settings
+            version=index_version(keys, matching), keys=tuple(keys), matching=matching
         )
         self._install(index, have, await self._background_for(index))
         if store_ok:
@@ -240,7 +247,7 @@ class IntentCache:
         return self._state.source
 
     async def _background_for(self, index: CacheIndex) -> Vectors | None:
-        return await self._embed_background() if index.matching.get("background", True) else None
+        return await self._embed_background() if index.matching.background else None
 
     def _install(
         self, index: CacheIndex, entries: dict[str, CacheEntry], background: Vectors | None
@@ -257,19 +264,7 @@ class IntentCache:
             )
             for e in chosen
         ]
-        m = index.matching
-        configured = Thresholds(
-            threshold=m["threshold"],
-            margin=m["margin"],
-            negative_margin=m["negative_margin"],
-            top_k=int(m.get("top_k", 2)),
-            calibration=m.get("calibration", 0.0),
-            # "hangup_threshold": its name in an index an earlier node published.
-            action_threshold=m.get("action_threshold", m.get("hangup_threshold", 0.0)),
-            background_margin=m.get("background_margin", 0.0),
-            confirm_threshold=m.get("confirm_threshold", 0.0),
-            confirm_background_margin=m.get("confirm_background_margin", 0.0),
-        )
+        configured = index.matching
         if background is None:
             fitted = Fitted(configured, np.zeros((0, 0), np.float32), (), (), ())
         else:
@@ -278,7 +273,7 @@ class IntentCache:
                 background_lines(),
                 background,
                 configured,
-                raise_threshold=bool(m.get("fit_threshold", True)),
+                raise_threshold=configured.fit_threshold,
             )
         for warning in fitted.warnings:
             log.warning("intent cache: %s", warning.message)

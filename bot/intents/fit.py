@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from bot.intents.match import IntentIndex, IntentVectors, Thresholds, Vectors
+from bot.intents.match import IntentIndex, IntentMatchingConfig, IntentVectors, Vectors
 
 #: A background line at least this similar to one of a profile's examples is in scope for
 #: that profile: it is left out of its background.
@@ -47,7 +47,7 @@ class IntentWarning:
 class Fitted:
     """The rule and background one profile is matched with."""
 
-    rule: Thresholds
+    rule: IntentMatchingConfig
     #: The background lines kept for this profile (unit rows) and their texts.
     background: Vectors
     background_texts: tuple[str, ...]
@@ -60,7 +60,7 @@ def fit(
     intents: list[IntentVectors],
     lines: Sequence[str],
     vectors: Vectors,
-    rule: Thresholds,
+    rule: IntentMatchingConfig,
     *,
     overlap: float = OVERLAP,
     min_examples: int = MIN_EXAMPLES,
@@ -108,8 +108,8 @@ def fit(
 
 
 def _raise_threshold(
-    index: IntentIndex, rule: Thresholds
-) -> tuple[Thresholds, tuple[int, str, float] | None]:
+    index: IntentIndex, rule: IntentMatchingConfig
+) -> tuple[IntentMatchingConfig, tuple[int, str, float] | None]:
     """The rule with its threshold raised above every background line it would answer,
     each line held to the other lines; and the line that raised it the most."""
     background = index.background
@@ -128,7 +128,7 @@ def _raise_threshold(
     if worst is None:
         return rule, None
     threshold = min(1.0, worst[2] + STEP)
-    return replace(rule, threshold=threshold), worst
+    return rule.model_copy(update={"threshold": threshold}), worst
 
 
 def _close_examples(intents: list[IntentVectors], top_k: int) -> list[IntentWarning]:

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'", "`": "'"})
 _NOT_WORD = re.compile(r"[^a-z0-9' ]+")
@@ -83,29 +84,62 @@ class IntentVectors:
     action: str | None = None
 
 
-@dataclass(frozen=True)
-class Thresholds:
-    """The semantic-match rule's parameters."""
+class IntentMatchingConfig(BaseModel):
+    """When a semantic match is trusted: the rule's parameters, from the profile's
+    ``[intent_matching]`` to the matcher, their defaults written here only
+    (docs/intent-cache.md says how they were chosen)."""
 
-    threshold: float
-    margin: float
-    negative_margin: float
-    #: An intent's similarity is the mean similarity of its ``top_k`` nearest examples.
-    top_k: int = 2
-    #: Its score is that similarity less ``calibration`` * (its cohesion - reference).
-    calibration: float = 0.0
-    #: The score needed by an intent with an action (``hangup``, ``transfer``), when higher
-    #: than ``threshold``: hanging up on or transferring a misheard caller costs more than
-    #: a wrong answer.
-    action_threshold: float = 0.0
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    #: An intent's similarity: mean cosine similarity of its ``top_k`` nearest examples.
+    top_k: int = Field(4, ge=1, le=10)
+    #: Its score: that similarity less ``calibration`` times how much more alike its own
+    #: examples are than usual (``IntentIndex.cohesion``); 0: no calibration.
+    calibration: float = Field(0.0, ge=0.0, le=2.0)
+    #: Score needed for a hit.
+    threshold: float = Field(0.45, gt=0.0, le=1.0)
+    #: Score needed for a hit on an intent with an ``action`` (hang up, transfer), when
+    #: higher than ``threshold`` (0: no more): acting on a misheard caller costs more than
+    #: a wrong answer. ``hangup_threshold``, its earlier name, is still read.
+    action_threshold: float = Field(
+        0.65, ge=0.0, le=1.0, validation_alias=AliasChoices("action_threshold", "hangup_threshold")
+    )
+    #: Lead over the best other intent's score needed for a hit.
+    margin: float = Field(0.1, ge=0.0, le=1.0)
+    #: The hit is refused when one of the intent's negative examples is at least as similar
+    #: as the intent's similarity less ``negative_margin``.
+    negative_margin: float = Field(0.05, ge=-1.0, le=1.0)
+    #: Hold the profile to the background lines that ship with the product
+    #: (``bot/intents/background.txt``): a match is refused when the caller's words are
+    #: nearer to one of them, and the threshold is raised at load above any of them the
+    #: intents would answer (``bot.intents.fit``).
+    background: bool = True
+    #: At load, raise ``threshold`` just above the score of any background line the intents
+    #: would answer (each line held to the others: ``bot.intents.fit``).
+    fit_threshold: bool = True
     #: An answer needs the intent's similarity to lead the nearest background line's by this.
-    background_margin: float = 0.0
-    #: A best intent refused only for its score or its lead over the runner-up, and scoring
-    #: at least this, is offered as a confirmation question (0: never).
-    confirm_threshold: float = 0.0
-    #: A confirmation question needs the intent's similarity to lead the nearest background
-    #: line's by this (may be negative: more lenient than ``background_margin``).
-    confirm_background_margin: float = 0.0
+    background_margin: float = Field(0.1, ge=-1.0, le=1.0)
+    #: A best intent refused for its score or its lead, but scoring at least this, is asked
+    #: about ("Do you want to know where your order is?"): a "yes" plays its answer. 0: never.
+    confirm_threshold: float = Field(0.35, ge=0.0, le=1.0)
+    #: A question needs the intent's similarity to lead the nearest background line's by this
+    #: (may be negative: more lenient than ``background_margin``).
+    confirm_background_margin: float = Field(0.0, ge=-1.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _confirm_below_threshold(self) -> IntentMatchingConfig:
+        if self.confirm_threshold > self.threshold:
+            raise ValueError(
+                f"intent_matching: confirm_threshold ({self.confirm_threshold}) is above "
+                f"threshold ({self.threshold}): nothing would be answered without a question"
+            )
+        return self
+
+    @classmethod
+    def from_stored(cls, data: dict[str, Any]) -> IntentMatchingConfig:
+        """Validate the rule as another node stored it: fields this code does not know (a
+        newer node's) are left out, so that a rolling upgrade does not refuse the index."""
+        known = set(cls.model_fields) | {"hangup_threshold"}
+        return cls.model_validate({k: v for k, v in data.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -240,7 +274,7 @@ class IntentIndex:
             self._cohesion[top_k] = found
         return found
 
-    def judge(self, scores: Scores, rule: Thresholds) -> Match:
+    def judge(self, scores: Scores, rule: IntentMatchingConfig) -> Match:
         """The semantic rule on scores already computed (``scores``)."""
         if not self.intents:
             return Match(route="none", intent=None, score=0.0, reason="no intents")
@@ -314,7 +348,7 @@ class IntentIndex:
             ask_if_unanswered=unanswered,
         )
 
-    def semantic(self, vector: Vectors, rule: Thresholds) -> Match:
+    def semantic(self, vector: Vectors, rule: IntentMatchingConfig) -> Match:
         """Match one unit query vector (shape (dim,) or (1, dim)) against the examples."""
         if not self.intents:
             return Match(route="none", intent=None, score=0.0, reason="no intents")

@@ -7,7 +7,8 @@ Redis layout (``P`` is the key prefix, ``switchboard:intents`` by default):
   bytes), ``audio`` (16-bit mono PCM at the call's rate). ``<key>`` hashes the intent's
   content, the voice and the embedder, so an unchanged intent is never rebuilt.
 - ``P:index``: JSON ``{"version", "entries": [key...], "matching": {...}}``, the live
-  configuration. Entries that leave the index expire after a day.
+  configuration (``matching``: the ``IntentMatchingConfig``, validated when read). Entries
+  that leave the index expire after a day.
 - ``P:reload``: the pub/sub channel; the message is the new index version.
 
 Each entry's hash has a ``sig`` field and the index's JSON a ``"sig"``: an HMAC-SHA256 of the
@@ -35,7 +36,7 @@ import numpy as np
 from redis.asyncio import Redis
 from redis.exceptions import AuthenticationError, NoPermissionError, RedisError
 
-from bot.intents.match import Vectors
+from bot.intents.match import IntentMatchingConfig, Vectors
 from bot.intents.settings import IntentCacheSettings
 from bot.intents.signing import Signer
 
@@ -92,24 +93,29 @@ class CacheEntry:
 
 @dataclass(frozen=True)
 class CacheIndex:
-    """The live configuration: which entries, and the matching thresholds."""
+    """The live configuration: which entries, and the matching rule."""
 
     version: str
     keys: tuple[str, ...]
-    matching: dict[str, float]
+    matching: IntentMatchingConfig
 
     def to_json(self) -> str:
         return json.dumps(
-            {"version": self.version, "entries": list(self.keys), "matching": self.matching}
+            {
+                "version": self.version,
+                "entries": list(self.keys),
+                "matching": self.matching.model_dump(mode="json"),
+            }
         )
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> CacheIndex:
+        """Raises ``ValueError`` (a ``ValidationError``) for a rule out of its bounds."""
         data = json.loads(raw)
         return cls(
             version=str(data["version"]),
             keys=tuple(str(k) for k in data["entries"]),
-            matching={str(k): float(v) for k, v in data["matching"].items()},
+            matching=IntentMatchingConfig.from_stored(dict(data["matching"])),
         )
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 
-from bot.intents.match import IntentIndex, Thresholds, query_text
+from bot.intents.match import IntentIndex, IntentMatchingConfig, query_text
 from serve import Embedder
 
 
 async def lookup_cost_ms(
-    index: IntentIndex, embedder: Embedder, texts: list[str], rule: Thresholds
+    index: IntentIndex, embedder: Embedder, texts: list[str], rule: IntentMatchingConfig
 ) -> tuple[list[float], list[float]]:
     """Per utterance, one at a time as the cache does it: normalize + embed + match, and
     the match alone (exact, then the semantic rule on the vector already embedded)."""

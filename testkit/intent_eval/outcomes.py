@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bot.intents.match import IntentIndex, Match, Scores, Thresholds, Vectors
+from bot.intents.match import IntentIndex, IntentMatchingConfig, Match, Scores, Vectors
 from testkit.intent_eval.eval_sets import Items
 
 #: The "intent" of an utterance that must not match, and of a decision that matched none.
@@ -100,12 +100,14 @@ def ranking(index: IntentIndex, items: Items, vectors: Vectors, top_k: int) -> R
     )
 
 
-def evaluate(index: IntentIndex, items: Items, vectors: Vectors, rule: Thresholds) -> Outcome:
+def evaluate(
+    index: IntentIndex, items: Items, vectors: Vectors, rule: IntentMatchingConfig
+) -> Outcome:
     return tally(index, items, prepare(index, items, vectors, rule.top_k), rule)
 
 
 def tally(
-    index: IntentIndex, items: Items, prepared: Sequence[Match | Scores], rule: Thresholds
+    index: IntentIndex, items: Items, prepared: Sequence[Match | Scores], rule: IntentMatchingConfig
 ) -> Outcome:
     """Apply ``rule`` to prepared utterances and count the outcomes."""
     out = Outcome()

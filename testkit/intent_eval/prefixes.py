@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bot.intents.match import IntentIndex, Thresholds
+from bot.intents.match import IntentIndex, IntentMatchingConfig
 from serve import Embedder
 from testkit.intent_eval.eval_sets import Items
 from testkit.intent_eval.profile_index import decide, embed_queries
@@ -36,7 +36,7 @@ def word_prefixes(items: Items, min_words: int = 2) -> list[tuple[str, str, str 
 
 
 async def evaluate_prefixes(
-    index: IntentIndex, embedder: Embedder, items: Items, rule: Thresholds
+    index: IntentIndex, embedder: Embedder, items: Items, rule: IntentMatchingConfig
 ) -> PrefixOutcome:
     prefixes = word_prefixes(items)
     vectors = await embed_queries(embedder, [p for p, _, _ in prefixes])

@@ -9,24 +9,16 @@ from collections.abc import Sequence
 
 from bot.intents.background import background_lines
 from bot.intents.fit import Fitted, fit
-from bot.intents.match import IntentIndex, IntentVectors, Match, Thresholds, Vectors, query_text
-from bot.profile import BotProfile, IntentMatchingConfig
+from bot.intents.match import (
+    IntentIndex,
+    IntentMatchingConfig,
+    IntentVectors,
+    Match,
+    Vectors,
+    query_text,
+)
+from bot.profile import BotProfile
 from serve import Embedder
-
-
-def rule_of(m: IntentMatchingConfig) -> Thresholds:
-    """The profile's matching settings as the matcher's rule (before fitting)."""
-    return Thresholds(
-        threshold=m.threshold,
-        margin=m.margin,
-        negative_margin=m.negative_margin,
-        top_k=m.top_k,
-        calibration=m.calibration,
-        action_threshold=m.action_threshold,
-        background_margin=m.background_margin,
-        confirm_threshold=m.confirm_threshold,
-        confirm_background_margin=m.confirm_background_margin,
-    )
 
 
 async def build_index(profile: BotProfile, embedder: Embedder) -> tuple[IntentIndex, Fitted]:
@@ -47,7 +39,7 @@ async def build_index(profile: BotProfile, embedder: Embedder) -> tuple[IntentIn
                 action=intent.action,
             )
         )
-    rule = rule_of(profile.intent_matching)
+    rule = profile.intent_matching
     if not profile.intent_matching.background:
         return IntentIndex(intents), Fitted(rule, vectors[:0], (), (), ())
     lines = background_lines()
@@ -66,6 +58,6 @@ async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> Vectors:
     return await embedder.embed([query_text(t) for t in texts])
 
 
-def decide(index: IntentIndex, text: str, vector: Vectors, rule: Thresholds) -> Match:
+def decide(index: IntentIndex, text: str, vector: Vectors, rule: IntentMatchingConfig) -> Match:
     """The cache's decision: exact match, else semantic."""
     return index.exact(text) or index.semantic(vector, rule)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from bot.intents.match import IntentIndex, Match, Thresholds, Vectors
+from bot.intents.match import IntentIndex, IntentMatchingConfig, Match, Vectors
 from testkit.intent_eval.eval_sets import Items
 from testkit.intent_eval.outcomes import prepare
 
@@ -27,7 +27,7 @@ ACTION_THRESHOLDS = (0.0, 0.5, 0.55, 0.6, 0.65, 0.7)
 class SweepCell:
     """One setting and its counts on each input."""
 
-    rule: Thresholds
+    rule: IntentMatchingConfig
     correct: tuple[int, ...]
     false_accepts: tuple[int, ...]
     positives: tuple[int, ...]
@@ -45,8 +45,14 @@ class SweepCell:
 
 
 #: No limits at all: every utterance gets its best intent (``sweep`` then applies the limits).
-_OPEN = Thresholds(
-    threshold=-np.inf, margin=-np.inf, negative_margin=-np.inf, action_threshold=-np.inf
+#: Outside the bounds an operator may set, so built without validation.
+_OPEN = IntentMatchingConfig.model_construct(
+    threshold=-np.inf,
+    margin=-np.inf,
+    negative_margin=-np.inf,
+    action_threshold=-np.inf,
+    background_margin=0.0,
+    confirm_threshold=0.0,
 )
 
 
@@ -71,7 +77,7 @@ def sweep(
     for k in top_ks:
         prepared = [(items, prepare(index, items, vectors, k)) for items, vectors in inputs]
         for w in calibrations:
-            rule = replace(_OPEN, top_k=k, calibration=w)
+            rule = _OPEN.model_copy(update={"top_k": k, "calibration": w})
             correct, false_accepts, positives = [], [], []
             for items, found in prepared:
                 matches = [f if isinstance(f, Match) else index.judge(f, rule) for f in found]
@@ -102,13 +108,16 @@ def sweep(
                     continue  # the same cell as action_threshold 0
                 cells.append(
                     SweepCell(
-                        rule=Thresholds(
+                        rule=IntentMatchingConfig(
                             threshold=t,
                             margin=mg,
                             negative_margin=nm,
                             top_k=k,
                             calibration=w,
                             action_threshold=at,
+                            # The sweep applies none of the background or question rules.
+                            background_margin=0.0,
+                            confirm_threshold=0.0,
                         ),
                         correct=tuple(int(c[i, j, n, a]) for c in correct),
                         false_accepts=tuple(int(f[i, j, n, a]) for f in false_accepts),

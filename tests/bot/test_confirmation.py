@@ -4,7 +4,6 @@ at load, reading a yes or a no, and the router asking, then answering on a yes."
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
@@ -13,7 +12,7 @@ import pytest
 from bot.intents.cache import IntentCache
 from bot.intents.confirm import confirm_question, read_answer
 from bot.intents.fit import fit
-from bot.intents.match import IntentIndex, IntentVectors, Thresholds
+from bot.intents.match import IntentIndex, IntentMatchingConfig, IntentVectors
 from bot.intents.store import MemoryStore
 from bot.pipeline.frames import (
     CallAction,
@@ -27,7 +26,7 @@ from bot.pipeline.frames import (
 from bot.pipeline.processor import Collector
 from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
-from bot.profile import IntentConfig, IntentMatchingConfig
+from bot.profile import IntentConfig
 from serve import Embedder
 from tests.bot.fakes import ToneTTS
 
@@ -45,7 +44,7 @@ def no_negatives() -> npt.NDArray[np.float32]:
 
 ORDER = IntentVectors("order", ("where is my order",), (), E[[0]], no_negatives())
 HOURS = IntentVectors("hours", ("when are you open",), (), E[[1]], no_negatives())
-RULE = Thresholds(
+RULE = IntentMatchingConfig(
     threshold=0.8,
     margin=0.1,
     negative_margin=0.05,
@@ -96,7 +95,7 @@ def test_a_near_miss_is_asked_about_and_a_far_one_is_not() -> None:
     assert unsure.reason == "below threshold"
     far = index.semantic(unit(1.0, 0.0, 3.0), RULE)  # ~0.32
     assert far.route == "none" and far.reason == "below threshold"
-    never = Thresholds(threshold=0.8, margin=0.1, negative_margin=0.05, top_k=1)
+    never = RULE.model_copy(update={"confirm_threshold": 0.0})
     assert index.semantic(unit(1.0, 0.0, 1.2), never).route == "none"
 
 
@@ -126,7 +125,7 @@ def test_a_hit_vetoed_by_a_negative_is_worth_a_question_if_nothing_else_answers(
     index = IntentIndex([order, HOURS])
     found = index.semantic(unit(1.0, 0.0, 0.7), RULE)  # 0.82 to "order", 0.57 to its negative
     assert found.score >= RULE.threshold and found.negative_score > 0.5
-    veto = replace(RULE, negative_margin=0.3)
+    veto = RULE.model_copy(update={"negative_margin": 0.3})
     found = index.semantic(unit(1.0, 0.0, 0.7), veto)
     assert (found.route, found.reason) == ("none", "negative example closer")
     assert found.ask_if_unanswered and found.best == "order"
@@ -136,7 +135,9 @@ def test_fit_raises_the_threshold_above_a_background_line_it_would_answer() -> N
     lines = ["tell me a joke", "where is my parcel", "is it raining"]
     raining_vector = unit(0.9, 0.0, 0.0, 0.0, 0.0, 1.0)
     vectors = np.stack([unit(0.0, 0.0, 0.0, 0.0, 1.0), unit(1.0, 0.2), raining_vector])
-    loose = Thresholds(threshold=0.5, margin=0.1, negative_margin=0.05, top_k=1)
+    loose = RULE.model_copy(
+        update={"threshold": 0.5, "background_margin": 0.0, "confirm_threshold": 0.0}
+    )
     fitted = fit([ORDER, HOURS], lines, vectors, loose, overlap=0.95)
     # "where is my parcel" is as near to an example as 0.98: in scope, left out.
     assert fitted.left_out == ("where is my parcel",)

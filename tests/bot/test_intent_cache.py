@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 import uuid
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.intents.match import IntentIndex, IntentVectors, Thresholds, normalize
+from bot.intents.match import IntentIndex, IntentMatchingConfig, IntentVectors, normalize
 from bot.intents.store import CacheStore, MemoryStore, RedisStore
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CallSession
@@ -59,7 +60,15 @@ def test_normalize_and_the_matching_rule() -> None:
             IntentVectors("b", ("y",), (), e[[1]], np.zeros((0, 4), np.float32)),
         ]
     )
-    rule = Thresholds(threshold=0.6, margin=0.2, negative_margin=0.0, top_k=1)
+    rule = IntentMatchingConfig(
+        threshold=0.6,
+        margin=0.2,
+        negative_margin=0.0,
+        top_k=1,
+        action_threshold=0.0,
+        background_margin=0.0,
+        confirm_threshold=0.0,
+    )
     assert index.exact("X!").intent == "a"  # type: ignore[union-attr]
     assert index.exact("Nope").reason == "exact negative"  # type: ignore[union-attr]
     assert index.semantic(e[0], rule).intent == "a"
@@ -155,6 +164,32 @@ async def test_a_config_change_rebuilds_one_entry_and_reloads_another_node(
     finally:
         node.stdin.close()
         await asyncio.wait_for(node.wait(), 10)
+
+
+async def _put_signed_index(store: RedisStore, data: dict[str, object]) -> None:
+    """Write an index as a node holding the signing key would, whatever its rule says."""
+    signature = store._sign_index(json.dumps(data))
+    await store._client.set(f"{store.prefix}:index", json.dumps({**data, "sig": signature}))
+
+
+async def test_the_index_carries_the_matching_rule_as_validated_json(store: RedisStore) -> None:
+    cache, _, _ = await make_cache(store)
+    version = await cache.publish(intents(), MATCHING)
+    read = await store.get_index()
+    assert read is not None and read.version == version
+    assert read.matching == MATCHING  # the profile's typed rule, every field, back
+    raw = json.loads(await store._client.get(f"{store.prefix}:index"))
+    raw.pop("sig")
+    assert raw["matching"] == MATCHING.model_dump(mode="json")
+    # A field a newer node knows and this one does not: the rest is used.
+    await _put_signed_index(store, {**raw, "matching": {**raw["matching"], "new_knob": 2}})
+    newer = await store.get_index()
+    assert newer is not None and newer.matching == MATCHING and store.refused == 0
+    # A rule outside its bounds, though signed, is refused as an unreadable index.
+    for bad in ({"threshold": 1.5}, {"top_k": 0}, {"confirm_threshold": 0.9}):
+        await _put_signed_index(store, {**raw, "matching": {**raw["matching"], **bad}})
+        assert await store.get_index() is None, bad
+    assert store.refused == 3
 
 
 async def test_redis_lost_mid_call_falls_back_to_the_llm_then_recovers() -> None:

@@ -10,13 +10,20 @@ import numpy as np
 from bot.intents.match import (
     COHESION_REFERENCE,
     IntentIndex,
+    IntentMatchingConfig,
     IntentVectors,
-    Thresholds,
     normalize,
     query_text,
 )
 
 NO_NEGATIVES = np.zeros((0, 4), np.float32)
+
+
+def bare(**fields: float) -> IntentMatchingConfig:
+    """The rule with only the checks a test sets: the profile's defaults add a stricter score
+    for actions, a lead over the background lines and questions."""
+    base = {"top_k": 2, "action_threshold": 0.0, "background_margin": 0.0, "confirm_threshold": 0.0}
+    return IntentMatchingConfig.model_validate({**base, **fields})
 
 
 def unit(*rows: list[float]) -> np.ndarray:
@@ -60,9 +67,9 @@ def test_calibration_holds_a_cohesive_intent_to_closer_matches() -> None:
     cohesion = index.cohesion(2)
     assert cohesion[0] > COHESION_REFERENCE > cohesion[1]
     query = unit([1, 0.9, 0, 0])[0]
-    plain = index.semantic(query, Thresholds(threshold=0.5, margin=0.0, negative_margin=0.0))
+    plain = index.semantic(query, bare(threshold=0.5, margin=0.0, negative_margin=0.0))
     assert plain.intent == "tight"
-    rule = Thresholds(threshold=0.5, margin=0.0, negative_margin=0.0, calibration=1.0)
+    rule = bare(threshold=0.5, margin=0.0, negative_margin=0.0, calibration=1.0)
     calibrated = index.semantic(query, rule)
     assert calibrated.intent == "loose"
 
@@ -76,10 +83,8 @@ def test_action_threshold_applies_to_intents_that_hang_up_or_transfer() -> None:
             IntentVectors("hours", ("hours",), (), e[[2]], NO_NEGATIVES),
         ]
     )
-    rule = Thresholds(threshold=0.5, margin=0.0, negative_margin=0.0, top_k=1)
-    strict = Thresholds(
-        threshold=0.5, margin=0.0, negative_margin=0.0, top_k=1, action_threshold=0.8
-    )
+    rule = bare(threshold=0.5, margin=0.0, negative_margin=0.0, top_k=1)
+    strict = bare(threshold=0.5, margin=0.0, negative_margin=0.0, top_k=1, action_threshold=0.8)
     for row, name in ((0, "bye"), (1, "agent"), (2, "hours")):
         query = unit([*(0.7 if i == row else 0.0 for i in range(3)), 0.71])[0]
         assert index.semantic(query, rule).intent == name
@@ -92,7 +97,7 @@ def test_negatives_are_held_to_the_similarity() -> None:
     negative = unit([1, 0, 0.5, 0])
     index = IntentIndex([IntentVectors("a", ("x", "y"), ("n",), examples, negative)])
     query = unit([1, 0, 0.45, 0])[0]
-    rule = Thresholds(threshold=0.5, margin=0.0, negative_margin=0.0, top_k=2)
+    rule = bare(threshold=0.5, margin=0.0, negative_margin=0.0, top_k=2)
     found = index.semantic(query, rule)
     assert found.reason == "negative example closer"
     assert found.negative_score >= found.similarity
@@ -106,8 +111,8 @@ def test_a_background_line_is_held_to_the_intents_nearest_example() -> None:
         background=unit([1, 0, 0, 1]),  # a generic line near the caller's words
     )
     query = unit([1, 0.05, 0, 0.2])[0]
-    rule = Thresholds(threshold=0.45, margin=0.0, negative_margin=0.0, top_k=3)
-    rule = replace(rule, background_margin=0.05, confirm_threshold=0.3)
+    rule = bare(threshold=0.45, margin=0.0, negative_margin=0.0, top_k=3)
+    rule = rule.model_copy(update={"background_margin": 0.05, "confirm_threshold": 0.3})
     scores = index.scores(query, rule.top_k)
     assert scores.nearest is not None
     nearest = float(scores.nearest[0])

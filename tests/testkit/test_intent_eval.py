@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bot.intents.background import background_lines
-from bot.intents.match import IntentIndex, IntentVectors, Thresholds, normalize
+from bot.intents.match import IntentIndex, IntentMatchingConfig, IntentVectors, normalize
 from bot.profile import DEFAULT_PROFILE, load_profile
 from testkit.intent_eval.eval_sets import (
     DATA,
@@ -251,7 +251,15 @@ async def test_partial_utterances_count_own_wrong_and_false_accepts() -> None:
         empty = np.zeros((0, vectors.shape[1]), np.float32)
         intents.append(IntentVectors(name, texts, (), vectors, empty))
     index = IntentIndex(intents)
-    rule = Thresholds(threshold=0.6, margin=0.1, negative_margin=0.0, top_k=1)
+    rule = IntentMatchingConfig(
+        threshold=0.6,
+        margin=0.1,
+        negative_margin=0.0,
+        top_k=1,
+        action_threshold=0.0,
+        background_margin=0.0,
+        confirm_threshold=0.0,
+    )
     items: list[tuple[str, str | None]] = [
         ("when are you open on sunday", "hours"),  # its start is the example itself
         ("talk to a person about hours", "hours"),  # its start means another intent
