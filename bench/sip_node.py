@@ -32,12 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from telephony import AudioIn, EndpointConfig, SipEndpoint, SipServer
-from telephony.call import CallHandle
+from telephony import EndpointConfig, SipEndpoint, SipServer
 from telephony.floodguard import FrontLimits
-from telephony.remote_call import RemoteCall
 from telephony.sip_dispatch import SipFront, WorkerSlot
 from testkit.ports import free_udp_port
+from testkit.sipp_load import echo
 
 SCENARIO = """<?xml version="1.0" encoding="ISO-8859-1" ?>
 <scenario name="bench">
@@ -117,12 +116,6 @@ def rss_kb(pid: int) -> int:
     except FileNotFoundError:
         pass
     return 0
-
-
-async def echo(call: RemoteCall | CallHandle) -> None:
-    async for event in call.receive():
-        if isinstance(event, AudioIn):
-            call.send(event.pcm)
 
 
 def prepare(tmp: Path, seconds: float) -> str:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import csv
 import json
 import random
 import shutil
@@ -40,10 +39,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.sip_node import SCENARIO, echo, flood
+from bench.sip_node import SCENARIO, flood
 from telephony import EndpointConfig, SipServer
 from telephony.sip_stream import StreamSettings
 from testkit.ports import free_udp_port
+from testkit.sipp_load import echo, sipp_counts
 
 
 def prepare(tmp: Path, hold_s: float) -> str:
@@ -59,21 +59,6 @@ def prepare(tmp: Path, hold_s: float) -> str:
     )
     (tmp / "scenario.xml").write_text(SCENARIO.format(wav=wav, hold_ms=int(hold_s * 1000)))
     return sipp
-
-
-def sipp_counts(stat_file: Path) -> dict[str, int]:
-    """Cumulative successful and failed calls from sipp's last statistics row."""
-    with stat_file.open(newline="") as f:
-        rows = list(csv.reader(f, delimiter=";"))
-    if len(rows) < 2:
-        return {"successful": 0, "failed": 0, "created": 0}
-    head, last = rows[0], rows[-1]
-    value = dict(zip(head, last, strict=False))
-    return {
-        "created": int(value.get("OutgoingCall(C)", 0) or 0),
-        "successful": int(value.get("SuccessfulCall(C)", 0) or 0),
-        "failed": int(value.get("FailedCall(C)", 0) or 0),
-    }
 
 
 async def step(

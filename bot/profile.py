@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from bot.answers.small_talk import SmallTalkReplies
 from bot.callflow import (
     CallLimits,
     CollectorConfig,
@@ -189,6 +190,8 @@ class BotProfile(BaseModel):
         min_length=1,
     )
     system_prompt: str = Field(min_length=1)
+    #: Greetings, thanks, goodbyes, "are you there": answered in these fixed words.
+    small_talk: SmallTalkReplies = SmallTalkReplies()
     endpointing: EndpointingConfig = EndpointingConfig()
     llm: LlmConfig = LlmConfig()
     #: Said when a transfer fails (REFER refused, or no outcome in ``transfer_timeout_s``);

@@ -499,6 +499,7 @@ def _fixed_phrases(prof: BotProfile) -> list[str]:
     """What is synthesized ahead: prompts, fillers, and the knowledge base's answers (spoken
     as written, they start like a cached one)."""
     fixed = [prof.greeting, prof.apology, prof.unsure, prof.decline, *prof.fillers]
+    fixed += prof.small_talk.phrases(prof.name)
     fixed += [entry.answer for entry in prof.knowledge]
     if prof.transfer_failed is not None:
         fixed.append(prof.transfer_failed)

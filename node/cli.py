@@ -55,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dial(args: argparse.Namespace) -> int:
-    from testkit.caller import SayError, dial_and_record, utterance  # noqa: PLC0415
+    from node.dialcli import SayError, dial_and_record, utterance  # noqa: PLC0415
 
     setup_logging("WARNING", "text")
     try:  # before anything is dialled: a bad file is the user's to fix

@@ -154,6 +154,10 @@ class Responder(Processor):
         if is_injection(text):
             await self._decline(turn, text)
             return
+        reply = self._profile.small_talk.reply(text, self._profile.name)
+        if reply is not None:  # "Hi there.", "Thanks, bye.": the operator's fixed words
+            await self._operator_answer(turn, text, reply, route="small_talk")
+            return
         found = await self._retrieve(turn, text)
         if not found and self._previous and self._knowledge is not None:
             # A follow-up ("and to a PO box?") names its topic in the turn before.

@@ -32,6 +32,7 @@ Route = Literal[
     "confirm",
     "confirmed",
     "knowledge",
+    "small_talk",
     "llm",
     "fallback",
     "keypad",

@@ -193,15 +193,39 @@ async def test_an_attempt_to_change_the_instructions_is_declined_without_the_mod
     await responder.stop()
 
 
-async def test_with_nothing_retrieved_a_request_hears_unsure_and_small_talk_the_model() -> None:
+async def test_with_nothing_retrieved_a_request_hears_unsure_and_small_talk_a_reply() -> None:
     responder, llm, _sink = await _knowledge_responder(["Hello! How can I help?"])
+    profile = load_profile(DEFAULT_PROFILE)
     unknown = Turn(call_id="c")
     await responder.process(Transcript(turn=unknown, text="Do you sell second hand items?"))
     assert llm.prompts == []
-    assert (unknown.route, unknown.answer) == ("fallback", load_profile(DEFAULT_PROFILE).unsure)
-    greeting = Turn(call_id="c")
-    await responder.process(Transcript(turn=greeting, text="Hello, is anyone there?"))
-    assert len(llm.prompts) == 1 and greeting.route == "llm"
+    assert (unknown.route, unknown.answer) == ("fallback", profile.unsure)
+    # The plain kinds of small talk get the profile's fixed words, never "not sure".
+    for text, reply in (
+        ("Hi there.", profile.small_talk.greeting),
+        ("Hello, is anyone there?", profile.small_talk.presence),
+        ("Thank you so much.", profile.small_talk.thanks),
+        ("Okay, bye.", profile.small_talk.goodbye),
+    ):
+        turn = Turn(call_id="c")
+        await responder.process(Transcript(turn=turn, text=text))
+        assert (turn.route, turn.answer) == ("small_talk", reply), text
+    assert llm.prompts == []
+    # Other small talk (no fixed reply) is still the model's to answer.
+    sorry = Turn(call_id="c")
+    await responder.process(Transcript(turn=sorry, text="Sorry, say that again?"))
+    assert len(llm.prompts) == 1 and sorry.route == "llm"
+    await responder.stop()
+
+
+async def test_a_greeting_with_a_request_is_a_request() -> None:
+    responder, llm, _sink = await _knowledge_responder(["Never."])
+    turn = Turn(call_id="c")
+    # Not in the test embedder's table: nothing is retrieved, so the request is "not sure"
+    # (with the real embedder it finds the refunds entry), never the greeting's reply.
+    await responder.process(Transcript(turn=turn, text="Hi there, when do refunds arrive"))
+    assert (turn.route, turn.answer) == ("fallback", load_profile(DEFAULT_PROFILE).unsure)
+    assert llm.prompts == []
     await responder.stop()
 
 

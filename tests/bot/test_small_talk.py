@@ -1,6 +1,6 @@
 import pytest
 
-from bot.answers.small_talk import is_small_talk
+from bot.answers.small_talk import SmallTalkReplies, is_small_talk, small_talk_kind
 
 
 @pytest.mark.parametrize(
@@ -20,3 +20,33 @@ def test_greetings_and_thanks_are_small_talk(text: str) -> None:
 )  # fmt: skip
 def test_requests_are_not(text: str) -> None:
     assert not is_small_talk(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [("Hi there.", "greeting"), ("Hello?", "greeting"), ("Good morning!", "greeting"),
+     ("Hey there, good afternoon.", "greeting"), ("Hello, is anyone there?", "presence"),
+     ("Can you hear me?", "presence"), ("Thank you so much.", "thanks"),
+     ("Thanks, bye.", "goodbye"), ("Okay, bye.", "goodbye"), ("Are you a robot?", "identity"),
+     ("Who am I speaking with?", "identity"), ("How are you today?", "how_are_you")],
+)  # fmt: skip
+def test_the_kind_of_a_whole_small_talk_utterance(text: str, kind: str) -> None:
+    assert small_talk_kind(text) == kind
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Hi, where is my order?", "Thanks, but where is my refund?", "Yes.", "No.", "Sorry?",
+     "Hello, do you have the blue hoodie in stock?", "What is the weather like today?",
+     "Hi, I'd like to cancel", "Are you open today?", "Good morning, I have a question", ""],
+)  # fmt: skip
+def test_a_request_or_a_bare_yes_gets_no_fixed_reply(text: str) -> None:
+    assert small_talk_kind(text) is None
+    assert SmallTalkReplies().reply(text, "Acme") is None
+
+
+def test_replies_name_the_bot_and_an_empty_one_is_left_to_the_model() -> None:
+    replies = SmallTalkReplies(greeting="")
+    assert "Acme" in (replies.reply("Are you a robot?", "Acme") or "")
+    assert replies.reply("Hello.", "Acme") is None
+    assert "" not in replies.phrases("Acme") and len(replies.phrases("Acme")) == 5

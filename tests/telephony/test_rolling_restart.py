@@ -1,4 +1,5 @@
-"""Two nodes restarted one after the other under calls: no call fails (bench.rolling_restart)."""
+"""Two nodes restarted one after the other under calls: no call fails (the run of
+``testkit.rolling_restart``, which ``bench.rolling_restart`` also runs)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.rolling_restart import drive
+from testkit.rolling_restart import drive
 
 pytestmark = pytest.mark.sip
 

@@ -1,22 +1,65 @@
-"""``switchboard dial``: call a bot, say something, record what it says back."""
+"""``switchboard dial``: call a bot, say something, record what it says back.
+
+The product's own caller, for an operator checking a node by hand: what it says is a WAV
+file or text in a flite voice. The test tools (``testkit.voices``) use these same helpers;
+nothing here imports them.
+"""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
+import tempfile
 import wave
 from pathlib import Path
 
 import numpy as np
+import soxr
 
-from telephony.dialer import dial
-from testkit.voices import RATE, read_wav, speak, write_wav
+from telephony.config import SAMPLE_RATE
 
+RATE = SAMPLE_RATE
 #: Suffixes of audio files: a ``--say`` value ending so is a file, never text to speak.
 AUDIO_SUFFIXES = frozenset({".wav", ".wave", ".mp3", ".ogg", ".oga", ".opus", ".flac", ".au"})
 
 
 class SayError(ValueError):
     """``--say`` names a file that cannot be played; the message is one line for the user."""
+
+
+def read_wav(path: Path, rate: int = RATE) -> bytes:
+    """A WAV file as 16-bit mono PCM at ``rate`` (mixed down and resampled as needed)."""
+    with wave.open(str(path), "rb") as wav:
+        if wav.getsampwidth() != 2:
+            raise ValueError(f"{path}: only 16-bit PCM WAV is supported")
+        channels, src_rate = wav.getnchannels(), wav.getframerate()
+        samples = np.frombuffer(wav.readframes(wav.getnframes()), "<i2")
+    mono = samples.reshape(-1, channels).mean(axis=1).astype(np.float32) / 32768.0
+    if src_rate != rate:
+        mono = soxr.resample(mono, src_rate, rate)
+    pcm: bytes = (np.clip(mono, -1.0, 1.0) * 32767).astype("<i2").tobytes()
+    return pcm
+
+
+def write_wav(path: Path, pcm: bytes, rate: int = RATE, channels: int = 1) -> None:
+    """Write 16-bit PCM (interleaved when ``channels`` > 1) to a WAV file."""
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(channels)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(pcm)
+
+
+def speak(text: str, voice: str = "slt", rate: int = RATE) -> bytes:
+    """Say ``text`` in a flite voice; 16-bit mono PCM at ``rate``."""
+    flite = shutil.which("flite")
+    if flite is None:
+        raise RuntimeError("flite is not installed (apt-get install flite)")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "say.wav"
+        subprocess.run([flite, "-voice", voice, "-t", text, "-o", str(out)], check=True)
+        return read_wav(out, rate)
 
 
 def utterance(say: str) -> bytes:
@@ -61,6 +104,9 @@ async def dial_and_record(
     srtp: bool = False,
 ) -> int:
     """Place the call; returns a process exit code (0 answered, 1 not answered)."""
+    # The SIP stack loads only when a call is placed: the helpers above need none.
+    from telephony.dialer import dial  # noqa: PLC0415
+
     result = await dial(uri, play=play, play_at_s=say_at_s, record_seconds=duration_s, srtp=srtp)
     if result.sip_final_status != 200:
         print(f"not answered: SIP {result.sip_final_status} {result.error}", file=sys.stderr)
