@@ -103,7 +103,10 @@ async def test_barge_in_stops_the_bot_within_a_few_frames() -> None:
 
 
 async def test_a_failing_model_makes_the_bot_apologise() -> None:
-    call, _session, turns, task = await start(ScriptedASR("hello"), ScriptedLLM([], fail=True))
+    # A request (a greeting would get its fixed reply without the model).
+    call, _session, turns, task = await start(
+        ScriptedASR("where is my order"), ScriptedLLM([], fail=True)
+    )
     await call.play(silence(500))
     await call.play(tone(400) + silence(700))
     await call.play(silence(600))
