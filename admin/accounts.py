@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from typing import cast
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, cast
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import CursorResult, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from admin.audit import record
@@ -23,6 +23,9 @@ from admin.security import (
     rank,
     verify_password,
 )
+
+#: How often a login's expiry and a token's last use are written, at most.
+_TOUCH_EVERY = timedelta(seconds=60)
 
 
 def capped_role(granted: str, owner: str) -> Role:
@@ -147,9 +150,19 @@ async def session_principal(session: AsyncSession, secret: str, hours: float) ->
     login, user = row
     expires = aware(login.expires_at)
     assert expires is not None
-    if expires < now() or user.disabled_at is not None:
+    at = now()
+    if expires < at or user.disabled_at is not None:
         return None
-    login.expires_at = now() + timedelta(hours=hours)
+    # Extended at most once a minute, by a statement that matches nothing (rather than
+    # failing) when the login was ended meanwhile by a request of the same cookie.
+    renewed = at + timedelta(hours=hours)
+    if expires < renewed - _TOUCH_EVERY:
+        await session.execute(
+            update(LoginSession)
+            .where(LoginSession.id == login.id)
+            .values(expires_at=renewed)
+            .execution_options(synchronize_session=False)
+        )
     return Principal(user.name, user.role, "session", csrf_token=login.csrf_token)  # type: ignore[arg-type]
 
 
@@ -167,7 +180,15 @@ async def token_principal(session: AsyncSession, secret: str) -> Principal | Non
     token, user = row
     if token.revoked_at is not None or user.disabled_at is not None:
         return None
-    token.last_used_at = now()
+    at = now()
+    used = aware(token.last_used_at)
+    if used is None or used < at - _TOUCH_EVERY:
+        await session.execute(
+            update(ApiToken)
+            .where(ApiToken.id == token.id)
+            .values(last_used_at=at)
+            .execution_options(synchronize_session=False)
+        )
     # A token holds at most its owner's role as it is now: a demoted owner's token is demoted
     # with them on the very next request.
     return Principal(user.name, capped_role(token.role, user.role), "token", token_name=token.name)
@@ -177,9 +198,8 @@ async def end_logins(session: AsyncSession, user: User, *, actor: str, reason: s
     """End every console login and revoke every API token of ``user`` (a password reset,
     a disabled account): what was granted with the old credentials stops working at once.
     Returns how many were ended; the revocations are audited as one entry."""
-    ended = (
-        await session.execute(delete(LoginSession).where(LoginSession.user_id == user.id))
-    ).rowcount
+    gone = await session.execute(delete(LoginSession).where(LoginSession.user_id == user.id))
+    ended = int(cast("CursorResult[Any]", gone).rowcount or 0)
     tokens = (
         (
             await session.execute(
@@ -202,7 +222,7 @@ async def end_logins(session: AsyncSession, user: User, *, actor: str, reason: s
             f"user:{user.name}",
             after={"reason": reason, "sessions": ended, "tokens": [t.name for t in tokens]},
         )
-    return int(ended or 0) + len(tokens)
+    return ended + len(tokens)
 
 
 async def create_token(

@@ -32,13 +32,18 @@ def admin_settings(request: Request) -> AdminSettings:
 async def db_session(
     db: Annotated[AdminDb, Depends(admin_db)],
 ) -> AsyncIterator[AsyncSession]:
-    """One session a request, committed when the handler returns without an error."""
+    """One session a request, committed when the handler returns without an error.
+
+    Used with ``scope="function"``: the commit runs when the handler returns, before the
+    response is sent. (With the default scope FastAPI runs it after the response is sent:
+    a client could act on a 2xx whose change was not yet in the database, or never got
+    there.)"""
     async with db.sessions() as session:
         yield session
         await session.commit()
 
 
-SessionDep = Annotated[AsyncSession, Depends(db_session)]
+SessionDep = Annotated[AsyncSession, Depends(db_session, scope="function")]
 SettingsDep = Annotated[AdminSettings, Depends(admin_settings)]
 
 
