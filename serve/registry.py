@@ -21,14 +21,14 @@ from pydantic import (
 )
 
 from serve.asr import ASR
-from serve.asr_whisper import WhisperASR
+from serve.asr_whisper import BASE, TINY_EN, WhisperASR
 from serve.base import SHARED_WORKERS, Provider, shared_executor
 from serve.embed import Embedder
 from serve.embed_e5 import E5Embedder, PairEmbedder
 from serve.embed_minilm import MiniLMEmbedder
 from serve.gpu import CoquiTTS, NemoASR, VllmLLM
 from serve.llm import LLM
-from serve.llm_llamacpp import LlamaCppLLM
+from serve.llm_llamacpp import QWEN, SMOLLM2, LlamaCppLLM
 from serve.llm_llamacpp_batched import BatchedLlamaCppLLM
 from serve.tts import TTS
 from serve.tts_flite import FliteTTS
@@ -164,35 +164,45 @@ _BACKENDS: dict[str, Backends[Any]] = {
 # As many CTranslate2 workers as the shared pool has threads: each call's transcription
 # runs beside another's instead of queueing inside the library (two at once: 315 ms for
 # both with one worker, 167 ms with two, measured here).
-asr_backends.register(
-    "whisper",
-    lambda s: WhisperASR(
-        model_path=s.asr_model_path, cpu_threads=s.threads, workers=SHARED_WORKERS
-    ),
-)
+def _whisper(packaged: str, *, windowed: bool) -> Callable[[ModelSpec], WhisperASR]:
+    def create(s: ModelSpec) -> WhisperASR:
+        return WhisperASR(
+            model_path=s.asr_model_path,
+            packaged=packaged,
+            cpu_threads=s.threads,
+            workers=SHARED_WORKERS,
+            window_s=10.0 if windowed else None,
+            min_window_s=4.0 if windowed else None,
+        )
+
+    return create
+
+
+asr_backends.register("whisper", _whisper(TINY_EN, windowed=False))
 # Whisper encoding a window fitted to the utterance (4 to 10 s) instead of 30 s: a 2 s
 # question costs ~1/2 of a 10 s window and ~1/8 of 30 s, same word error rate on telephone
 # speech (bench.models measures the variants).
-asr_backends.register(
-    "whisper-window",
-    lambda s: WhisperASR(
-        model_path=s.asr_model_path,
-        cpu_threads=s.threads,
-        workers=SHARED_WORKERS,
-        window_s=10.0,
-        min_window_s=4.0,
-    ),
-)
+asr_backends.register("whisper-window", _whisper(TINY_EN, windowed=True))
+# Whisper base (chunk packages, serve/chunked.py): fewer errors than tiny.en on telephone
+# speech at about twice the time (docs/benchmarks.md).
+asr_backends.register("whisper-base", _whisper(BASE, windowed=False))
+asr_backends.register("whisper-base-window", _whisper(BASE, windowed=True))
 
 
-def _llama_cpp(s: ModelSpec) -> LlamaCppLLM:
+def _llama_cpp(s: ModelSpec, packaged: str = SMOLLM2) -> LlamaCppLLM:
     # One thread: llama.cpp's threads spin on a barrier each token, and when another model
     # holds a core (ASR, TTS, other calls) two threads ran 30x slower than one (25 s vs 0.8 s
     # for 42 tokens, measured here on 2 cores under load).
     # No retry after its first-token timeout: this model's only reason to be late is the
     # queue of other calls' answers on its one thread, and a second try behind that queue
     # kept a caller waiting 20 s for the apology (seen at 10 calls).
-    llm = LlamaCppLLM(model_path=s.llm_model_path, n_threads=1, thread_nice=s.llm_nice, retries=0)
+    llm = LlamaCppLLM(
+        model_path=s.llm_model_path,
+        packaged=packaged,
+        n_threads=1,
+        thread_nice=s.llm_nice,
+        retries=0,
+    )
     if s.llm_yield_ms > 0:
         # On the cores that transcribe callers: each token waits (up to llm_yield_ms)
         # until the shared pool has no speech work. With niceness alone, a transcription
@@ -201,14 +211,21 @@ def _llama_cpp(s: ModelSpec) -> LlamaCppLLM:
     return llm
 
 
+# "llama-cpp": SmolLM2-135M, the small-memory option. "llama-cpp-qwen": Qwen2.5-Coder-0.5B
+# (chunk packages), which words a retrieved entry right far more often, at 3x the memory.
 llm_backends.register("llama-cpp", _llama_cpp)
+llm_backends.register("llama-cpp-qwen", lambda s: _llama_cpp(s, QWEN))
 
 
-def _llama_cpp_batched(s: ModelSpec) -> BatchedLlamaCppLLM:
+def _llama_cpp_batched(s: ModelSpec, packaged: str = SMOLLM2) -> BatchedLlamaCppLLM:
     # Several calls' answers in one decode (serve/llm_llamacpp_batched.py): the LLM
     # deployment of the Ray tier, or a node with many calls on one process.
     llm = BatchedLlamaCppLLM(
-        model_path=s.llm_model_path, sequences=s.llm_sequences, n_threads=1, thread_nice=s.llm_nice
+        model_path=s.llm_model_path,
+        packaged=packaged,
+        sequences=s.llm_sequences,
+        n_threads=1,
+        thread_nice=s.llm_nice,
     )
     if s.llm_yield_ms > 0:
         llm.yield_to, llm.yield_max_s = shared_executor().wait_idle, s.llm_yield_ms / 1000.0
@@ -216,6 +233,7 @@ def _llama_cpp_batched(s: ModelSpec) -> BatchedLlamaCppLLM:
 
 
 llm_backends.register("llama-cpp-batched", _llama_cpp_batched)
+llm_backends.register("llama-cpp-batched-qwen", lambda s: _llama_cpp_batched(s, QWEN))
 
 
 def _piper(s: ModelSpec) -> PiperTTS:

@@ -49,7 +49,10 @@ def test_default_names_are_registered() -> None:
 
 
 def test_unknown_name_lists_known_ones() -> None:
-    known = r"unknown llm backend 'gpt'; known: llama-cpp, llama-cpp-batched, vllm"
+    known = (
+        r"unknown llm backend 'gpt'; known: llama-cpp, llama-cpp-batched, "
+        r"llama-cpp-batched-qwen, llama-cpp-qwen, vllm"
+    )
     with pytest.raises(ValueError, match=known):
         ModelSpec(llm="gpt")
     with pytest.raises(ValueError, match=known):
