@@ -62,6 +62,18 @@ class EndpointingConfig(BaseModel):
     #: read as a finished sentence, after ``sentence_end_silence_ms`` on either one.
     early_end: bool = True
     sentence_end_silence_ms: int = Field(300, ge=20)
+    #: Silence the turn waits for when that pass heard an unfinished thought ("my order
+    #: number is", "I'd like to change", digits still to come): callers pause mid-sentence
+    #: to look something up. 0: no longer than ``end_silence_ms``.
+    unfinished_silence_ms: int = Field(2500, ge=0, le=10_000)
+    #: Silence the turn waits for after "hold on", "just a second", "let me find it".
+    hold_silence_ms: int = Field(10_000, ge=0, le=60_000)
+    #: Said once a turn when the caller asks for time (None: nothing is said).
+    hold_reply: str | None = Field("Take your time.", min_length=1, max_length=200)
+    #: A number read out with fewer digits than this has more to come, when no number
+    #: collector says how long it is (the shortest collector's ``min_length`` when the
+    #: profile has collectors). 0: digits never keep a turn open.
+    number_min_digits: int = Field(4, ge=0, le=32)
 
 
 class LlmConfig(BaseModel):

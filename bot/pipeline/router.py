@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from bot.intents.cache import IntentCache
 from bot.intents.confirm import KEY_ANSWERS, Answer, read_answer
 from bot.intents.store import CacheEntry
+from bot.pipeline.end_of_turn import leads_with_answer
 from bot.pipeline.frames import (
     CallAction,
     DataFrame,
@@ -55,7 +56,8 @@ class Router(Processor):
     comes back here like any other. An intent is asked about once in a call at most: asked
     again, the words go on as if nothing matched (a sentence the caller heard already).
     After the honest fallback (``offer``: "... I can put you through to a colleague if you
-    like."), a "yes" is taken as yes to the profile's transfer intent.
+    like."), a "yes" is taken as yes to the profile's transfer intent, when the reply starts
+    as one: words that go on with the caller's own sentence are a new request.
     Anything that goes wrong in the lookup (embedder failure, cache not loaded, shared store
     away too long) is a miss: the Responder answers as if there were no cache.
     """
@@ -170,6 +172,8 @@ class Router(Processor):
         """The colleague the previous answer offered, as a question the caller may answer."""
         if not self._offer or not previous.answer.rstrip().endswith(self._offer.rstrip()):
             return None
+        if not leads_with_answer(text):
+            return None  # the caller going on with their own sentence is no reply
         entry = self._cache.transfer_entry()
         if entry is None:
             return None

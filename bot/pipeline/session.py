@@ -19,6 +19,7 @@ from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.calllog_tap import EventTap
 from bot.pipeline.collect_trigger import CollectTrigger
 from bot.pipeline.digit_collector import MASK, DigitCollector
+from bot.pipeline.end_of_turn import ThoughtJudge, expected_digits
 from bot.pipeline.frames import CallerAudio, CallFinished, DataFrame, Dtmf, PlayAudio, Speak
 from bot.pipeline.keypad_menu import KeypadMenu
 from bot.pipeline.lookup_ask import LookupAsk
@@ -126,6 +127,15 @@ class CallSession:
             call_id=call.call_id,
             bot_speaking=self._bot_speaking,
             speculator=self.speculator,
+            # What the words so far say (end_of_turn.py), with the number being collected.
+            thought=ThoughtJudge(
+                lambda: expected_digits(
+                    profile.collectors,
+                    self.collector.collecting,
+                    profile.endpointing.number_min_digits,
+                )
+            ),
+            say=self._say,
         )
         first: Processor = self.turn_detector
         if call_log is not None:  # barge-ins (the endpointer's Interrupts) go to the log

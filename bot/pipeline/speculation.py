@@ -8,7 +8,8 @@ If the silence lasts, the result is used twice:
 * the end of the turn comes early when the words are clearly a whole request: a cached
   intent matched them (the turn ends at once; after the shorter silence below when the
   intent hangs up or transfers), or the text reads as a finished sentence
-  (``looks_complete``: the turn ends after a shorter silence than usual);
+  (``looks_complete``: the turn ends after a shorter silence than usual); words that read
+  as an unfinished thought keep the turn open longer instead (``bot.pipeline.end_of_turn``);
 * when the turn ends, the transcript and the lookup are already there, so neither sits on
   the path between the caller's last word and the bot's answer.
 """
@@ -18,45 +19,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from bot.intents.cache import Lookup
+from bot.pipeline.end_of_turn import judge
 from serve import ASR, ProviderError, StageTimings
 from serve.priority_pool import Priority, Urgency, priority
 
 log = logging.getLogger(__name__)
 
-#: Words after which a sentence is not over ("I want to ...", "my order and ...").
-# fmt: off
-_CONTINUATIONS = frozenset((
-    "a", "an", "the", "and", "or", "but", "so", "because", "if", "that", "than", "then", "to",
-    "of", "for", "from", "with", "without", "about", "my", "your", "our", "their", "his", "her",
-    "its", "this", "these", "those", "is", "are", "was", "were", "am", "be", "been", "being",
-    "do", "does", "did", "have", "has", "had", "will", "would", "can", "could", "should", "may",
-    "might", "must", "shall", "i", "we", "you", "he", "she", "they", "it", "in", "on", "at", "by",
-    "as", "into", "onto", "um", "uh", "er", "erm", "hmm", "like", "also", "very", "really", "just",
-))
-# fmt: on
-_WORD = re.compile(r"[a-z']+")
-
 
 def looks_complete(text: str) -> bool:
-    """True when ``text`` reads as a finished sentence rather than a caller mid-thought.
+    """True when ``text`` reads as a finished thought rather than a caller mid-sentence.
 
-    Whisper punctuates what it hears: a final ``.``, ``?`` or ``!`` after a word that can
-    end a sentence. Trailing ``...``, a comma or a dangling "and", "to", "my", "um" say the
-    caller is still going.
+    Whisper punctuates any fragment it hears; ``bot.pipeline.end_of_turn.judge`` reads the
+    words as well ("I'd like to change." dangles, "Where is my order?" does not).
     """
-    stripped = text.strip()
-    if not stripped or stripped.endswith(("...", "…", ",", "-")):
-        return False
-    if stripped[-1] not in ".?!":
-        return False
-    words = _WORD.findall(stripped.lower())
-    return bool(words) and words[-1] not in _CONTINUATIONS
+    return judge(text) == "finished"
 
 
 class IntentLookup(Protocol):
@@ -73,6 +54,9 @@ class Speculation:
     audio_bytes: int
     started_at: float
     transcript: str = ""
+    #: What the model heard, even when it doubted there was speech at all (a fragment cut
+    #: at a pause often reads as noise to it): for the end of turn only, never answered.
+    heard: str = ""
     no_speech_prob: float = 1.0
     #: Time inside each model call of the pass (``asr``...).
     model_ms: dict[str, float] = field(default_factory=dict)
@@ -201,6 +185,7 @@ class Speculator:
             result = await self._asr.transcribe(audio, self._rate, timings=timings)
             spec.no_speech_prob = result.no_speech_prob
             text = result.text.strip()
+            spec.heard = text
             if text and result.no_speech_prob <= self._max_no_speech:
                 spec.transcript = text
                 if self._cache is not None:

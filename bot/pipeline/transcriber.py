@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from bot.pipeline.end_of_turn import strip_hold
 from bot.pipeline.frames import DataFrame, EndOfTurn, StageFailed, Transcript
 from bot.pipeline.processor import Processor
 from bot.pipeline.speculation import Speculator
@@ -17,7 +18,9 @@ class Transcriber(Processor):
     """Transcribes each ``EndOfTurn``; drops turns that hold no words (noise, coughs).
 
     When a speculative pass already transcribed exactly this turn during the caller's
-    pause, its transcript is taken instead of running the model again.
+    pause, its transcript is taken instead of running the model again. What only asked
+    for time ("hold on, let me find it") is left out of the words answered: a turn of
+    nothing else holds no request.
     """
 
     name = "transcriber"
@@ -54,7 +57,7 @@ class Transcriber(Processor):
         finally:
             turn.model_ms.update(timings.durations_ms)
         turn.mark("transcript_ready")
-        text = result.text.strip()
+        text = strip_hold(result.text)
         if not text or result.no_speech_prob > self._max_no_speech:
             log.debug("turn %d of %s held no words; ignored", turn.index, turn.call_id)
             return
@@ -71,9 +74,10 @@ class Transcriber(Processor):
         turn.speculation = spec
         turn.model_ms.update(spec.model_ms)
         turn.mark("transcript_ready")
-        if not spec.transcript:
+        text = strip_hold(spec.transcript)
+        if not text:
             log.debug("turn %d of %s held no words; ignored", turn.index, turn.call_id)
             return True
-        turn.transcript = spec.transcript
-        await self.push(Transcript(turn=turn, text=spec.transcript))
+        turn.transcript = text
+        await self.push(Transcript(turn=turn, text=text))
         return True

@@ -10,6 +10,7 @@ from typing import Protocol
 
 import numpy as np
 
+from bot.pipeline.end_of_turn import Thought, judge
 from bot.pipeline.frames import (
     CallerAudio,
     DataFrame,
@@ -33,6 +34,10 @@ def _level_dbfs(pcm: bytes) -> float:
     return 20.0 * math.log10(rms + 1e-9)
 
 
+#: A pass that heard nothing is made again after this much more silence.
+_AGAIN_AFTER_MS = 200
+
+
 class SpeechDetector(Protocol):
     """Per-call voice activity state: one 20 ms frame in, speech probability out."""
 
@@ -47,10 +52,16 @@ class TurnDetector(Processor):
     A turn starts after ``min_speech_ms`` of voiced audio (``barge_in_ms`` while the bot
     is talking, in which case an ``Interrupt`` goes out first) and ends after
     ``end_silence_ms`` of silence. With a ``Speculator``, the turn so far is transcribed
-    (and looked up) once the caller has paused for ``speculate_after_ms``; when that pass
-    finds a cached intent in words that read as a finished sentence the turn ends then,
-    and when it finds either one it ends after ``sentence_end_silence_ms``, without
-    waiting out ``end_silence_ms``.
+    (and looked up) once the caller has paused for ``speculate_after_ms``, and ``thought``
+    reads the words (``bot.pipeline.end_of_turn``):
+
+    - a finished thought ends the turn at once on a cached intent, else after
+      ``sentence_end_silence_ms``, without waiting out ``end_silence_ms``;
+    - an unfinished one ("my order number is", digits still to come) keeps listening for
+      up to ``unfinished_silence_ms``: nothing is looked up, cached or said on a fragment;
+    - "hold on" keeps listening for up to ``hold_silence_ms``, after ``hold_reply`` once;
+    - while the pass is still running, the turn waits for it (up to the unfinished limit):
+      the transcript it makes is what the turn would wait for anyway.
     Frame times come from the frames, so tests can drive it on a virtual clock.
     """
 
@@ -66,6 +77,8 @@ class TurnDetector(Processor):
         frame_ms: int = 20,
         clock: Callable[[], float] = time.monotonic,
         speculator: Speculator | None = None,
+        thought: Callable[[str], Thought] = judge,
+        say: Callable[[Turn | None, str], DataFrame] | None = None,
     ) -> None:
         super().__init__()
         self._vad = vad
@@ -90,6 +103,13 @@ class TurnDetector(Processor):
         self._floor = config.energy_floor_dbfs
         self._pause_id = 0
         self._speculating = False
+        self._thought = thought
+        self._say = say
+        #: What the finished pass of this pause heard (None: no pass finished yet).
+        self._verdict: Thought | None = None
+        self._hold_said = False
+        #: Silence after which this pause's pass is made again (0: no second pass).
+        self._again_at_ms = 0
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, CallerAudio):
@@ -120,6 +140,7 @@ class TurnDetector(Processor):
         self._turn_ms = len(kept) * self._frame_ms
         self._preroll.clear()
         self._last_voiced_at = frame.at
+        self._hold_said = False
         self._new_pause()
         if bot_talking:
             await self.push(Interrupt(at=frame.at))
@@ -136,42 +157,81 @@ class TurnDetector(Processor):
         else:
             self._silence_ms += self._frame_ms
             self._speculate()
+            await self._hear_pass()
         if self._turn_ms >= self._cfg.max_turn_s * 1000:
             await self._end_turn("max_turn")
-        elif self._silence_ms >= self._cfg.end_silence_ms:
-            await self._end_turn("silence")
         elif self._early_end_ready():
             await self._end_turn("early")
+        elif self._silence_ms >= self._silence_limit_ms():
+            await self._end_turn("silence")
 
     def _new_pause(self) -> None:
         """The caller is speaking (again): a running speculative pass is out of date."""
         if self._speculating and self._speculator is not None:
             self._speculator.discard()
         self._speculating = False
+        self._verdict = None
+        self._again_at_ms = 0
         self._pause_id += 1
 
     def _speculate(self) -> None:
         spec = self._speculator
         after = self._cfg.speculate_after_ms
-        if spec is None or after <= 0 or self._speculating or self._silence_ms < after:
+        if spec is None or after <= 0 or self._speculating:
+            return
+        if self._silence_ms < max(after, self._again_at_ms):
             return
         # Refused while an older pass still runs: the turn is then transcribed as usual.
         self._speculating = spec.start(self._pause_id, bytes(self._audio))
+
+    async def _hear_pass(self) -> None:
+        """Read the words of this pause's pass once it is done; say ``hold_reply`` once."""
+        if self._verdict is not None or not self._speculating or self._speculator is None:
+            return
+        done = self._speculator.ready(self._pause_id)
+        if done is None:
+            return
+        if not done.heard and not done.failed and not self._again_at_ms:
+            # Whisper often hears nothing in a fragment cut 100 ms into a pause, and the
+            # words in the same audio with more silence after it: once more, a little later.
+            self._again_at_ms = self._silence_ms + _AGAIN_AFTER_MS
+            self._speculating = False
+            return
+        # Still nothing: noise (nothing would be answered) or words it cannot make out
+        # yet; either way, more of them is worth waiting for.
+        if done.failed:
+            self._verdict = "open"  # the turn is transcribed again when it ends
+        else:
+            self._verdict = self._thought(done.heard) if done.heard else "unfinished"
+        reply = self._cfg.hold_reply
+        if self._verdict == "hold" and not self._hold_said and reply and self._say is not None:
+            self._hold_said = True
+            await self.push(self._say(None, reply))
+
+    def _silence_limit_ms(self) -> int:
+        """The silence that ends the turn, after what the pause's pass heard."""
+        cfg = self._cfg
+        if not self._speculating and not (self._again_at_ms and self._verdict is None):
+            return cfg.end_silence_ms
+        if self._verdict is None or self._verdict == "unfinished":
+            return max(cfg.end_silence_ms, cfg.unfinished_silence_ms)
+        if self._verdict == "hold":
+            return max(cfg.end_silence_ms, cfg.hold_silence_ms)
+        return cfg.end_silence_ms
 
     def _early_end_ready(self) -> bool:
         if not (self._speculating and self._cfg.early_end and self._speculator is not None):
             return False
         done = self._speculator.ready(self._pause_id)
-        if done is None:
-            return False
-        if done.hit and not done.acts and done.sentence_done:
+        if done is None or self._verdict in ("unfinished", "hold"):
+            return False  # no cached answer on a fragment
+        finished = self._verdict == "finished"
+        if done.hit and not done.acts and finished:
             return True
-        # A finished-looking sentence, an intent that would hang up or transfer, or a
-        # cached intent in words that trail off ("Do you ship to..." is near "Do you ship
-        # to Canada?"): a little more silence first, in case the caller was only pausing.
-        return (done.sentence_done or done.hit) and (
-            self._silence_ms >= self._cfg.sentence_end_silence_ms
-        )
+        # A finished sentence, an intent that would hang up or transfer, or a cached
+        # intent in words that say neither (no final punctuation): a little more silence
+        # first, in case the caller was only pausing.
+        return (finished or done.hit) and self._silence_ms >= self._cfg.sentence_end_silence_ms
 
     async def _end_turn(self, reason: EotReason) -> None:
         turn = Turn(call_id=self._call_id, audio=bytes(self._audio))
@@ -182,6 +242,8 @@ class TurnDetector(Processor):
             turn.pause_id = self._pause_id
         self._in_speech = False
         self._speculating = False
+        self._verdict = None
+        self._again_at_ms = 0
         self._voiced_run_ms = 0
         self._audio = bytearray()
         await self.push(UserStoppedSpeaking(at=self._last_voiced_at))

@@ -26,6 +26,7 @@ CFG = EndpointingConfig(
     end_silence_ms=500,
     speculate_after_ms=160,
     sentence_end_silence_ms=300,
+    unfinished_silence_ms=1500,
     barge_in_ms=200,
 )
 
@@ -115,13 +116,13 @@ async def test_a_cached_intent_ends_the_turn_without_waiting_out_the_silence() -
     assert end.turn.pause_id is not None
 
 
-async def test_a_cached_intent_in_words_that_trail_off_waits_for_the_shorter_silence() -> None:
-    # "Do you ship to" is close to "Do you ship to Canada?": the caller may be mid-sentence
-    # ("...to PO boxes?"), so the hit alone does not end the turn at once.
+async def test_a_cached_intent_in_words_that_trail_off_is_not_answered_in_the_pause() -> None:
+    # "Do you ship to" is close to "Do you ship to Canada?": the caller is mid-sentence
+    # ("...to PO boxes?"), so the hit does not end the turn: it waits for the longer silence.
     asr = ScriptedASR("Do you ship to")
-    frames, ended_at, _ = await drive(tone(600) + silence(600), asr, FakeLookup("Do you ship to"))
-    assert turn_of(frames).turn.eot_reason == "early"
-    assert ended_at == 300
+    frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, FakeLookup("Do you ship to"))
+    assert turn_of(frames).turn.eot_reason == "silence"
+    assert ended_at == 1500
 
 
 async def test_a_finished_sentence_ends_after_the_shorter_silence() -> None:
@@ -131,9 +132,16 @@ async def test_a_finished_sentence_ends_after_the_shorter_silence() -> None:
     assert ended_at == 300
 
 
-async def test_an_unfinished_sentence_waits_for_the_full_silence() -> None:
+async def test_an_unfinished_sentence_waits_for_the_longer_silence() -> None:
     asr = ScriptedASR("I want to")
-    frames, ended_at, _ = await drive(tone(600) + silence(600), asr, FakeLookup(None))
+    frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, FakeLookup(None))
+    assert turn_of(frames).turn.eot_reason == "silence"
+    assert ended_at == 1500
+
+
+async def test_words_that_say_neither_wait_for_the_usual_silence() -> None:
+    asr = ScriptedASR("Bicycles")  # no final punctuation, nothing dangling
+    frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, FakeLookup(None))
     assert turn_of(frames).turn.eot_reason == "silence"
     assert ended_at == 500
 
@@ -150,7 +158,7 @@ async def test_early_end_can_be_switched_off() -> None:
 
 
 async def test_speaking_again_discards_the_pass() -> None:
-    asr = ScriptedASR("I want to")
+    asr = ScriptedASR("I want to return it.")
     pcm = tone(400) + silence(240) + tone(400) + silence(600)
     frames, _, spec = await drive(pcm, asr, FakeLookup(None))
     assert spec.started == 2 and spec.discarded == 1
