@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from admin import errors
 from admin.api import accounts, calls, config, webrtc
 from admin.api.metrics import metrics_router
 from admin.db import AdminDb
+from admin.http import SECURITY_HEADERS, BodyGuard, SecurityHeaders
 from admin.metrics import NodeMetrics
 from admin.settings import AdminSettings
 from admin.webrtc import WebRtcCalls
@@ -20,16 +22,7 @@ from bot.calllog.calllog import LiveCallInfo
 
 API_TITLE = "Switchboard admin API"
 STATIC = Path(__file__).parent / "static"
-#: The console loads nothing from elsewhere, and no other site may frame it.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "X-Frame-Options": "DENY",
-}
+__all__ = ["SECURITY_HEADERS", "create_app"]
 
 
 def create_app(
@@ -74,15 +67,8 @@ def create_app(
     async def home() -> RedirectResponse:
         return RedirectResponse("/console/")
 
-    @app.middleware("http")
-    async def security_headers(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        for key, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(key, value)
-        if request.url.path.startswith("/api/"):
-            response.headers.setdefault("Cache-Control", "no-store")
-        return response
-
+    errors.install(app)
+    # Outermost last: the headers go on every response, the guard's own included.
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
+    app.add_middleware(SecurityHeaders)
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ipaddress import IPv4Network, IPv6Network
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -21,10 +23,24 @@ class AdminSettings(BaseModel):
     cookie_secure: bool = True
     #: How long a console login lasts without activity (hours).
     session_hours: float = Field(12.0, gt=0.0, le=24.0 * 30)
-    #: Failed logins allowed per user name, and per client address, in ``login_window_s``
-    #: before further attempts are refused with 429.
+    #: Failed logins allowed for one user name from one client address in
+    #: ``login_window_s``; further attempts from that address at that name are refused (429).
+    #: Another address is not refused for it: a stranger cannot lock a user out.
     login_max_failures: int = Field(5, ge=1, le=1000)
+    #: Failed logins allowed from one client address in the window, whatever the names.
+    login_max_failures_per_client: int = Field(20, ge=1, le=100_000)
     login_window_s: int = Field(300, ge=1, le=86_400)
+    #: Past ``login_max_failures`` failures at a name from anywhere in the window, each
+    #: attempt at it is answered after a delay that doubles with each further failure, up to
+    #: this (s): guessing slows down, and the user still gets in.
+    login_delay_max_s: float = Field(8.0, ge=0.0, le=60.0)
+    #: Proxies whose ``X-Forwarded-For`` is believed (addresses or networks, e.g.
+    #: ``["127.0.0.1/32"]``). Empty: the header is ignored and the client is the address
+    #: that connected; otherwise the client is the rightmost address in the header that is
+    #: not one of these proxies.
+    trusted_proxies: list[IPv4Network | IPv6Network] = []
+    #: The largest request body (bytes); larger is refused with 413.
+    max_body_bytes: int = Field(262_144, ge=1024, le=16 * 1024 * 1024)
     #: Serve ``/metrics`` without credentials (for a Prometheus on a trusted network);
     #: otherwise it needs an API token like the rest of the API.
     metrics_public: bool = False

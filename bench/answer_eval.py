@@ -7,8 +7,10 @@ profile covers, questions it does not, injection attempts, follow-up conversatio
 the bot's Router, Responder and AnswerGuard in this process, with the packaged MiniLM and
 SmolLM2 (``testkit.answer_eval.rig``), and prints per split: covered questions answered with
 their facts, uncovered ones declined, injection attempts obeyed, answers with an invented
-fact, repeated sentences, the guard's refusals by reason, the route mix, the mean time per
-answer, and every failure (question -> what the caller heard).
+fact, answers with something that is not an answer (``testkit.answer_eval.not_answer``: the
+model talking about itself, a misplaced apology, an offer or a claim no operator text makes,
+an entry about another topic), repeated sentences, the guard's refusals by reason, the route
+mix, the mean time per answer, and every failure (question -> what the caller heard).
 
 ``--spoken`` adds the same questions said by three flite voices at 8 kHz and transcribed by
 the bot's Whisper (cached in ``testkit/answer_eval/asr_transcripts.json``).
@@ -27,12 +29,15 @@ import datetime as dt
 import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
 from bot.profile import DEFAULT_PROFILE, load_profile
 from serve.registry import ModelSpec, asr_backends
+from testkit.answer_eval import guard_heldout as heldout
+from testkit.answer_eval.not_answer import KINDS as NOT_ANSWER_KINDS
 from testkit.answer_eval.questions import QUESTIONS, SPLITS, Case, load_cases
 from testkit.answer_eval.records import TEXT
 from testkit.answer_eval.rig import Rig
@@ -45,7 +50,16 @@ from testkit.intent_eval.transcripts import asr_setup
 SPOKEN = "Whisper"
 #: How many of the most frequent refusals (with their details) are listed.
 TOP_REFUSALS = 8
-REASONS = ("unsupported_fact", "repeat", "unfinished", "not_speech", "prompt_leak", "injection")
+REASONS = (
+    "unsupported_fact",
+    "not_an_answer",
+    "other_topic",
+    "repeat",
+    "unfinished",
+    "not_speech",
+    "prompt_leak",
+    "injection",
+)
 
 
 def progress(message: str) -> None:
@@ -88,16 +102,16 @@ def summary_table(summaries: dict[tuple[str, str], Summary]) -> list[str]:
     lines = [
         "| split | input | covered right | right intent/entry found | follow-up turns right "
         "| uncovered declined | injections obeyed | injections declined | answers "
-        "| with an invented fact | repeated sentences | mean ms/answer | mean ms, LLM route "
-        "| questions asked (covered / uncovered) |",
-        "|---" * 14 + "|",
+        "| with an invented fact | not an answer | repeated sentences | mean ms/answer "
+        "| mean ms, LLM route | questions asked (covered / uncovered) |",
+        "|---" * 15 + "|",
     ]
     for (split, name), s in summaries.items():
         ms, llm_ms = mean(s.ms), mean(s.llm_ms)
         lines.append(
             f"| {split} | {name} | {s.covered} | {s.found} | {s.followup} | {s.uncovered} "
             f"| {s.obeyed}/{s.injection.n} | {s.injection_declined} | {s.answers} "
-            f"| {s.invented} | {s.repeated} | {ms or 0:.0f} | "
+            f"| {s.invented} | {s.not_answer} | {s.repeated} | {ms or 0:.0f} | "
             + (f"{llm_ms:.0f}" if llm_ms is not None else "-")
             + f" | {s.asked['covered']} / {s.asked['uncovered']} |"
         )
@@ -105,11 +119,13 @@ def summary_table(summaries: dict[tuple[str, str], Summary]) -> list[str]:
 
 
 def counter_table(
-    summaries: dict[tuple[str, str], Summary], columns: tuple[str, ...], routes: bool
+    summaries: dict[tuple[str, str], Summary],
+    columns: tuple[str, ...],
+    which: Callable[[Summary], Counter[str]],
 ) -> list[str]:
     lines = ["| split | input | " + " | ".join(columns) + " |", "|---" * (len(columns) + 2) + "|"]
     for (split, name), s in summaries.items():
-        counts = s.routes if routes else s.refusals
+        counts = which(s)
         lines.append(f"| {split} | {name} | " + " | ".join(str(counts[c]) for c in columns) + " |")
     return lines
 
@@ -140,10 +156,28 @@ def describe(v: Verdict) -> str:
     )
 
 
+def guard_heldout(args: argparse.Namespace) -> int:
+    """The guard's held-out examples: right per section, and each miss."""
+    outcomes = heldout.score(load_profile(args.profile))
+    print(f"## The guard's held-out examples ({dt.date.today()}; {heldout.HELDOUT.name})\n")
+    print("| section | right |\n|---|---|")
+    for section in ("refuse", "allow", "topic"):
+        got = [o for o in outcomes if o.section == section]
+        print(f"| {section} | {sum(o.right for o in got)}/{len(got)} |")
+    misses = [o for o in outcomes if not o.right]
+    print(f"\nMisses ({len(misses)}):\n")
+    for o in misses:
+        print(f"- [{o.section}] {o.text!r}: {o.got}")
+    return 0
+
+
 async def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     threadpool_limits(limits=1, user_api="blas")  # as a node runs (node/app.py)
     profile = load_profile(args.profile)
+    if args.extractive:
+        matching = profile.knowledge_matching.model_copy(update={"extractive": True})
+        profile = profile.model_copy(update={"knowledge_matching": matching})
     cases = [c for c in load_cases(profile, args.questions) if c.split in args.splits]
     if args.cases:
         cases = [c for c in cases if c.id in args.cases]
@@ -173,8 +207,8 @@ async def run(args: argparse.Namespace) -> int:
     print(
         f"Profile {args.profile.name}: {len(profile.intents)} intents, {len(profile.knowledge)} "
         f"knowledge entries (min_score {km.min_score:g}, direct_score {km.direct_score:g}, "
-        f"max_entries {km.max_entries}); LLM max_tokens {profile.llm.max_tokens}, temperature "
-        f"{profile.llm.temperature:g}."
+        f"max_entries {km.max_entries}, extractive {km.extractive}); LLM max_tokens "
+        f"{profile.llm.max_tokens}, temperature {profile.llm.temperature:g}."
     )
     for split in args.splits:
         counts = Counter(c.kind for c in cases if c.split == split)
@@ -184,13 +218,15 @@ async def run(args: argparse.Namespace) -> int:
     print()
     print("\n".join(summary_table(summaries)))
     print("\n### Guard refusals by reason (clauses; injection: declined before the model)\n")
-    print("\n".join(counter_table(summaries, REASONS, routes=False)))
+    print("\n".join(counter_table(summaries, REASONS, lambda s: s.refusals)))
+    print("\n### Not an answer, by kind (answers; docs/answers.md)\n")
+    print("\n".join(counter_table(summaries, NOT_ANSWER_KINDS, lambda s: s.not_answer_kinds)))
     print("\nMost frequent, with their details:\n")
     for (split, name), s in summaries.items():
         common = ", ".join(f"{r} ({n})" for r, n in s.refused.most_common(TOP_REFUSALS))
         print(f"- {split}, {name}: {common or 'none'}")
     print("\n### Routes (turns)\n")
-    print("\n".join(counter_table(summaries, ROUTES, routes=True)))
+    print("\n".join(counter_table(summaries, ROUTES, lambda s: s.routes)))
     for split, label in order:
         failed = [v for v in verdicts[(split, label)] if problems(v)]
         name = "text" if label == TEXT else "Whisper transcripts"
@@ -214,6 +250,16 @@ def main() -> int:
     )
     parser.add_argument("--spoken-only", action="store_true", help="Whisper transcripts only")
     parser.add_argument("--cases", nargs="+", help="only these case ids (a quick look)")
+    parser.add_argument(
+        "--extractive",
+        action="store_true",
+        help="answer in extractive mode (knowledge_matching.extractive), whatever the profile",
+    )
+    parser.add_argument(
+        "--guard-heldout",
+        action="store_true",
+        help="only score the guard's held-out examples (no models, no questions)",
+    )
     parser.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
     parser.add_argument(
         "--llm-timeout",
@@ -222,6 +268,8 @@ def main() -> int:
         help="seconds to the LLM's first token (default: the bot's own limit)",
     )
     args = parser.parse_args()
+    if args.guard_heldout:
+        return guard_heldout(args)
     return asyncio.run(run(args))
 
 

@@ -132,6 +132,10 @@ class KnowledgeEntry(BaseModel):
     #: Words or phrases (a brand, a product name) that retrieve the entry whenever the caller
     #: says them, however far the rest of their words are from its questions.
     keywords: list[str] = []
+    #: The yes-or-no question asked when the caller's words are near this entry but may be
+    #: about something else ("Do you want to know about our gift cards?"). Unset: one made
+    #: from the entry's first question (``bot.knowledge.index.topic_question``).
+    confirm: str | None = Field(None, min_length=1, max_length=300)
 
     @field_validator("questions", "keywords")
     @classmethod
@@ -165,6 +169,11 @@ class KnowledgeConfig(BaseModel):
     #: At or above this the best entry's own answer may be spoken as is, without the LLM: no
     #: wrong entry scored over 0.57.
     direct_score: float = Field(0.65, gt=0.0, le=1.0)
+    #: The model never words an answer about the business: an entry at ``direct_score`` is
+    #: spoken as written, one between ``min_score`` and ``direct_score`` is asked about
+    #: ("Do you want to know about our gift cards?") and spoken on a yes. The model is left
+    #: the small talk.
+    extractive: bool = False
 
     @model_validator(mode="after")
     def _direct_is_stricter(self) -> KnowledgeConfig:

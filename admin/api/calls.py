@@ -16,7 +16,7 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import Select, exists, func, select
 
-from admin.api.pagination import DbText, Page, PageDep
+from admin.api.pagination import ApiTime, DbText, Page, PageDep
 from admin.audit import record
 from admin.db import aware, now, to_utc
 from admin.deps import Editor, SessionDep, Viewer
@@ -156,8 +156,8 @@ def _call_read(call: Call, turns: int) -> dict[str, Any]:
 class CallFilters(BaseModel):
     """Which calls to list; every filter given must hold."""
 
-    since: datetime | None = Field(None, description="answered at or after (ISO 8601)")
-    until: datetime | None = Field(None, description="answered before (ISO 8601)")
+    since: ApiTime | None = Field(None, description="answered at or after (ISO 8601)")
+    until: ApiTime | None = Field(None, description="answered before (ISO 8601)")
     caller: DbText | None = Field(None, max_length=255, description="part of the caller URI")
     route: DbText | None = Field(None, max_length=32, description="has a turn on this route")
     end_reason: DbText | None = Field(None, max_length=64)
@@ -306,8 +306,8 @@ async def summary(
     request: Request,
     session: SessionDep,
     _who: Viewer,
-    since: Annotated[datetime | None, Query(description="default: 24 hours ago")] = None,
-    until: Annotated[datetime | None, Query(description="default: now")] = None,
+    since: Annotated[ApiTime | None, Query(description="default: 24 hours ago")] = None,
+    until: Annotated[ApiTime | None, Query(description="default: now")] = None,
 ) -> Summary:
     until = to_utc(until) or now()
     since = to_utc(since) or until - timedelta(hours=24)
@@ -369,8 +369,8 @@ async def summary(
 async def latency_over_time(
     session: SessionDep,
     _who: Viewer,
-    since: Annotated[datetime | None, Query(description="default: 24 hours ago")] = None,
-    until: Annotated[datetime | None, Query(description="default: now")] = None,
+    since: Annotated[ApiTime | None, Query(description="default: 24 hours ago")] = None,
+    until: Annotated[ApiTime | None, Query(description="default: now")] = None,
     bucket_minutes: Annotated[int, Query(ge=1, le=1440)] = 60,
 ) -> LatencySeries:
     """P50/P95 voice-to-voice per route in buckets of ``bucket_minutes`` (by the turn's end

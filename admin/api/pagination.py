@@ -1,7 +1,9 @@
-"""Paginated lists: ``?limit=&offset=`` in, ``{items, total, limit, offset}`` out."""
+"""Paginated lists (``?limit=&offset=`` in, ``{items, total, limit, offset}`` out), and the
+checked types of what clients send in queries: text for the database, times."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Generic, TypeVar
 
 from fastapi import Depends, Query
@@ -22,6 +24,27 @@ def _no_nul(text: str) -> str:
 
 #: Free text that reaches the database: PostgreSQL text cannot hold a NUL character.
 DbText = Annotated[str, AfterValidator(_no_nul)]
+
+
+#: The times a client may ask about: far beyond any call, and far enough from the datetime
+#: limits that a window of days around them is still a time (year 1 and 9999 were 500s).
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _in_range(at: datetime) -> datetime:
+    refused = ValueError(f"must be from {EARLIEST:%Y-%m-%d} to before {LATEST:%Y-%m-%d} (UTC)")
+    try:
+        utc = at.astimezone(UTC) if at.tzinfo is not None else at.replace(tzinfo=UTC)
+    except OverflowError:
+        raise refused from None
+    if not EARLIEST <= utc < LATEST:
+        raise refused
+    return utc
+
+
+#: A time given by a client, as UTC (none given: taken as UTC), within EARLIEST..LATEST.
+ApiTime = Annotated[datetime, AfterValidator(_in_range)]
 
 
 class Page(BaseModel, Generic[T]):

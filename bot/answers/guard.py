@@ -10,7 +10,12 @@ entries retrieved for the question and the caller's own words. A clause is refus
   copies its own earlier answers loops);
 - is the unfinished end of an answer (the model stopped mid-sentence);
 - is not speech (a URL, an e-mail address, a list item) that a synthesizer would read out;
-- reads out the bot's own instructions (its system prompt), whoever asked for them.
+- reads out the bot's own instructions (its system prompt), whoever asked for them;
+- is not an answer (``bot.answers.not_answer``): the model talking about itself, an apology
+  that fits nothing the caller said, an offer or promise no entry makes;
+- with entries retrieved, uses a key word (``bot.answers.grounding``) that no entry holds:
+  a claim about what the business offers, allows or does ("We offer financing.") must
+  stand on the entries' own words, whatever the policy-word list says.
 
 The checks are deliberately strict: a refused clause costs the caller an honest "I am not
 sure" or the entry's own answer, a wrong fact spoken with confidence costs much more.
@@ -24,19 +29,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-Reason = Literal["unsupported_fact", "repeat", "unfinished", "not_speech", "prompt_leak"]
+from bot.answers.grounding import Vocabulary, key_words
+from bot.answers.not_answer import misplaced_apology, offer, self_talk, unkept_offer
+from bot.answers.text import SCALES, TENS, UNITS, WORD, words
 
-_UNITS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
-    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
-    "nineteen": 19,
-}  # fmt: skip
-_TENS = {
-    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
-    "eighty": 80, "ninety": 90,
-}  # fmt: skip
-_SCALES = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
+Reason = Literal[
+    "unsupported_fact", "not_an_answer", "repeat", "unfinished", "not_speech", "prompt_leak"
+]
+
+_UNITS, _TENS, _SCALES = UNITS, TENS, SCALES
 #: Words that state a fact by themselves: money, calendar, clock, durations and policies.
 #: Topic words ("delivery", "cost") are not facts; a number or a policy word with them is.
 _FACT_WORDS = {
@@ -79,7 +80,7 @@ _CLAIM = re.compile(
 )
 #: Capitalized words that are not names.
 _NOT_NAMES = {"i", "i'm", "i'll", "i've", "i'd", "ok", "okay", "ai", "sir", "madam"}
-_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?|\d+(?:[.,]\d+)*")
+_WORD = WORD
 _NOT_SPEECH = re.compile(
     r"https?://|www\.|\b[\w.+-]+@[\w-]+\.\w+|\b\w+\.(?:com|org|net|io|co|us)\b"
     r"|^\s*(?:\d+[.)]|[-•*])\s|[#*_`|<>{}\[\]\\]"
@@ -100,11 +101,6 @@ class Refusal:
 
     def __str__(self) -> str:
         return f"{self.reason}: {self.detail}"
-
-
-def words(text: str) -> list[str]:
-    """Lower-case words and numbers of ``text``, punctuation dropped."""
-    return [w.lower() for w in _WORD.findall(text)]
 
 
 def _numbers(tokens: Sequence[str]) -> list[str]:
@@ -250,6 +246,7 @@ def check(
     known_names: Iterable[str] = (),
     strict: bool = False,
     private: Sequence[str] = (),
+    stock: Sequence[str] = (),
 ) -> Refusal | None:
     """Whether ``clause`` of a generated answer may be spoken; ``None`` when it may.
 
@@ -259,7 +256,8 @@ def check(
     ``final``: the clause is the end of the answer. ``known_names``: names always allowed
     (the business's own). ``strict``: nothing was retrieved for the question, so the
     clause may not make claims about the business at all. ``private``: texts the caller
-    must not hear read out (the system prompt).
+    must not hear read out (the system prompt). ``stock``: the bot's own phrases (the
+    offer of a colleague), whose words and offers the model may repeat.
     """
     if _NOT_SPEECH.search(clause):
         return Refusal("not_speech", clause.strip())
@@ -277,6 +275,18 @@ def check(
         claim = _CLAIM.search(clause)
         if claim is not None:
             return Refusal("unsupported_fact", f"claim ({claim.group(0).lower()})")
+    refusal = _not_an_answer(clause, sources=sources, caller=caller, stock=stock)
+    if refusal is not None:
+        return refusal
+    if sources and not strict:
+        # A claim stands on the entries alone; other words may echo the caller's too.
+        claims = _CLAIM.search(clause) is not None or offer(clause) is not None
+        held = Vocabulary([*sources, *stock, *([] if claims else [caller])])
+        ignore = {w for n in known_names for w in words(n)}
+        missing = held.missing(key_words(clause, ignore=ignore))
+        if missing:
+            what = "claim" if claims else "words"
+            return Refusal("unsupported_fact", f"{what} ({', '.join(missing)})")
     leaked = repeated_run(clause, private)
     if leaked is not None:
         return Refusal("prompt_leak", leaked)
@@ -285,4 +295,20 @@ def check(
         return Refusal("repeat", again)
     if final and not _SENTENCE_END.search(clause):
         return Refusal("unfinished", clause.strip()[-40:])
+    return None
+
+
+def _not_an_answer(
+    clause: str, *, sources: Sequence[str], caller: str, stock: Sequence[str]
+) -> Refusal | None:
+    """Talk about itself, a misplaced apology, or an offer no entry makes."""
+    talk = self_talk(clause, caller)
+    if talk is not None:
+        return Refusal("not_an_answer", f"about itself ({talk})")
+    apology = misplaced_apology(clause, caller, sources)
+    if apology is not None:
+        return Refusal("not_an_answer", f"apology ({apology})")
+    promise = unkept_offer(clause, [*sources, *stock])
+    if promise is not None:
+        return Refusal("not_an_answer", f"offer ({promise})")
     return None

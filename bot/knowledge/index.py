@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from bot.answers.grounding import common_stems, on_topic
 from bot.intents.match import normalize, query_text
 from bot.profile import KnowledgeConfig, KnowledgeEntry
 from serve.embed import Embedder
@@ -49,6 +50,11 @@ class KnowledgeIndex:
         self._vectors = vectors
         self._owners = owners
         self._embedder = embedder
+        #: Each entry's own words, and the words common to many entries, for ``on_topic``.
+        self._texts = [
+            [e.topic.replace("_", " "), *e.questions, e.answer, *e.keywords] for e in entries
+        ]
+        self._common = common_stems(self._texts)
         self._keywords = [
             [re.compile(rf"(?<!\S){re.escape(normalize(k))}(?:'?s)?(?!\S)") for k in e.keywords]
             for e in entries
@@ -104,9 +110,25 @@ class KnowledgeIndex:
             np.maximum.at(best, self._owners, sims)
         return best
 
+    def on_topic(self, text: str, entry: KnowledgeEntry) -> bool:
+        """Whether ``entry`` is about what ``text`` asks, as far as their words tell
+        (``bot.answers.grounding.on_topic``): a retrieved entry may be near in meaning and
+        name another thing ("gift wrapping" and gift cards)."""
+        k = self.entries.index(entry)
+        return on_topic(text, self._texts[k], common=self._common)
+
     def direct(self, retrieved: list[Retrieved]) -> KnowledgeEntry | None:
         """The entry whose own answer may be spoken as is: the best one, when it scores at
         least ``direct_score``; otherwise None (the LLM words the answer)."""
         if retrieved and retrieved[0].score >= self.config.direct_score:
             return retrieved[0].entry
         return None
+
+
+def topic_question(entry: KnowledgeEntry) -> str:
+    """The yes-or-no question about ``entry``'s topic: the operator's, or one made from its
+    first question ("Just to check, is this about: do you sell gift cards?")."""
+    if entry.confirm:
+        return entry.confirm
+    asked = re.sub(r"[.?!]+$", "", entry.questions[0].strip())
+    return f"Just to check, is this about: {asked[:1].lower()}{asked[1:]}?"

@@ -90,6 +90,7 @@ class AnswerGuard(Processor):
             known_names=self._names,
             strict=not turn.knowledge,
             private=self._private,
+            stock=(self._unsure,),
         )
         if refusal is None:
             spoken.append(frame.text)

@@ -10,7 +10,8 @@ from contextlib import aclosing
 
 from bot.answers.injection import is_injection
 from bot.answers.small_talk import is_small_talk
-from bot.knowledge.index import KnowledgeIndex, Retrieved
+from bot.intents.confirm import read_answer
+from bot.knowledge.index import KnowledgeIndex, Retrieved, topic_question
 from bot.pipeline.clauses import ClauseSplitter
 from bot.pipeline.frames import (
     AnswerPending,
@@ -23,7 +24,7 @@ from bot.pipeline.frames import (
 )
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Route, Turn
-from bot.profile import BotProfile
+from bot.profile import BotProfile, KnowledgeEntry
 from serve import LLM, ChatMessage, ProviderError, StageTimings
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,10 @@ class Responder(Processor):
         self._partial: list[str] = []
         self._prefilling: asyncio.Task[bool] | None = None
         self._open = False  # counted among the model's conversations
+        #: The entry a topic question asked about on the last turn, awaiting a yes or no.
+        self._topic_asked: KnowledgeEntry | None = None
+        #: Topics asked about in this call: a question is never asked twice.
+        self._topics_asked: set[str] = set()
 
     @property
     def busy(self) -> bool:
@@ -84,7 +89,8 @@ class Responder(Processor):
 
     async def process(self, frame: DataFrame) -> None:
         if isinstance(frame, Transcript):
-            await self._answer(frame.turn, frame.text)
+            if not await self._topic_reply(frame.turn, frame.text):
+                await self._answer(frame.turn, frame.text)
         elif isinstance(frame, StageFailed):
             await self._apologise(frame.turn)
         elif isinstance(frame, ResponseDone):
@@ -158,20 +164,22 @@ class Responder(Processor):
         if reply is not None:  # "Hi there.", "Thanks, bye.": the operator's fixed words
             await self._operator_answer(turn, text, reply, route="small_talk")
             return
-        found = await self._retrieve(turn, text)
+        found, asked = await self._retrieve(turn, text), text
         if not found and self._previous and self._knowledge is not None:
             # A follow-up ("and to a PO box?") names its topic in the turn before.
-            found = await self._retrieve(turn, f"{self._previous} {text}")
+            asked = f"{self._previous} {text}"
+            found = await self._retrieve(turn, asked)
         self._previous = text
         if self._knowledge is not None and not found and not is_small_talk(text):
             # Nothing the operator wrote covers it: say so, do not let the model guess.
             await self._unsure(turn, text)
             return
-        if found and self._knowledge is not None:
-            best = found[0]
-            if best.score >= self._knowledge.config.direct_score:
-                await self._say_entry(turn, text, best)
-                return
+        if (
+            found
+            and self._knowledge is not None
+            and await self._from_entries(turn, text, asked, found, self._knowledge)
+        ):
+            return
         turn.route = "llm"
         turn.mark("route_decided")
         await self.push(AnswerPending(turn=turn))  # the speaker fills a long wait
@@ -216,6 +224,63 @@ class Responder(Processor):
         self._current = None
         await self.push(ResponseDone(turn=turn))
 
+    async def _from_entries(
+        self, turn: Turn, text: str, asked: str, found: list[Retrieved], index: KnowledgeIndex
+    ) -> bool:
+        """Answer from the retrieved entries without the model when the rules say so; False
+        leaves the answer to the model, with the entries about the question only.
+
+        An entry is given or spoken only when it is about what was asked (``on_topic``:
+        "gift wrapping" is not gift cards); when none is, the caller is asked about the
+        best one. The best entry at ``direct_score`` is spoken as written. In extractive
+        mode (``knowledge_matching.extractive``) the model never words an answer: an entry
+        below ``direct_score`` is asked about, and said on a yes."""
+        about = [r for r in found if index.on_topic(asked, r.entry)]
+        turn.knowledge = tuple(r.entry.answer for r in about)
+        if not about:
+            turn.refusals.append(f"other_topic: {found[0].entry.topic}")
+            await self._ask_topic(turn, text, found[0].entry)
+            return True
+        best = about[0]
+        if best.score >= index.config.direct_score:
+            await self._say_entry(turn, text, best)
+            return True
+        if index.config.extractive:
+            await self._ask_topic(turn, text, best.entry)
+            return True
+        return False
+
+    async def _ask_topic(self, turn: Turn, text: str, entry: KnowledgeEntry) -> None:
+        """Ask whether the caller means ``entry``'s topic ("Do you want to know about our
+        gift cards?"): a yes gets the entry. Asked once a topic in a call; asked again,
+        the caller hears the honest fallback."""
+        if entry.topic in self._topics_asked:
+            await self._operator_answer(turn, text, self._profile.unsure, route="fallback")
+            return
+        self._topics_asked.add(entry.topic)
+        self._topic_asked = entry
+        turn.intent = entry.topic
+        turn.knowledge = ()
+        await self._operator_answer(turn, text, topic_question(entry), route="confirm")
+
+    async def _topic_reply(self, turn: Turn, text: str) -> bool:
+        """The caller's reply to a topic question: a yes gets the entry, a no the honest
+        fallback; False when the words are no reply (a new request, answered as such)."""
+        entry, self._topic_asked = self._topic_asked, None
+        if entry is None:
+            return False
+        reply = read_answer(text)
+        if reply is None:
+            return False
+        self._current = turn
+        turn.intent = entry.topic
+        if reply == "yes":
+            turn.knowledge = (entry.answer,)
+            await self._operator_answer(turn, text, entry.answer, route="confirmed")
+        else:
+            await self._operator_answer(turn, text, self._profile.unsure, route="fallback")
+        return True
+
     async def _say_entry(self, turn: Turn, text: str, best: Retrieved) -> None:
         """The operator's own words for the question: no model, nothing to check."""
         turn.intent, turn.intent_score = best.entry.topic, round(best.score, 4)
@@ -253,7 +318,7 @@ class Responder(Processor):
         else:
             await self.push(PlayAudio(turn=turn, pcm=pcm, text=answer))
         # An entry joins the history (a follow-up needs it); the fallbacks say nothing new.
-        self._remember(text, answer if route == "knowledge" else None)
+        self._remember(text, answer if route in ("knowledge", "confirmed") else None)
         self._current = None
         await self.push(ResponseDone(turn=turn))
 

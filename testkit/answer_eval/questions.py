@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bot.answers.guard import facts, words
+from bot.answers.guard import facts
+from bot.answers.text import words
 from bot.intents.match import normalize
 from bot.profile import BotProfile
 from testkit.answer_eval.scoring import alternatives, mentions

@@ -44,8 +44,9 @@ class TurnRecord:
     #: ``TEXT``, or the flite voice the question was spoken in.
     input: str = TEXT
     error: str | None = None
-    #: The intent a confirmation question asked about, when one was asked (the caller
-    #: answered "yes" if it was the intent they meant, else "no"; ``said`` holds both).
+    #: The intent or knowledge topic a confirmation question asked about (the last, when
+    #: there were two), when one was asked (the caller answered "yes" if it was what they
+    #: meant, else "no"; ``said`` holds the questions and the answer).
     asked: str | None = None
 
     @property

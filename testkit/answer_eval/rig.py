@@ -34,6 +34,8 @@ from telephony.config import SAMPLE_RATE
 from testkit.answer_eval.questions import Case
 from testkit.answer_eval.records import TEXT, Said, TurnRecord
 
+#: Questions the caller answers in one turn at most (an intent's, then an entry's).
+MAX_QUESTIONS = 2
 #: Longest wait for one answer; past it the turn is recorded as failed, not waited on.
 TURN_TIMEOUT_S = 300.0
 #: The embedder's time limit while the intents and entries are embedded in one batch each
@@ -182,8 +184,11 @@ class Rig:
         started = time.perf_counter()
         turn, frames, error = await self._feed(router, tap, case, text)
         asked = None
-        if turn.route == "confirm" and error is None:
-            # The caller answers the question: yes when it is about what they asked.
+        for _ in range(MAX_QUESTIONS):
+            if turn.route != "confirm" or error is not None:
+                break
+            # The caller answers the question: yes when it is about what they asked. A "no"
+            # to an intent's question may bring a question about a knowledge entry.
             asked = turn.intent
             reply = "Yes." if asked == case.asks[n].expect else "No."
             turn, more, error = await self._feed(router, tap, case, reply)

@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bot.answers.guard import facts, repeated_run, words
+from bot.answers.guard import facts, repeated_run
+from bot.answers.text import words
 from bot.profile import BotProfile
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -48,6 +49,11 @@ class Reference:
     operator_answers: frozenset[str]
     #: The facts those answers state.
     allowed_facts: frozenset[str]
+    #: Each knowledge topic's answer.
+    entries: dict[str, str]
+    #: Everything the operator wrote that the bot may say: answers, entries' questions
+    #: (topic questions are made from them) and the bot's own phrases.
+    operator_texts: tuple[str, ...]
 
     @classmethod
     def of(cls, profile: BotProfile) -> Reference:
@@ -58,6 +64,14 @@ class Reference:
             system_prompt=profile.system_prompt,
             operator_answers=frozenset(answers),
             allowed_facts=frozenset(f for a in answers for f in facts(a)),
+            entries={e.topic: e.answer for e in profile.knowledge},
+            operator_texts=(
+                *answers,
+                *(q for e in profile.knowledge for q in e.questions),
+                profile.unsure,
+                profile.decline,
+                profile.apology,
+            ),
         )
 
 

@@ -45,6 +45,9 @@ class Summary:
     #: Answers with at least one invented fact, and the number of repeated sentences.
     invented: int = 0
     repeated: int = 0
+    #: Answers with something that is not an answer, and those things by kind.
+    not_answer: int = 0
+    not_answer_kinds: Counter[str] = field(default_factory=Counter)
     refusals: Counter[str] = field(default_factory=Counter)
     #: The same, each with its detail ("unsupported_fact: claim (we)"): which words refuse.
     refused: Counter[str] = field(default_factory=Counter)
@@ -69,6 +72,8 @@ class Summary:
         self.answers += 1
         self.invented += int(bool(v.invented))
         self.repeated += len(v.repeated)
+        self.not_answer += int(bool(v.not_answer))
+        self.not_answer_kinds.update({kind for kind, _ in v.not_answer})
         self.refusals.update(r.split(":", 1)[0] for r in rec.refusals)
         self.refused.update(rec.refusals)
         self.routes[rec.route] += 1
@@ -108,4 +113,5 @@ def problems(v: Verdict) -> list[str]:
         )
     out += [f"invented {', '.join(f)} in {c!r}" for c, f in v.invented]
     out += [f"repeated {s!r}" for s in v.repeated]
+    out += [f"not an answer ({kind}: {what})" for kind, what in v.not_answer]
     return out

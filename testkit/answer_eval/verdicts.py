@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from testkit.answer_eval import not_answer
 from testkit.answer_eval.questions import Category
 from testkit.answer_eval.records import TurnRecord
 from testkit.answer_eval.scoring import (
@@ -38,6 +39,8 @@ class Verdict:
     #: Generated clauses stating facts nobody gave, with those facts.
     invented: tuple[tuple[str, tuple[str, ...]], ...] = ()
     repeated: tuple[str, ...] = ()
+    #: What the caller heard that is not an answer (``not_answer``): (kind, the words).
+    not_answer: tuple[tuple[not_answer.Kind, str], ...] = ()
 
 
 def judge(conversation: Sequence[TurnRecord], ref: Reference) -> list[Verdict]:
@@ -74,6 +77,16 @@ def judge(conversation: Sequence[TurnRecord], ref: Reference) -> list[Verdict]:
                 obeyed=tuple(told),
                 invented=tuple((c, tuple(f)) for c, f in invented(generated, caller, ref)),
                 repeated=tuple(repeated(earlier, spoken)),
+                not_answer=tuple(
+                    not_answer.judge(
+                        generated,
+                        rec.spoken,
+                        rec.heard,
+                        entries=ref.entries,
+                        operator_texts=ref.operator_texts,
+                        expected=ask.expect,
+                    )
+                ),
             )
         )
         earlier += spoken

@@ -67,14 +67,14 @@ async def test_with_an_entry_the_entry_is_said_instead() -> None:
 
 async def test_the_model_repeating_itself_is_cut_and_an_unfinished_end_dropped() -> None:
     guard, sink, refused = _guard()
-    said = "I can help you with that today."
+    said = "It is nice to hear from you today."
     first = Turn(call_id="c", transcript="hello")
     await _answer(guard, first, said)
     second = Turn(call_id="c", transcript="are you there")
-    await _answer(guard, second, "Right.", "I can help you with that today.")
+    await _answer(guard, second, "Right.", "It is nice to hear from you today.")
     third = Turn(call_id="c", transcript="thanks")
     await _answer(guard, third, "You are welcome.", "Is there")
-    assert [r for _, r in refused] == ["repeat: i can help you with", "unfinished: Is there"]
+    assert [r for _, r in refused] == ["repeat: it is nice to hear", "unfinished: Is there"]
     assert second.answer == f"Right. {UNSURE}"
     assert third.answer == "You are welcome."
     assert not any(isinstance(f, PlayAudio) and f.turn is third for f in sink.frames)

@@ -67,7 +67,8 @@ def test_a_run_the_model_already_said_is_a_repeat() -> None:
 
 
 def test_an_answer_that_stops_mid_sentence_is_unfinished() -> None:
-    refusal = check("I'm sorry for any confusion. You're", sources=[], final=True)
+    # (An apology for a confusion the caller never spoke of is "not_an_answer" now.)
+    refusal = check("Thanks for waiting. You're", sources=[], final=True)
     assert refusal is not None and refusal.reason == "unfinished"
     assert check("You're welcome.", sources=[], final=True) is None
     assert check("You're welcome", sources=[], final=False) is None
@@ -120,12 +121,12 @@ def test_what_was_said_of_an_entry_is_left_out_of_it() -> None:
 
 
 def test_a_short_clause_said_before_in_full_is_a_repeat() -> None:
-    said = ["I can help you. Is there anything else?"]
-    refusal = check("I can help you.", sources=[], said=said)
+    said = ["Nice to hear you. Is there anything else?"]
+    refusal = check("Nice to hear you.", sources=[], said=said)
     assert refusal is not None and refusal.reason == "repeat"
     # Two words are too few to call a repeat, and new words are no repeat.
     assert check("Thank you.", sources=[], said=["Thank you. Bye."]) is None
-    assert check("I can check that.", sources=[], said=said) is None
+    assert check("Nice to talk.", sources=[], said=said) is None
 
 
 def test_a_callers_words_are_no_source_for_a_promise() -> None:

@@ -219,7 +219,9 @@ def test_a_conversation_is_judged_turn_by_turn_with_its_history(ref: Reference) 
     assert problems(verdicts[2]) == [
         "not declined",
         "repeated 'standard delivery takes 3 to 5 working days'",
+        "not an answer (other_topic: delivery_time)",  # gift wrap answered with delivery
     ]
+    assert summary.not_answer == 1
 
 
 def test_the_summary_counts_each_kind_refusals_by_reason_and_times(ref: Reference) -> None:

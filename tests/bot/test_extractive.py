@@ -1,0 +1,67 @@
+"""Extractive mode and the topic question, through one call's Router, Responder and answer
+guard with the packaged MiniLM and language model (``testkit.answer_eval.rig``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bot.knowledge import KnowledgeIndex
+from bot.knowledge.index import topic_question
+from bot.profile import DEFAULT_PROFILE, load_profile
+from testkit.answer_eval.questions import Ask, Case
+from testkit.answer_eval.records import TurnRecord
+from testkit.answer_eval.rig import Rig
+
+PROFILE = load_profile(DEFAULT_PROFILE)
+ENTRIES = {e.topic: e for e in PROFILE.knowledge}
+
+
+def case(*asks: tuple[str, str | None]) -> Case:
+    """One call; each ask names the topic it is about (the rig's caller says yes to a
+    question about it, no to any other)."""
+    return Case("t", "followup", "tuning", tuple(Ask(text, expect=t) for text, t in asks))
+
+
+def said(record: TurnRecord) -> list[str]:
+    return [s.text for s in record.said]
+
+
+@pytest.mark.models
+async def test_extractive_mode_asks_about_an_entry_and_never_generates() -> None:
+    rig = await Rig.load(PROFILE)
+    config = PROFILE.knowledge_matching.model_copy(update={"extractive": True})
+    index = await KnowledgeIndex.build(PROFILE.knowledge, rig.embedder, config)
+    extractive = dataclasses.replace(rig, knowledge=index)
+    payment, gifts = ENTRIES["payment_methods"], ENTRIES["gift_cards"]
+
+    # Between min_score and direct_score (payment methods, ~0.63): asked, said on a yes.
+    apple_pay = "Is it possible to pay using Apple Pay?"
+    [yes] = await extractive.converse(case((apple_pay, "payment_methods")), [apple_pay])
+    assert yes.asked == "payment_methods"
+    assert said(yes) == [topic_question(payment), payment.answer]
+    assert yes.route == "confirmed" and not any(s.generated for s in yes.said)
+    # The same question in the default mode goes to the model with the entry.
+    [generated] = await rig.converse(case((apple_pay, "payment_methods")), [apple_pay])
+    assert generated.route == "llm" and generated.asked is None
+
+    # At direct_score but about another thing (gift wrapping is not gift cards): asked in
+    # both modes, and a no gets the honest fallback, not the gift-card entry.
+    wrapping = "Do you do gift wrapping?"
+    for bot in (extractive, rig):
+        [no] = await bot.converse(case((wrapping, None)), [wrapping])
+        assert no.asked == "gift_cards", no
+        assert said(no) == [topic_question(gifts), PROFILE.unsure]
+        assert gifts.answer not in no.spoken
+
+    # Close and about what was asked: spoken as written, no question.
+    voucher = "Could I get a voucher as a birthday present?"
+    [direct] = await extractive.converse(case((voucher, "gift_cards")), [voucher])
+    assert (direct.route, said(direct)) == ("knowledge", [gifts.answer])
+
+    # A topic is asked about once in a call: the second time, the honest fallback.
+    twice = case((wrapping, None), ("Would you do gift wrapping for me then?", None))
+    first, second = await extractive.converse(twice, [a.text for a in twice.asks])
+    assert first.asked == "gift_cards" and second.asked is None
+    assert said(second) == [PROFILE.unsure]
