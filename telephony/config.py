@@ -53,7 +53,14 @@ class EndpointConfig(BaseModel):
     rtp_port_range: int = Field(1000, ge=2)
     #: pjsip's log level (0-6), written to stderr.
     log_level: int = Field(1, ge=0, le=6)
-    user_agent: str = Field("Switchboard", min_length=1, max_length=128)
+    #: The Server (responses) and User-Agent (requests) header of the front and the workers.
+    #: Empty (the default): no such header, so that a scanner is not told what answers.
+    user_agent: str = Field("", max_length=128, pattern=r"^[^\r\n]*$")
+    #: RFC 3261's T1 (the round-trip estimate), in ms: the workers' SIP timers follow it
+    #: (``telephony.siptimers``). A 200 OK not ACKed within 64*T1 (32 s) ends its call and
+    #: counts against its source (``limits.ban_after_unacked``); a BYE unanswered for 64*T1
+    #: frees its call slot.
+    t1_ms: int = Field(500, ge=20, le=5000)
     #: Ring (180) this long before the 200 OK; 0 answers at once.
     answer_delay_ms: int = Field(0, ge=0, le=60_000)
     #: Mute a call's inbound audio while pjmedia has latched its RTP onto an address other

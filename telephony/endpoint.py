@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import gc
 import heapq
 import itertools
@@ -28,11 +29,11 @@ from typing import Any, TypeVar
 
 import pjsua2 as pj
 
-from telephony import srtp
+from telephony import pjsip_c, srtp
 from telephony.bridge import AgentLeg, Bridges
 from telephony.call import Bridger, CallHandle, SipCall, Transferrer
 from telephony.config import EndpointConfig
-from telephony.events import CallEnded, TransferResult
+from telephony.events import NO_ACK, CallEnded, TransferResult
 from telephony.media_port import PcmPort, PortShelf
 from telephony.sdp import has_common_codec, sip_body
 from telephony.sipcheck import request_defect
@@ -46,6 +47,7 @@ OnCall = Callable[[CallHandle], Awaitable[None]]
 POLL_MS = 10  # libHandleEvents timeout: upper bound on command latency
 PORT_GRACE_S = 1.0  # an ended call (and its media port) waits this long to be freed (shelved)
 STATS_REFRESH_S = 1.0
+ACK_CHECK_MARGIN_S = 0.25  # after pjsip's own 64*T1 on an unACKed 200 OK
 _PROCESS_SLOT = threading.Lock()  # one pjsua2 library per process
 
 
@@ -131,6 +133,10 @@ class _Core:
         self.counters = dict.fromkeys(STAT_KEYS, 0)
         self.next_stats_refresh = 0.0
         self.thread_id: int | None = None
+        #: Called (on the asyncio thread) with the number of call slots pjsua still holds
+        #: for calls already ended for their bot (``_report_ending``), when it changes.
+        self.on_ending: Callable[[int], None] | None = None
+        self.ending = 0
 
     # plumbing -------------------------------------------------------------------
     def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
@@ -171,6 +177,7 @@ class _Core:
                 elif isinstance(obj, pj.AudioMediaPort):
                     self.ports.give_back(obj)  # its call is gone: the next call may take it
             self.graveyard = kept
+        self._report_ending()
         if now >= self.next_stats_refresh:
             self.next_stats_refresh = now + STATS_REFRESH_S
             for call in list(self.calls.values()):
@@ -188,6 +195,24 @@ class _Core:
         pjsua_id = int(obj.getId())
         live = self.calls.get(pjsua_id) or self.bridges.legs.get(pjsua_id)
         return live is not None and live is not obj
+
+    def _report_ending(self) -> None:
+        """Tell ``on_ending`` how many call slots pjsua holds for calls that are over for
+        their bot, if that changed.
+
+        A call ended here (its BYE sent, its bot told) keeps its pjsua slot until the BYE is
+        answered or given up on: 64*T1 when the caller has gone. A front that took the slot
+        for free would send a call that pjsua answers 486. Called on every loop (the count
+        falls when a BYE ends) and when a call ends, before its end is passed on.
+        """
+        if self.on_ending is None or self.ep is None:
+            return
+        live = sum(1 for c in self.calls.values() if not c.sink.closed)
+        ending = max(0, pjsip_c.calls_held() - live - len(self.bridges.legs))
+        if ending != self.ending:
+            self.ending = ending
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+                self.loop.call_soon_threadsafe(self.on_ending, ending)
 
     @staticmethod
     def _guard(fn: Callable[[], None]) -> None:
@@ -259,6 +284,7 @@ class _Core:
         med.jbMax = cfg.jb_max_ms
         med.maxMediaPorts = max(64, 2 * ep_cfg.uaConfig.maxCalls + 16)
         self.ep.libInit(ep_cfg)
+        pjsip_c.set_timers(cfg.t1_ms)
         self.ep.audDevManager().setNullDev()
         self._set_codec_priorities()
 
@@ -401,6 +427,32 @@ class _Core:
         call.answer(op)
         if code == 200:
             call.answered = True
+            self._await_ack(call)
+
+    def _await_ack(self, call: SipCall) -> None:
+        """Endpoint thread: end the call for its bot if its 200 OK is never ACKed.
+
+        pjsip itself sends the BYE after 64*T1 (RFC 3261 13.3.1.4), but reports the call
+        ended only once that BYE is over, another 64*T1 later when the caller has gone: so
+        the call is ended here, just after pjsip gives up, and counted. The timer holds the
+        call's ids, never the SipCall (see ``_make_hangup``).
+        """
+        pjsua_id, sip_call_id = int(call.getId()), call.sip_call_id
+
+        def check() -> None:
+            live = self.calls.get(pjsua_id)
+            if live is None or live.sip_call_id != sip_call_id or live.disconnected:
+                return
+            if live.getInfo().state != pj.PJSIP_INV_STATE_CONNECTING:
+                return  # ACKed (confirmed), or already ending
+            self.counters["calls_unacked"] += 1
+            log.warning("call %s: the 200 OK was never ACKed: call ended", sip_call_id)
+            live.end_note = NO_ACK
+            live.local_hangup = True  # pjsip's own BYE is under way: no second one
+            live.sink.put(CallEnded(NO_ACK, True, time.monotonic()))
+            self._report_ending()
+
+        self.call_later(pjsip_c.transaction_s(self.config.t1_ms) + ACK_CHECK_MARGIN_S, check)
 
     def hangup_call(self, call: SipCall) -> None:
         """Endpoint thread: BYE (or a final response) on ``call``."""
@@ -584,6 +636,7 @@ class _Core:
             key = "calls_cancelled" if code == 487 else "calls_failed"
             self.counters[key] += 1
             call.sink.put(CallEnded(f"{code} {info.lastReason}", True, time.monotonic()))
+        self._report_ending()  # before the CallEnded reaches the front as a freed slot
         if call.xfer_done is not None:
             done, call.xfer_done = call.xfer_done, None
             done(TransferResult(False, 0, "call ended"))
@@ -718,9 +771,16 @@ class _Core:
 class SipEndpoint:
     """A SIP/RTP endpoint that answers calls and hands each one to ``on_call``."""
 
-    def __init__(self, config: EndpointConfig, on_call: OnCall) -> None:
+    def __init__(
+        self,
+        config: EndpointConfig,
+        on_call: OnCall,
+        *,
+        on_ending: Callable[[int], None] | None = None,
+    ) -> None:
         self.config = config
         self._on_call = on_call
+        self._on_ending = on_ending  # see _Core.on_ending
         self._core: _Core | None = None
         self._thread: threading.Thread | None = None
         self._final = dict.fromkeys(STAT_KEYS, 0)
@@ -746,6 +806,7 @@ class SipEndpoint:
     async def _start(self) -> None:
         loop = asyncio.get_running_loop()
         core = _Core(self.config, self._on_call, loop)
+        core.on_ending = self._on_ending
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         thread = threading.Thread(target=core.run, args=(ready,), name="sip-endpoint", daemon=True)
         self._core, self._thread = core, thread

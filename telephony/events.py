@@ -33,6 +33,9 @@ class CallEnded:
 
 InboundEvent = AudioIn | DtmfIn | CallEnded
 
+#: ``CallEnded.reason`` of a call whose 200 OK the caller never ACKed (within 64*T1).
+NO_ACK = "no ACK"
+
 #: How long a blind transfer may take to report its outcome (the target may ring a while).
 TRANSFER_TIMEOUT_S = 30.0
 

@@ -3,8 +3,10 @@
 The front asks ``FloodGuard.admit`` for every datagram before it reads it: a source over its
 rate, a banned source, or any source while the node as a whole is over its rate, is dropped
 without an answer (an answer would double a flood) and before anything is made for it (no
-route, no relay socket, no worker message). A source whose datagrams keep being dropped, or
-whose requests keep failing authentication, is banned for a while.
+route, no relay socket, no worker message). A source whose datagrams keep being dropped,
+whose requests keep failing authentication, or whose calls' 200 OKs keep going unACKed (each
+holds a call slot for 64*T1 and its BYE another 64*T1: no phone does that) is banned for a
+while.
 
 Both tables (sources, bans) are bounded: when one is full, the entry seen least recently
 (sources) or ending soonest (bans) makes room, and a warning says so once a minute.
@@ -54,6 +56,10 @@ class FrontLimits(BaseModel):
     #: ...or this many failed authentications (wrong digest, not an allowed peer)...
     ban_after_auth_failures: int = Field(10, ge=1)
     ban_window_s: float = Field(10.0, gt=0.0)
+    #: ...or this many answered calls whose 200 OK it never ACKed within
+    #: ``unacked_window_s`` (an unACKed call is known only 64*T1 after its answer)...
+    ban_after_unacked: int = Field(3, ge=1)
+    unacked_window_s: float = Field(600.0, gt=0.0)
     #: ...is banned (every datagram dropped) for this long.
     ban_s: float = Field(300.0, ge=0.0)
     #: Sources tracked at once; the least recently seen is forgotten beyond it.
@@ -95,6 +101,9 @@ class FloodGuard:
         self.limits = limits
         self.sources: OrderedDict[str, _Source] = OrderedDict()
         self.bans: dict[str, float] = {}  # source -> when the ban ends
+        #: source -> (when its first unACKed call in the window was reported, how many);
+        #: apart from ``sources``, whose idle entries go after seconds.
+        self.unacked_seen: OrderedDict[str, tuple[float, int]] = OrderedDict()
         self.node = _Bucket(limits.node_rate, limits.node_burst, now)
         self.counters = dict.fromkeys(GUARD_KEYS, 0)
         self._full_logged: dict[str, float] = {}
@@ -135,6 +144,20 @@ class FloodGuard:
         if st.auth_failures >= self.limits.ban_after_auth_failures:
             self.ban(source, now, f"{st.auth_failures} failed authentications")
 
+    def unacked(self, source: str, now: float) -> None:
+        """A call from ``source`` was answered and never ACKed; enough of them ban it."""
+        lim = self.limits
+        start, count = self.unacked_seen.pop(source, (now, 0))
+        if now - start > lim.unacked_window_s:
+            start, count = now, 0
+        count += 1
+        if count >= lim.ban_after_unacked:
+            self.ban(source, now, f"{count} answered calls never ACKed")
+            return
+        if len(self.unacked_seen) >= lim.max_sources:
+            self.unacked_seen.popitem(last=False)
+        self.unacked_seen[source] = (start, count)
+
     def banned(self, source: str, now: float) -> bool:
         until = self.bans.get(source)
         return until is not None and now < until
@@ -150,6 +173,7 @@ class FloodGuard:
         self.bans[source] = now + self.limits.ban_s
         self.counters["front_bans"] += 1
         self.sources.pop(source, None)
+        self.unacked_seen.pop(source, None)
         log.warning("SIP front: banned %s for %.0f s (%s)", source, self.limits.ban_s, why)
 
     def _source(self, source: str, now: float) -> _Source:
@@ -186,6 +210,11 @@ class FloodGuard:
         for source in [s for s, until in self.bans.items() if now >= until]:
             del self.bans[source]
         lim = self.limits
+        while self.unacked_seen:  # oldest first: reinserted at each report
+            source, (start, _) = next(iter(self.unacked_seen.items()))
+            if now - start <= lim.unacked_window_s:
+                break
+            del self.unacked_seen[source]
         idle = max(lim.ban_window_s, lim.per_source_burst / lim.per_source_rate)
         while self.sources:
             source, st = next(iter(self.sources.items()))

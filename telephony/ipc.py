@@ -6,7 +6,8 @@ Both directions share one Unix stream socket per worker (a ``socketpair``).
 
 Worker -> parent: ``Ready``, ``CallStarted``, ``AudioFrame`` (one inbound 20 ms frame with the
 worker's playout counters piggybacked), ``Dtmf``, ``CallStopped``, ``Stats``,
-``TransferStatus`` (the outcome of a ``Transfer``).
+``TransferStatus`` (the outcome of a ``Transfer``), ``SlotsEnding`` (call slots still held
+by calls that are over: the front must not count them free).
 Parent -> worker: ``SendAudio``, ``ClearPlayout``, ``Hangup``, ``Transfer`` (blind transfer:
 REFER to the caller; or a bridged one: the worker calls the agent and joins the calls),
 ``Stop``.
@@ -49,6 +50,7 @@ class MsgType(IntEnum):
     CALL_STOPPED = 5
     STATS = 6
     TRANSFER_STATUS = 7
+    SLOTS_ENDING = 8
     SEND_AUDIO = 16
     CLEAR_PLAYOUT = 17
     HANGUP = 18
@@ -112,6 +114,15 @@ class CallStopped:
     reason: str
     by_remote: bool
     played: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlotsEnding:
+    """``count`` call slots of the worker are held by calls already stopped (their BYE not
+    over: 64*T1 when the caller has gone). Sent when the count changes, before the
+    ``CallStopped`` that it follows."""
+
+    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +191,7 @@ Message = (
     | Hangup
     | Transfer
     | TransferStatus
+    | SlotsEnding
     | Stop
 )
 
@@ -267,6 +279,8 @@ def encode(msg: Message) -> bytes:
             MsgType.TRANSFER_STATUS,
             {"key": msg.key, "ok": msg.ok, "status": msg.status, "reason": msg.reason},
         )
+    if isinstance(msg, SlotsEnding):
+        return _json_frame(MsgType.SLOTS_ENDING, {"count": msg.count})
     if isinstance(msg, Ready):
         return _json_frame(MsgType.READY, {"pid": msg.pid, "sip_port": msg.sip_port})
     if isinstance(msg, CallStarted):
@@ -362,6 +376,8 @@ def decode(kind: int, payload: bytes) -> Message:
                 raise ValueError(f"unknown transfer mode {mode!r}")
             summary = base64.b64decode(str(d.get("summary", "")), validate=True)
             return Transfer(int(d["key"]), str(d["target"]), float(d["timeout_s"]), mode, summary)
+        if kind == MsgType.SLOTS_ENDING:
+            return SlotsEnding(int(_json(payload)["count"]))
         if kind == MsgType.TRANSFER_STATUS:
             d = _json(payload)
             return TransferStatus(int(d["key"]), bool(d["ok"]), int(d["status"]), str(d["reason"]))

@@ -155,7 +155,7 @@ class Registration:
         *,
         send: Callable[[bytes, Addr], None],
         contact: tuple[str, int],
-        user_agent: str = "Switchboard",
+        user_agent: str = "",
         family: int = socket.AF_INET,
     ) -> None:
         self.settings = settings
@@ -356,8 +356,9 @@ class Registration:
             f"CSeq: {cseq} REGISTER",
             f"Contact: <sip:{self.settings.user}@{sent_by}>",
             f"Expires: {expires}",
-            f"User-Agent: {self.user_agent}",
         ]
+        if self.user_agent:  # none by default: a scanner learns nothing from it
+            lines.append(f"User-Agent: {self.user_agent}")
         if authorization is not None:
             lines.append(f"{authorization[0]}: {authorization[1]}")
         lines.append("Content-Length: 0")

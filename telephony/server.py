@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from telephony.config import EndpointConfig
+from telephony.events import NO_ACK
 from telephony.ipc import (
     AudioFrame,
     CallStarted,
@@ -38,6 +39,7 @@ from telephony.ipc import (
     HopTimes,
     IpcError,
     Ready,
+    SlotsEnding,
     Stats,
     Stop,
     Transfer,
@@ -170,7 +172,9 @@ class _WorkerLink(asyncio.Protocol):
                 call = self.calls.pop(msg.key, None)
                 if call is not None:
                     call.on_ended(msg.reason, msg.by_remote, msg.played)
-                    node._call_finished(call)
+                    node._call_finished(call, msg.reason)
+            elif isinstance(msg, SlotsEnding):
+                self.slot.ending = msg.count
             elif isinstance(msg, TransferStatus):
                 call = self.calls.get(msg.key)
                 if call is not None:
@@ -405,7 +409,7 @@ class SipServer:
         self._front = None
         self._workers = [None] * len(self._slots)
         for slot in self._slots:
-            slot.addr, slot.load = None, 0
+            slot.addr, slot.load, slot.ending = None, 0, 0
         self._started = self._stopping = False
 
     def stats(self) -> dict[str, int]:
@@ -436,6 +440,7 @@ class SipServer:
             out.update(front.counters)
             out["rejected_busy"] += front.counters["front_rejected_busy"]
             out["front_relays_open"] = front.relays_open
+            out["front_slots_ending"] = sum(slot.ending for slot in self._slots)
             out["front_stream_open"] = sum(len(li.conns) for li in self._listeners)
             datagrams = max(1, front.counters["front_datagrams"])
             out["front_route_ns_avg"] = round(front.route_cost_s / datagrams * 1e9)
@@ -592,9 +597,11 @@ class SipServer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _call_finished(self, call: RemoteCall) -> None:
+    def _call_finished(self, call: RemoteCall, reason: str = "") -> None:
         self._calls_active -= 1
         if self._front is not None:
+            if reason == NO_ACK:
+                self._front.call_unacked(call.call_id)
             self._front.call_finished(call.call_id)
 
     async def _run_on_call(self, call: RemoteCall) -> None:

@@ -16,7 +16,9 @@ SIP endpoint at ``host:port``.
   worker's Contact address (``host:<worker port>``), not through the front; the worker's BYE
   also comes from that address. A PBX or trunk only needs the node's address for new calls.
 - When every worker is full (or none is up) a new INVITE gets a stateless ``503`` with
-  ``Retry-After``. An INVITE the worker does not answer at all within ``SILENT_INVITE_S``
+  ``Retry-After``. A worker's slots count as taken while its pjsua still holds them for
+  calls that are over (``WorkerSlot.ending``: a BYE to a caller that has gone lasts
+  64*T1); a worker's ``486`` (pjsua with no slot left) goes out as ``503`` + Retry-After. An INVITE the worker does not answer at all within ``SILENT_INVITE_S``
   (pjsip drops some malformed ones) stops holding a call slot, so junk cannot fill the node.
 - Before anything is made for a datagram (in this order): the flood guard
   (``telephony.floodguard``: per-source and node-wide rates, bans) drops it unanswered if
@@ -193,6 +195,18 @@ def invite_status(data: bytes) -> int:
     return int(code) if _CSEQ_INVITE.search(head) else 0
 
 
+def busy_as_unavailable(data: bytes, retry_after_s: int) -> bytes:
+    """A 486 response as 503 with ``Retry-After`` (the rest unchanged)."""
+    eol = data.find(b"\n")
+    if eol < 0:
+        return data
+    return (
+        b"SIP/2.0 503 Service Unavailable\r\n"
+        + f"Retry-After: {retry_after_s}\r\n".encode()
+        + data[eol + 1 :]
+    )
+
+
 # --------------------------------------------------------------------------- the front
 
 
@@ -204,10 +218,14 @@ class WorkerSlot:
         self.capacity = capacity
         self.addr: Addr | None = None  # SIP address while the worker is up
         self.load = 0  # INVITEs routed here and not yet over
+        #: Slots its pjsua still holds for calls that are over (their BYE not done: 64*T1
+        #: when the caller has gone), as the worker reports them. Counted taken: pjsua
+        #: answers 486 to a call beyond its slots, and a 486 sends no trunk elsewhere.
+        self.ending = 0
 
     @property
     def free(self) -> int:
-        return self.capacity - self.load if self.addr is not None else 0
+        return self.capacity - self.load - self.ending if self.addr is not None else 0
 
     def __repr__(self) -> str:
         return f"WorkerSlot({self.index}, addr={self.addr}, load={self.load}/{self.capacity})"
@@ -234,6 +252,8 @@ FRONT_KEYS = (
     "front_rejected_forbidden",
     "front_challenged",
     "front_registration_responses",
+    "front_busy_rewritten",  # a worker's 486 passed on as 503 + Retry-After
+    "front_unacked",  # calls whose caller never ACKed the 200 OK
     *GUARD_KEYS,
     *STREAM_KEYS,
 )
@@ -527,7 +547,7 @@ class SipFront(asyncio.DatagramProtocol):
         up = [w for w in self.workers if w.addr is not None and (w.free > 0 or not need_slot)]
         if not up:
             return None
-        return min(up, key=lambda w: (w.load / max(w.capacity, 1), w.index))
+        return min(up, key=lambda w: ((w.load + w.ending) / max(w.capacity, 1), w.index))
 
     def _hold(self, route: _Route, msg: SipScan) -> None:
         route.holds_slot = True
@@ -639,12 +659,18 @@ class SipFront(asyncio.DatagramProtocol):
         route.last_seen = time.monotonic()
         route.responded = True
         self.counters["front_relayed_to_clients"] += 1
+        code = invite_status(data)
+        if code == 486:
+            # pjsua's own answer when it has no call slot left: a trunk or proxy retries
+            # another node on 503, not on 486 (the front's count should prevent it).
+            data = busy_as_unavailable(data, self.retry_after_s)
+            code = 503
+            self.counters["front_busy_rewritten"] += 1
         if route.conn is None:
             self._reply_raw(data, route.client)
         elif not route.conn.send(self._towards_stream(route, data)):
             self.counters["front_stream_lost"] += 1
         if route.expires_at is None and (route.holds_slot or not route.answered):
-            code = invite_status(data)
             if code >= 300:
                 self._release(route)
             elif code >= 100 and not route.holds_slot:  # answered late after a silence
@@ -678,17 +704,27 @@ class SipFront(asyncio.DatagramProtocol):
             route.expires_at = None
 
     def call_finished(self, call_id: str) -> None:
-        """The call ended in its worker: free its slot; the relay lingers for retransmits."""
+        """The call ended in its worker: its route lets go of its slot (the worker's
+        ``ending`` count keeps it taken while pjsua still holds it); the relay lingers for
+        retransmits."""
         route = self.routes.get(call_id)
         if route is not None:
             route.started = False
             self._release(route)
 
+    def call_unacked(self, call_id: str) -> None:
+        """The caller never ACKed the call's 200 OK: counted against its source."""
+        route = self.routes.get(call_id)
+        if route is None:
+            return
+        self.counters["front_unacked"] += 1
+        self.guard.unacked(str(route.client[0]), time.monotonic())
+
     def worker_down(self, worker: WorkerSlot) -> None:
         """The worker died: forget its routes (its calls are gone) and free its slots."""
         for route in [r for r in self.routes.values() if r.worker is worker]:
             self._drop(route)
-        worker.load = 0
+        worker.load = worker.ending = 0
 
     def _unhold(self, route: _Route) -> None:
         if route.holds_slot:

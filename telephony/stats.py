@@ -23,6 +23,7 @@ STAT_KEYS = (
     "rejected_malformed",
     "calls_cancelled",
     "calls_failed",
+    "calls_unacked",  # answered, never ACKed within 64*T1: ended, its source told of
     "rtp_frames_in",
     "rtp_frames_out",
     "rtp_packets_in",

@@ -41,6 +41,7 @@ from telephony.ipc import (
     IpcError,
     Ready,
     SendAudio,
+    SlotsEnding,
     Stats,
     Stop,
     Transfer,
@@ -152,7 +153,7 @@ class EndpointWorker:
             loop.add_signal_handler(sig, self.request_stop)
         transport, link = await loop.create_unix_connection(lambda: _Link(self), sock=self.sock)
         self.transport = transport
-        self.endpoint = SipEndpoint(self.config, self.on_call)
+        self.endpoint = SipEndpoint(self.config, self.on_call, on_ending=self.on_ending)
         await self.endpoint.start()
         try:
             port = await self.endpoint.run(_sip_port)
@@ -234,6 +235,10 @@ class EndpointWorker:
         self.write(encode(TransferStatus(msg.key, result.ok, result.status, result.reason)))
 
     # worker -> parent ------------------------------------------------------------------
+    def on_ending(self, count: int) -> None:
+        """``SipEndpoint``'s on_ending: slots held by calls that are over (see the front)."""
+        self.write(encode(SlotsEnding(count)))
+
     async def on_call(self, handle: CallHandle) -> None:
         """``SipEndpoint``'s on_call: announce the call, then forward its events."""
         key = next(self.keys)

@@ -83,3 +83,22 @@ def test_sweep_forgets_idle_sources_and_ended_bans() -> None:
     assert "10.0.4.1" in g.sources and "10.0.4.2" in g.bans
     g.sweep(100.0)
     assert not g.sources and not g.bans
+
+
+def test_answers_never_acked_ban_their_source(caplog: pytest.LogCaptureFixture) -> None:
+    lim = FrontLimits(ban_after_unacked=3, unacked_window_s=100, ban_s=60)
+    g = FloodGuard(lim, now=0.0)
+    g.unacked("10.0.5.1", 0.0)
+    g.unacked("10.0.5.1", 50.0)
+    g.sweep(60.0)  # its datagram bucket is long forgotten; its unACKed calls are not
+    assert "10.0.5.1" not in g.sources and g.admit("10.0.5.1", 60.0)
+    with caplog.at_level(logging.WARNING, logger="telephony.floodguard"):
+        g.unacked("10.0.5.1", 90.0)
+    assert not g.admit("10.0.5.1", 91.0) and g.counters["front_bans"] == 1
+    assert "banned 10.0.5.1 for 60 s (3 answered calls never ACKed)" in caplog.text
+    # spread wider than the window: never three in one, no ban
+    for t in (200.0, 250.0, 310.0, 360.0, 420.0):
+        g.unacked("10.0.5.2", t)
+    assert g.admit("10.0.5.2", 421.0) and g.counters["front_bans"] == 1
+    g.sweep(1000.0)
+    assert not g.unacked_seen

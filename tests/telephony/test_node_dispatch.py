@@ -306,3 +306,32 @@ async def test_no_worker_up_means_503(harness: Harness) -> None:
     got, _ = await h.recv(h.client)
     assert got.startswith(b"SIP/2.0 503 ")
     await h.nothing(h.worker_socks[0])
+
+
+async def test_a_workers_486_goes_out_as_503_with_retry_after(harness: Harness) -> None:
+    h = harness
+    await h.send(request(call_id="a"))
+    _, relay = await h.recv(h.worker_socks[0])
+    busy = b"SIP/2.0 486 Busy Here\r\nCall-ID: a\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n"
+    await asyncio.get_running_loop().sock_sendto(h.worker_socks[0], busy, relay)
+    got, _ = await h.recv(h.client)
+    assert got == (
+        b"SIP/2.0 503 Service Unavailable\r\nRetry-After: 9\r\nCall-ID: a\r\nCSeq: 1 INVITE\r\n"
+        b"Content-Length: 0\r\n\r\n"
+    )
+    assert h.workers[0].load == 0 and h.front.counters["front_busy_rewritten"] == 1
+
+
+async def test_slots_a_worker_reports_ending_are_not_free(harness: Harness) -> None:
+    h = harness
+    h.workers[0].ending = 1  # its pjsua still holds the slot of a call that is over
+    await h.send(request(call_id="a"))
+    await h.recv(h.worker_socks[1])  # the other worker takes it
+    await h.send(request(call_id="b"))  # neither has a free slot: the front's own 503
+    busy, _ = await h.recv(h.client)
+    assert busy.startswith(b"SIP/2.0 503 Service Unavailable\r\n") and b"Retry-After: 9" in busy
+    await h.nothing(h.worker_socks[0])
+    h.workers[0].ending = 0  # its BYE is over
+    await h.send(request(call_id="c"))
+    got, _ = await h.recv(h.worker_socks[0])
+    assert b"Call-ID: c" in got
