@@ -18,8 +18,9 @@ SIP endpoint at ``host:port``.
 - When every worker is full (or none is up) a new INVITE gets a stateless ``503`` with
   ``Retry-After``. A worker's slots count as taken while its pjsua still holds them for
   calls that are over (``WorkerSlot.ending``: a BYE to a caller that has gone lasts
-  64*T1); a worker's ``486`` (pjsua with no slot left) goes out as ``503`` + Retry-After. An INVITE the worker does not answer at all within ``SILENT_INVITE_S``
-  (pjsip drops some malformed ones) stops holding a call slot, so junk cannot fill the node.
+  64*T1); a worker's ``486`` (pjsua with no slot left) goes out as ``503`` + Retry-After.
+  An INVITE the worker does not answer at all within ``SILENT_INVITE_S`` (pjsip drops some
+  malformed ones) stops holding a call slot, so junk cannot fill the node.
 - Before anything is made for a datagram (in this order): the flood guard
   (``telephony.floodguard``: per-source and node-wide rates, bans) drops it unanswered if
   its source is over a limit; a request with no Via to answer along is dropped; a request
