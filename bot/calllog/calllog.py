@@ -8,6 +8,7 @@ UTC wall-clock times, converted with one offset per call taken when it is answer
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -82,6 +83,8 @@ class CallLog:
         self._started_at = datetime.now(UTC)
         self._recovered = False
         self._calls: dict[str, _LiveCall] = {}
+        self._heartbeat_s = options.heartbeat_s
+        self._heartbeat: asyncio.Task[None] | None = None
         self.writer = RecordWriter(
             engine,
             spool,
@@ -143,6 +146,7 @@ class CallLog:
             options=options or CallLogSettings(),
         )
         self.writer.start(spooling=adopted > 0 or not reachable)
+        self._heartbeat = asyncio.create_task(self._beat(), name="calllog-heartbeat")
         if reachable:
             # Replays adopted records first (their calls may have ended after all), then
             # closes what is still open. `on_synced` does it when the spool was needed.
@@ -153,6 +157,11 @@ class CallLog:
 
     async def close(self) -> None:
         """Write what is pending (or spool it), stop the writer, release the spool."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+            self._heartbeat = None
         await self.writer.close()
         await asyncio.to_thread(self._spool.close)
         await self.engine.dispose()
@@ -275,6 +284,18 @@ class CallLog:
             "purged_at": None,
         }
         self.writer.submit(Record("event", row))
+
+    def mark_alive(self) -> None:
+        """Record that every call this node is on is up now (one record for all of them)."""
+        if self._calls:
+            ids = [live.id for live in self._calls.values()]
+            self.writer.submit(Record("alive", {"ids": ids, "at": utc(time.time())}))
+
+    async def _beat(self) -> None:
+        # A crash loses at most one interval of a call's length (docs/calllog.md).
+        while True:
+            await asyncio.sleep(self._heartbeat_s)
+            self.mark_alive()
 
     def _live(self, call_id: str) -> _LiveCall | None:
         live = self._calls.get(call_id)

@@ -65,6 +65,9 @@ class Call(Base):
     end_reason: Mapped[str | None] = mapped_column(String(64))
     #: The call's recording (a WAV file on the node), while it is kept; NULL otherwise.
     recording_path: Mapped[str | None] = mapped_column(String(1024))
+    #: The last time its node knew it alive (every ``heartbeat_s`` while it is up): what
+    #: crash recovery closes it at when nothing later was written.
+    alive_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 
     __table_args__ = (Index("ix_calls_node_open", "node", "ended_at"),)
 

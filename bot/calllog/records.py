@@ -12,16 +12,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-#: "call": insert the call row; "turn", "event": insert a turn/event; "end": close the call.
-RecordKind = Literal["call", "turn", "event", "end"]
-KINDS: tuple[RecordKind, ...] = ("call", "turn", "event", "end")
+#: "call": insert the call row; "turn", "event": insert a turn/event; "alive": the calls
+#: (``ids``) were up at ``at``; "end": close the call.
+RecordKind = Literal["call", "turn", "event", "alive", "end"]
+KINDS: tuple[RecordKind, ...] = ("call", "turn", "event", "alive", "end")
 
 _UUID_KEYS = frozenset({"id", "call_id"})
+_UUID_LIST_KEYS = frozenset({"ids"})
 
 
 @dataclass(frozen=True)
 class Record:
-    """One row to insert (``call``, ``turn``, ``event``) or one call to close (``end``)."""
+    """One row to insert (``call``, ``turn``, ``event``), calls still up (``alive``), or
+    one call to close (``end``)."""
 
     kind: RecordKind
     row: dict[str, Any]
@@ -54,6 +57,8 @@ def _decode(key: str, value: Any) -> Any:
         return None
     if key in _UUID_KEYS:
         return uuid.UUID(value)
+    if key in _UUID_LIST_KEYS:
+        return [uuid.UUID(v) for v in value]
     if key == "at" or key.endswith("_at"):
         return datetime.fromisoformat(value)
     return value

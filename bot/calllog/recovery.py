@@ -18,8 +18,9 @@ CRASHED = "crashed"
 async def close_crashed_calls(engine: AsyncEngine, node: str, started_before: datetime) -> int:
     """Close this node's calls answered before ``started_before`` that have no end.
 
-    Each gets its last known time: the latest of its answer, its turns and its events.
-    Only this node's calls: another live node's open calls are not crashed.
+    Each gets its last known time: the latest of its answer, its last heartbeat
+    (``alive_at``), its turns and its events. Only this node's calls: another live node's
+    open calls are not crashed.
     """
     last_turn = (
         select(func.max(TurnRow.finished_at)).where(TurnRow.call_id == Call.id).scalar_subquery()
@@ -30,14 +31,15 @@ async def close_crashed_calls(engine: AsyncEngine, node: str, started_before: da
     async with engine.begin() as conn:
         rows = (
             await conn.execute(
-                select(Call.id, Call.answered_at, last_turn, last_event)
+                select(Call.id, Call.answered_at, Call.alive_at, last_turn, last_event)
                 .where(Call.node == node)
                 .where(Call.ended_at.is_(None))
                 .where(Call.answered_at < started_before)
             )
         ).all()
-        for call_id, answered, turn_at, event_at in rows:
-            last = max(_aware(t) for t in (answered, turn_at, event_at) if t is not None)
+        for call_id, answered, alive, turn_at, event_at in rows:
+            known = (answered, alive, turn_at, event_at)
+            last = max(_aware(t) for t in known if t is not None)
             await conn.execute(
                 update(Call)
                 .where(Call.id == call_id)

@@ -25,3 +25,7 @@ class CallLogSettings(BaseModel):
     #: The spool file's bound: past it the oldest records are dropped (and counted in the
     #: log) rather than the disk filled.
     spool_max_bytes: int = Field(1 << 30, ge=4096)
+    #: How often the node marks its calls alive (one ``UPDATE`` for all of them): a call
+    #: the node's crash leaves open is closed at its last mark, so its length is kept to
+    #: within this.
+    heartbeat_s: float = Field(5.0, ge=0.1, le=300.0)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Table, bindparam, event, or_, update
+from sqlalchemy import Table, and_, bindparam, event, or_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -68,8 +70,15 @@ _END = (
 
 
 async def write_batch(engine: AsyncEngine, records: Sequence[Record]) -> None:
-    """Write records in one transaction: call rows, then turns and events, then ends."""
-    rows: dict[str, list[dict[str, Any]]] = {"call": [], "turn": [], "event": [], "end": []}
+    """Write records in one transaction: call rows, then turns and events, then the calls'
+    heartbeats, then ends."""
+    rows: dict[str, list[dict[str, Any]]] = {
+        "call": [],
+        "turn": [],
+        "event": [],
+        "alive": [],
+        "end": [],
+    }
     for rec in records:
         rows[rec.kind].append(rec.row)
     async with engine.begin() as conn:
@@ -81,6 +90,22 @@ async def _write(conn: AsyncConnection, rows: dict[str, list[dict[str, Any]]]) -
     for kind, table in (("call", _CALLS), ("turn", _TURNS), ("event", _EVENTS)):
         if rows[kind]:
             await conn.execute(_insert_ignore(dialect, table), rows[kind])
+    for alive in rows["alive"]:
+        await _mark_alive(conn, alive["ids"], alive["at"])
     if rows["end"]:
         params = [{f"b_{k}": v for k, v in row.items()} for row in rows["end"]]
         await conn.execute(_END, params)
+
+
+async def _mark_alive(conn: AsyncConnection, ids: Sequence[uuid.UUID], at: datetime) -> None:
+    """The calls ``ids`` were up at ``at``: an open call's ``alive_at`` moves on to it, and a
+    call recovery already closed as crashed (this heartbeat replayed late) ends there."""
+    if not ids:
+        return
+    later = or_(_CALLS.c.alive_at.is_(None), _CALLS.c.alive_at < at)
+    mine = _CALLS.c.id.in_(list(ids))
+    await conn.execute(
+        update(_CALLS).where(mine, _CALLS.c.ended_at.is_(None), later).values(alive_at=at)
+    )
+    crashed = and_(_CALLS.c.end_reason == "crashed", _CALLS.c.ended_at < at)
+    await conn.execute(update(_CALLS).where(mine, crashed).values(alive_at=at, ended_at=at))
