@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, delete, func, select, update
@@ -81,36 +81,74 @@ class RateLimited:
     retry_after_s: int
 
 
+async def _failures(session: AsyncSession, since: datetime, *where: Any) -> tuple[int, Any]:
+    count, oldest = (
+        await session.execute(
+            select(func.count(), func.min(LoginFailure.at))
+            .where(*where)
+            .where(LoginFailure.at >= since)
+        )
+    ).one()
+    return int(count), oldest
+
+
 async def login_blocked(
-    session: AsyncSession, name: str, client: str, *, max_failures: int, window_s: int
+    session: AsyncSession,
+    name: str,
+    client: str,
+    *,
+    max_failures: int,
+    max_client_failures: int,
+    window_s: int,
 ) -> RateLimited | None:
-    """Whether this name or this client address failed too often in the window."""
-    since = now() - timedelta(seconds=window_s)
-    for column, value in ((LoginFailure.user_name, name), (LoginFailure.client, client)):
-        rows = (
-            await session.execute(
-                select(func.count(), func.min(LoginFailure.at))
-                .where(column == value)
-                .where(LoginFailure.at >= since)
-            )
-        ).one()
-        count, oldest = rows
-        if count >= max_failures:
+    """Whether this client address failed too often in the window: at this name, or at all.
+
+    The name alone never blocks: a stranger who fails at a user's name from their address
+    is stopped there, and the user logging in from elsewhere is not (``login_delay``
+    slows a name that many addresses fail at instead).
+    """
+    window = timedelta(seconds=window_s)
+    since = now() - window
+    for where, limit in (
+        ((LoginFailure.user_name == name[:64], LoginFailure.client == client[:64]), max_failures),
+        ((LoginFailure.client == client[:64],), max_client_failures),
+    ):
+        count, oldest = await _failures(session, since, *where)
+        if count >= limit:
             oldest_at = aware(oldest)
             assert oldest_at is not None
-            wait = (oldest_at + timedelta(seconds=window_s) - now()).total_seconds()
+            wait = (oldest_at + window - now()).total_seconds()
             return RateLimited(retry_after_s=max(1, int(wait) + 1))
     return None
 
 
+async def login_delay(
+    session: AsyncSession, name: str, *, max_failures: int, window_s: int, max_delay_s: float
+) -> float:
+    """Seconds to wait before answering an attempt at ``name``: none until it has
+    ``max_failures`` failures in the window from anywhere, then 1 s, doubling with each
+    further failure, up to ``max_delay_s``. Slows guessing spread over many addresses,
+    and never refuses the user who knows the password."""
+    since = now() - timedelta(seconds=window_s)
+    count, _ = await _failures(session, since, LoginFailure.user_name == name[:64])
+    if count < max_failures:
+        return 0.0
+    return float(min(max_delay_s, 2.0 ** min(count - max_failures, 16)))
+
+
 async def authenticate(session: AsyncSession, name: str, password: str, client: str) -> User | None:
-    """The user if the password is right; a failure is recorded for the rate limit."""
+    """The user if the password is right; a failure is recorded for the rate limit (a
+    success clears this address's failures at this name)."""
     user = await find_user(session, name)
     ok = verify_password(user.password_hash if user else None, password)
     if not ok or user is None or user.disabled_at is not None:
         session.add(LoginFailure(user_name=name[:64], client=client[:64], at=now()))
         return None
-    await session.execute(delete(LoginFailure).where(LoginFailure.user_name == name))
+    await session.execute(
+        delete(LoginFailure)
+        .where(LoginFailure.user_name == name[:64])
+        .where(LoginFailure.client == client[:64])
+    )
     return user
 
 

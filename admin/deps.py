@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import AsyncIterator, Awaitable, Callable
+from ipaddress import ip_address
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
@@ -22,6 +23,37 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 def admin_db(request: Request) -> AdminDb:
     db: AdminDb = request.app.state.db
     return db
+
+
+def client_address(request: Request, settings: AdminSettings) -> str:
+    """The client's address: the one that connected, unless that is a trusted proxy
+    (``trusted_proxies``); then the rightmost ``X-Forwarded-For`` entry that is not a
+    trusted proxy. Without trusted proxies the header is ignored: anyone can send it."""
+    peer = request.client.host if request.client else "unknown"
+    proxies = settings.trusted_proxies
+
+    def trusted(address: str) -> bool:
+        try:
+            ip = ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in net for net in proxies)
+
+    if not proxies or not trusted(peer):
+        return peer
+    hops = [
+        hop.strip()
+        for value in request.headers.getlist("x-forwarded-for")
+        for hop in value.split(",")
+    ]
+    for hop in reversed(hops):
+        try:
+            ip_address(hop)
+        except ValueError:
+            return peer  # the trusted proxy wrote something that is not an address
+        if not trusted(hop):
+            return hop
+    return hops[0] if hops else peer
 
 
 def admin_settings(request: Request) -> AdminSettings:

@@ -56,8 +56,16 @@ class AdminServer:
         sock.listen(128)
         sock.setblocking(False)
         self.port = sock.getsockname()[1]
+        # proxy_headers off: uvicorn would take X-Forwarded-For from any client on loopback
+        # as the client's address; the app reads it only from trusted proxies
+        # (AdminSettings.trusted_proxies).
         config = uvicorn.Config(
-            self.app, log_config=None, access_log=False, lifespan="off", server_header=False
+            self.app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            server_header=False,
+            proxy_headers=False,
         )
         self._server = uvicorn.Server(config) if self.own_signals else _EmbeddedServer(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="admin-api")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import datetime
 from typing import Annotated, Any
@@ -20,6 +21,7 @@ from admin.deps import (
     SessionDep,
     SettingsDep,
     Viewer,
+    client_address,
     principal,
 )
 from admin.models import AuditEntry, User
@@ -52,12 +54,13 @@ async def login(
     session: SessionDep,
     settings: SettingsDep,
 ) -> Me:
-    client = request.client.host if request.client else "unknown"
+    client = client_address(request, settings)
     blocked = await accounts.login_blocked(
         session,
         body.name,
         client,
         max_failures=settings.login_max_failures,
+        max_client_failures=settings.login_max_failures_per_client,
         window_s=settings.login_window_s,
     )
     if blocked is not None:
@@ -66,6 +69,16 @@ async def login(
             detail="too many failed logins: try again later",
             headers={"Retry-After": str(blocked.retry_after_s)},
         )
+    delay = await accounts.login_delay(
+        session,
+        body.name,
+        max_failures=settings.login_max_failures,
+        window_s=settings.login_window_s,
+        max_delay_s=settings.login_delay_max_s,
+    )
+    if delay > 0:
+        await session.commit()  # the connection goes back to the pool while this waits
+        await asyncio.sleep(delay)
     user = await accounts.authenticate(session, body.name, body.password, client)
     if user is None:
         await session.commit()  # the failure counts even though the request fails
