@@ -186,7 +186,8 @@ async def run(args: argparse.Namespace) -> int:
         inputs[TEXT] = {c.id: [a.text for a in c.asks] for c in cases}
     if args.spoken or args.spoken_only:
         inputs.update(await spoken_inputs(cases, args))
-    rig = await Rig.load(profile, llm_timeout_s=args.llm_timeout, progress=progress)
+    spec = ModelSpec() if args.llm is None else ModelSpec(llm=args.llm)
+    rig = await Rig.load(profile, spec, llm_timeout_s=args.llm_timeout, progress=progress)
     ref = Reference.of(profile)
     verdicts: dict[tuple[str, str], list[Verdict]] = defaultdict(list)
     for name, heard in inputs.items():
@@ -250,6 +251,9 @@ def main() -> int:
     )
     parser.add_argument("--spoken-only", action="store_true", help="Whisper transcripts only")
     parser.add_argument("--cases", nargs="+", help="only these case ids (a quick look)")
+    parser.add_argument(
+        "--llm", help="the language model's backend (default: the bot's, ModelSpec().llm)"
+    )
     parser.add_argument(
         "--extractive",
         action="store_true",

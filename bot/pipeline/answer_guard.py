@@ -56,7 +56,8 @@ class AnswerGuard(Processor):
             await self._clause(frame, frame.turn)
         elif isinstance(frame, Speak | PlayAudio) and frame.turn is not None:
             turn = frame.turn
-            if turn.route == "knowledge" and frame.text in self._said:
+            entry = turn.route == "knowledge" or frame.text in turn.knowledge
+            if entry and frame.text in self._said:
                 # The caller asks again about an entry they heard in this call: its sentence
                 # nearest to the question, said as a repeat, not the whole entry as if new.
                 turn.answer = recap(frame.text, turn.transcript, self._names)

@@ -95,7 +95,9 @@ class Responder(Processor):
             await self._apologise(frame.turn)
         elif isinstance(frame, ResponseDone):
             # Answered before it reached the model (a cached answer): the model must still
-            # know what was said, or a follow-up question loses its context.
+            # know what was said, or a follow-up question loses its context. A topic
+            # question asked before it is no longer the one the caller would answer.
+            self._topic_asked = None
             self._remember(frame.turn.transcript, frame.turn.answer)
             self._prefill()
             await self.push(frame)

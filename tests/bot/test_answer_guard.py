@@ -123,3 +123,17 @@ async def test_an_entry_spoken_again_as_written_becomes_a_recap() -> None:
     other = Turn(call_id="c", transcript="returns?", route="knowledge")
     await guard.process(Speak(turn=other, text="Returns are free within 30 days."))
     assert sink.frames[-1] == Speak(turn=other, text="Returns are free within 30 days.")
+
+
+async def test_an_entry_heard_before_and_asked_about_again_is_a_recap_after_a_yes() -> None:
+    guard, sink, _ = _guard()
+    first = Turn(call_id="c", transcript="delivery cost?", route="knowledge", knowledge=(ENTRY,))
+    await guard.process(Speak(turn=first, text=ENTRY))
+    # A topic question answered "yes" later in the call: the entry again, as a repeat.
+    yes = Turn(call_id="c", transcript="Yes.", route="confirmed", knowledge=(ENTRY,))
+    await guard.process(PlayAudio(turn=yes, pcm=b"\x00\x01", text=ENTRY))
+    assert sink.frames[-1] == Speak(turn=yes, text=f"{RECAP} s{ENTRY[1:]}")
+    # An intent's answer after a yes (no entry) passes as written, heard before or not.
+    intent = Turn(call_id="c", transcript="Yes.", route="confirmed")
+    await guard.process(PlayAudio(turn=intent, pcm=b"\x00\x01", text=ENTRY))
+    assert sink.frames[-1] == PlayAudio(turn=intent, pcm=b"\x00\x01", text=ENTRY)

@@ -9,6 +9,10 @@ import pytest
 
 from bot.knowledge import KnowledgeIndex
 from bot.knowledge.index import topic_question
+from bot.pipeline.frames import ResponseDone, Transcript
+from bot.pipeline.processor import Collector
+from bot.pipeline.responder import Responder
+from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from testkit.answer_eval.questions import Ask, Case
 from testkit.answer_eval.records import TurnRecord
@@ -65,3 +69,27 @@ async def test_extractive_mode_asks_about_an_entry_and_never_generates() -> None
     first, second = await extractive.converse(twice, [a.text for a in twice.asks])
     assert first.asked == "gift_cards" and second.asked is None
     assert said(second) == [PROFILE.unsure]
+
+
+@pytest.mark.models
+async def test_a_topic_question_is_forgotten_once_another_answer_was_given() -> None:
+    rig = await Rig.load(PROFILE)
+    responder = Responder(rig.llm, PROFILE, apology_pcm=b"", knowledge=rig.knowledge)
+    sink = Collector()
+    responder.link(sink)
+    responder.start()
+    try:
+        asked = Turn(call_id="c", transcript="Do you do gift wrapping?")
+        await responder.process(Transcript(turn=asked, text=asked.transcript))
+        assert (asked.route, asked.intent) == ("confirm", "gift_cards")
+        # The caller asks something else, which the intent cache answers ...
+        cached = Turn(call_id="c", transcript="What time do you open?", route="semantic")
+        cached.answer = "We are open from 9 am to 6 pm."
+        await responder.process(ResponseDone(turn=cached))
+        # ... so a "yes" now answers nothing about gift cards.
+        yes = Turn(call_id="c", transcript="Yes.")
+        await responder.process(Transcript(turn=yes, text="Yes."))
+        assert ENTRIES["gift_cards"].answer not in yes.answer
+        assert yes.route != "confirmed"
+    finally:
+        await responder.stop()
