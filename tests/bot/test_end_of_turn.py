@@ -23,7 +23,7 @@ from bot.pipeline.transcriber import Transcriber
 from bot.pipeline.turn import Turn
 from bot.pipeline.turn_detector import SpeechDetector, TurnDetector
 from bot.profile import EndpointingConfig
-from serve import ASR, Transcription, WhisperASR
+from serve import ASR, ProviderError, Transcription, WhisperASR
 from serve.vad_silero import SileroVAD
 from testkit.paused_speech import ESPEAK_VOICES, say_with_pause
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, silence, tone
@@ -262,6 +262,30 @@ async def test_pauses_between_digit_groups_do_not_end_the_turn_while_a_number_is
     asr = SequenceASR(["Four five six.", "Seven eight."])
     frames, ends, _ = await drive(pcm, asr, judge_with=ThoughtJudge())
     assert ends == [300, 300]
+
+
+async def test_a_pass_that_heard_nothing_is_made_again_and_nothing_twice_waits() -> None:
+    # Whisper often hears no words 100 ms into a pause after a fragment: once more later.
+    asr = SequenceASR(["", "My order number is", "My order number is 45678."])
+    pcm = tone(800) + silence(1500) + tone(1200) + silence(600)
+    frames, ends, _ = await drive(pcm, asr)
+    assert ends == [300] and asr.calls == 3
+    assert transcripts(frames) == ["My order number is 45678."]
+    # Nothing at all, twice (noise, or words it cannot make out): more is worth waiting for.
+    asr = SequenceASR([""])
+    frames, ends, _ = await drive(tone(800) + silence(3000), asr)
+    assert ends == [2500] and asr.calls == 2
+    assert transcripts(frames) == []
+
+
+async def test_a_failed_pass_ends_the_turn_after_the_usual_silence() -> None:
+    class FailingASR(SequenceASR):
+        def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
+            self.calls += 1
+            raise ProviderError("asr down")
+
+    _, ends, _ = await drive(tone(800) + silence(1000), FailingASR([""]))
+    assert ends == [500]
 
 
 # -- on recorded speech: espeak-ng voices, Whisper and Silero as the bot runs them --------
