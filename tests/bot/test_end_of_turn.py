@@ -16,7 +16,15 @@ from bot.pipeline.end_of_turn import (
     leads_with_answer,
     strip_hold,
 )
-from bot.pipeline.frames import CallAction, CallerAudio, DataFrame, EndOfTurn, Speak, Transcript
+from bot.pipeline.frames import (
+    CallAction,
+    CallerAudio,
+    DataFrame,
+    EndOfTurn,
+    Frame,
+    Speak,
+    Transcript,
+)
 from bot.pipeline.processor import Collector
 from bot.pipeline.speculation import Speculator
 from bot.pipeline.transcriber import Transcriber
@@ -177,7 +185,7 @@ async def drive(
     vad: SpeechDetector | None = None,
     judge_with: ThoughtJudge | None = None,
     cfg: EndpointingConfig = CFG,
-) -> tuple[list[object], list[int], Said]:
+) -> tuple[list[Frame], list[int], Said]:
     """Feed 20 ms frames on a virtual clock (each pass finishes within its frame); return
     the frames out, the silence (ms) at each end of turn, and what the bot said."""
     await asr.load()
@@ -213,7 +221,7 @@ async def drive(
     return sink.frames + heard.frames, ends, said
 
 
-def transcripts(frames: list[object]) -> list[str]:
+def transcripts(frames: Sequence[object]) -> list[str]:
     return [f.text for f in frames if isinstance(f, Transcript)]
 
 
@@ -320,7 +328,8 @@ async def test_recorded_requests_with_a_pause_inside_are_one_turn(
     # Whisper tiny.en mishears espeak-ng's "Could you check if" in two voices ("Come you
     # packet", "Can you hack it?"): words that read as finished. The other ten are kept
     # whole; before the words were read, each was cut at its pause.
-    whole, cut = [], []
+    whole: list[tuple[str, str, list[str]]] = []
+    cut: list[tuple[str, str, list[str]]] = []
     for voice in ESPEAK_VOICES:
         for before, after in PAUSED:
             pcm = say_with_pause(before, after, 1000, voice=voice) + silence(1000)
