@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from admin import limits
 from admin.audit import record
 from admin.db import aware, now
 from admin.models import ConfigVersion
@@ -66,7 +67,11 @@ def _control_characters(data: Any, loc: tuple[str | int, ...] = ()) -> list[Conf
 
 
 def validate(data: dict[str, Any]) -> BotProfile:
-    """``data`` as a profile, or ``ConfigRejected`` naming each field and reason."""
+    """``data`` as a profile, or ``ConfigRejected`` naming each field and reason: a size
+    beyond what a node can apply (``admin.limits``) first, then the profile's own rules."""
+    too_large = limits.problems(data)
+    if too_large:
+        raise ConfigRejected([ConfigProblem(loc, msg) for loc, msg in too_large])
     problems = _control_characters(data)
     if problems:
         raise ConfigRejected(problems)

@@ -39,6 +39,10 @@ NO_CONFIG = (
 )
 
 
+IntentName = Annotated[str, Path(max_length=128)]
+TopicName = Annotated[str, Path(max_length=128)]
+
+
 class VersionRead(BaseModel):
     version: int
     created_at: datetime
@@ -316,7 +320,7 @@ async def list_intents(session: SessionDep, _who: Viewer, page: PageDep) -> Page
 
 
 @router.get("/intents/{name}", response_model=IntentRead, summary="One intent")
-async def get_intent(name: str, session: SessionDep, _who: Viewer) -> IntentRead:
+async def get_intent(name: IntentName, session: SessionDep, _who: Viewer) -> IntentRead:
     cur = await _current(session)
     return IntentRead(config_version=cur.version, **_find_intent(cur.profile, name).model_dump())
 
@@ -344,7 +348,7 @@ async def create_intent(body: IntentCreate, session: SessionDep, who: Editor) ->
 
 @router.patch("/intents/{name}", response_model=IntentRead, summary="Change an intent")
 async def update_intent(
-    name: str, body: IntentUpdate, session: SessionDep, who: Editor
+    name: IntentName, body: IntentUpdate, session: SessionDep, who: Editor
 ) -> IntentRead:
     cur = await _current(session)
     old = _find_intent(cur.profile, name).model_dump()
@@ -365,7 +369,7 @@ async def update_intent(
 
 
 @router.delete("/intents/{name}", status_code=204, summary="Remove an intent")
-async def delete_intent(name: str, session: SessionDep, who: Editor) -> None:
+async def delete_intent(name: IntentName, session: SessionDep, who: Editor) -> None:
     cur = await _current(session)
     old = _find_intent(cur.profile, name).model_dump()
     data = cur.profile.model_dump()
@@ -407,7 +411,7 @@ async def list_knowledge(session: SessionDep, _who: Viewer, page: PageDep) -> Pa
 
 
 @router.get("/knowledge/{topic}", response_model=KnowledgeRead, summary="One knowledge entry")
-async def get_knowledge(topic: str, session: SessionDep, _who: Viewer) -> KnowledgeRead:
+async def get_knowledge(topic: TopicName, session: SessionDep, _who: Viewer) -> KnowledgeRead:
     cur = await _current(session)
     entry = _find_entry(cur.profile, topic)
     return KnowledgeRead(config_version=cur.version, **entry.model_dump())
@@ -442,7 +446,7 @@ async def create_knowledge(
 
 @router.patch("/knowledge/{topic}", response_model=KnowledgeRead, summary="Change an entry")
 async def update_knowledge(
-    topic: str, body: KnowledgeUpdate, session: SessionDep, who: Editor
+    topic: TopicName, body: KnowledgeUpdate, session: SessionDep, who: Editor
 ) -> KnowledgeRead:
     cur = await _current(session)
     old = _find_entry(cur.profile, topic).model_dump()
@@ -463,7 +467,7 @@ async def update_knowledge(
 
 
 @router.delete("/knowledge/{topic}", status_code=204, summary="Remove a knowledge entry")
-async def delete_knowledge(topic: str, session: SessionDep, who: Editor) -> None:
+async def delete_knowledge(topic: TopicName, session: SessionDep, who: Editor) -> None:
     cur = await _current(session)
     old = _find_entry(cur.profile, topic).model_dump()
     data = cur.profile.model_dump()
