@@ -5,7 +5,8 @@
 const API = "/api/v1";
 const STAGES = ["eot_decided", "transcript_ready", "route_decided", "first_token",
   "first_audio_out", "response_done"];
-const state = { me: null, csrf: null, timer: null, callsQuery: {}, callsOffset: 0 };
+const state = { me: null, csrf: null, timer: null, callsQuery: {}, callsOffset: 0, editor: null,
+  schema: null, usersOffset: 0, tokensOffset: 0, auditOffset: 0 };
 
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -28,6 +29,7 @@ class ApiError extends Error {
   constructor(status, detail) {
     super(typeof detail === "string" ? detail : describe(detail));
     this.status = status;
+    this.detail = detail;
   }
 }
 
@@ -71,12 +73,54 @@ function page(title, ...content) {
   return main;
 }
 
+// A table; at phone width each row becomes a card of labelled cells (table.cards), so that
+// no column is lost. A column without a title (buttons) is shown without a label.
 function table(columns, rows, onClick) {
   const head = h("tr", {}, columns.map((c) => h("th", { class: c.cls }, c.title)));
   const body = rows.map((row) => h("tr", {
     class: onClick ? "link" : null, onclick: onClick ? () => onClick(row) : null,
-  }, columns.map((c) => h("td", { class: c.cls }, c.value(row)))));
-  return h("div", { class: "scroll" }, h("table", {}, h("thead", {}, head), h("tbody", {}, body)));
+  }, columns.map((c) => h("td", { class: [c.cls, c.title ? null : "nolabel"].filter(Boolean)
+    .join(" ") || null, "data-label": c.title }, c.value(row)))));
+  return h("div", { class: "scroll" },
+    h("table", { class: "cards" }, h("thead", {}, head), h("tbody", {}, body)));
+}
+
+// Newer / Older buttons for a list of `total` shown `size` at a time from `offset`.
+function pager(total, offset, size, go, noun) {
+  const count = h("span", { class: "muted" }, `${total} ${noun}`);
+  if (total <= size && offset === 0) return h("div", { class: "pager" }, count);
+  return h("div", { class: "pager" },
+    h("button", { class: "plain", type: "button", disabled: offset === 0,
+      onclick: () => go(Math.max(offset - size, 0)) }, "Newer"),
+    h("button", { class: "plain", type: "button", disabled: offset + size >= total,
+      onclick: () => go(offset + size) }, "Older"),
+    count);
+}
+
+// One editor open at a time, placed right after `anchor` (a table row: in a row of its own
+// below it) and scrolled into view with its first field focused.
+function openEditor(anchor, form) {
+  closeEditor();
+  let holder = form;
+  if (anchor.tagName === "TR") {
+    holder = h("tr", { class: "editor-row" },
+      h("td", { colspan: anchor.children.length, class: "nolabel" }, form));
+  }
+  anchor.after(holder);
+  state.editor = { holder, anchor };
+  anchor.scrollIntoView({ block: "start" });
+  const first = form.querySelector("input, textarea, select");
+  if (first) first.focus({ preventScroll: true });
+}
+
+function closeEditor() {
+  if (!state.editor) return;
+  state.editor.holder.remove();
+  state.editor = null;
+}
+
+function cancelButton() {
+  return h("button", { type: "button", class: "plain cancel", onclick: closeEditor }, "Cancel");
 }
 
 // -- login ------------------------------------------------------------------------------
@@ -130,7 +174,7 @@ async function livePage() {
         { title: "Answered", value: (c) => fmtTime(c.answered_at) },
         { title: "Turns", value: (c) => c.turns },
         { title: "Last route", value: (c) => c.last_route || "—" },
-        { title: "Node", value: (c) => c.node, cls: "hide-narrow" },
+        { title: "Node", value: (c) => c.node },
       ], calls, (c) => { location.hash = `#/calls/${c.id}`; }));
   };
   await refresh();
@@ -172,21 +216,16 @@ async function loadCalls(list) {
     params.set(k, k === "since" ? new Date(v).toISOString() : v);
   }
   const data = await api("GET", `/calls?${params}`);
-  const prev = h("button", { class: "plain", type: "button", disabled: state.callsOffset === 0,
-    onclick: () => { state.callsOffset -= 25; loadCalls(list); } }, "Newer");
-  const next = h("button", { class: "plain", type: "button",
-    disabled: state.callsOffset + 25 >= data.total,
-    onclick: () => { state.callsOffset += 25; loadCalls(list); } }, "Older");
   list.replaceChildren(
     table([
       { title: "Answered", value: (c) => fmtTime(c.answered_at) },
       { title: "Caller", value: (c) => c.caller },
       { title: "Turns", value: (c) => c.turns },
       { title: "End", value: (c) => c.end_reason || "in progress" },
-      { title: "Config", value: (c) => c.config_version.slice(0, 8), cls: "hide-narrow" },
+      { title: "Config", value: (c) => c.config_version.slice(0, 8) },
     ], data.items, (c) => { location.hash = `#/calls/${c.id}`; }),
-    h("div", { class: "pager" }, prev, next,
-      h("span", { class: "muted" }, `${data.total} call(s)`)));
+    pager(data.total, state.callsOffset, 25,
+      (offset) => { state.callsOffset = offset; loadCalls(list); }, "call(s)"));
 }
 
 function waterfall(turn) {
@@ -324,22 +363,29 @@ async function latencyPage() {
 // -- intents and knowledge ----------------------------------------------------------------
 
 const canEdit = () => state.me && state.me.role !== "viewer";
+const isAdmin = () => state.me && state.me.role === "admin";
 
 function intentForm(intent, onSaved) {
   const isNew = intent === null;
   const i = intent || { name: "", examples: [], negatives: [], answer: "", action: null,
-    transfer_to: null };
+    transfer_to: null, confirm: null };
   const err = h("p", { class: "error" });
   const form = h("form", { class: "card intent-form" },
     h("h2", {}, isNew ? "New intent" : `Edit ${i.name}`),
     isNew ? [h("label", { for: "i-name" }, "Name (a-z, 0-9, _)"),
-      h("input", { id: "i-name", name: "name", required: true })] : null,
+      h("input", { id: "i-name", name: "name", required: true, pattern: "[a-z0-9_]+",
+        maxlength: 128 })] : null,
     h("label", { for: "i-examples" }, "Examples (one a line)"),
     h("textarea", { id: "i-examples", name: "examples" }, i.examples.join("\n")),
     h("label", { for: "i-negatives" }, "Negatives (one a line)"),
     h("textarea", { id: "i-negatives", name: "negatives" }, i.negatives.join("\n")),
     h("label", { for: "i-answer" }, "Answer"),
     h("textarea", { id: "i-answer", name: "answer" }, i.answer),
+    h("label", { for: "i-confirm" }, "Confirmation question",
+      h("span", { class: "hint" }, "Asked when the caller's words are near this intent but " +
+        "not near enough to answer. Empty: one made from an example.")),
+    h("input", { id: "i-confirm", name: "confirm", maxlength: 300, value: i.confirm || "",
+      placeholder: "Do you want to …?" }),
     h("div", { class: "row" },
       h("div", {}, h("label", { for: "i-action" }, "Then"),
         h("select", { id: "i-action", name: "action" },
@@ -347,16 +393,28 @@ function intentForm(intent, onSaved) {
             h("option", { value: v, selected: (i.action || "") === v }, t)))),
       h("div", {}, h("label", { for: "i-transfer" }, "Transfer to (SIP URI)"),
         h("input", { id: "i-transfer", name: "transfer_to", value: i.transfer_to || "" }))),
-    h("p", {}, h("button", { type: "submit" }, "Save")), err);
+    h("p", { class: "actions" }, h("button", { type: "submit" }, "Save"), cancelButton()), err);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const f = form.elements;
+    const confirmText = f.confirm.value.trim() || null;
     const body = { examples: lines(f.examples.value), negatives: lines(f.negatives.value),
       answer: f.answer.value, action: f.action.value || null,
       transfer_to: f.transfer_to.value || null };
     try {
-      if (isNew) await api("POST", "/config/intents", { name: f.name.value, ...body });
-      else await api("PATCH", `/config/intents/${encodeURIComponent(i.name)}`, body);
+      if (isNew) {
+        await api("POST", "/config/intents", { name: f.name.value, ...body, confirm: confirmText });
+      } else {
+        // The question is sent only when it changed, and what the API kept is checked.
+        if (confirmText !== (i.confirm || null)) body.confirm = confirmText;
+        const saved = await api("PATCH", `/config/intents/${encodeURIComponent(i.name)}`, body);
+        if ("confirm" in body && (saved.confirm || null) !== confirmText) {
+          err.textContent = "Saved, but this API did not change the confirmation question " +
+            `(it is still ${JSON.stringify(saved.confirm)}).`;
+          return;
+        }
+      }
+      closeEditor();
       toast("Saved: nodes use it from their next call");
       onSaved();
     } catch (e) { err.textContent = e.message; }
@@ -371,14 +429,15 @@ function knowledgeForm(entry, onSaved) {
   const form = h("form", { class: "card knowledge-form" },
     h("h2", {}, isNew ? "New knowledge entry" : `Edit ${k.topic}`),
     isNew ? [h("label", { for: "k-topic" }, "Topic (a-z, 0-9, _)"),
-      h("input", { id: "k-topic", name: "topic", required: true })] : null,
+      h("input", { id: "k-topic", name: "topic", required: true, pattern: "[a-z0-9_]+",
+        maxlength: 128 })] : null,
     h("label", { for: "k-questions" }, "Questions (one a line)"),
     h("textarea", { id: "k-questions", name: "questions" }, k.questions.join("\n")),
     h("label", { for: "k-answer" }, "Answer"),
     h("textarea", { id: "k-answer", name: "answer" }, k.answer),
     h("label", { for: "k-keywords" }, "Keywords (one a line)"),
     h("textarea", { id: "k-keywords", name: "keywords" }, k.keywords.join("\n")),
-    h("p", {}, h("button", { type: "submit" }, "Save")), err);
+    h("p", { class: "actions" }, h("button", { type: "submit" }, "Save"), cancelButton()), err);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const f = form.elements;
@@ -387,11 +446,59 @@ function knowledgeForm(entry, onSaved) {
     try {
       if (isNew) await api("POST", "/config/knowledge", { topic: f.topic.value, ...body });
       else await api("PATCH", `/config/knowledge/${encodeURIComponent(k.topic)}`, body);
+      closeEditor();
       toast("Saved: nodes use it from their next call");
       onSaved();
     } catch (e) { err.textContent = e.message; }
   });
   return form;
+}
+
+// The intent cache's reasons for not answering, in words.
+const WHY_NOT = {
+  "negative example closer": "one of its negative examples is closer",
+  "exact negative": "the words are one of an intent's negative examples",
+  "background closer": "a common request it does not cover is closer",
+  "below threshold": "below the answer threshold",
+  "margin too small": "too close to another intent",
+  "no match": "no intent near",
+  "no intents": "there are no intents",
+};
+
+const score3 = (x) => (x === null || x === undefined ? "—" : x.toFixed(3));
+
+// What decided the route, from the route's own part of the result: an intent's reason is
+// given for the intent routes only; on the knowledge and LLM routes the intents' verdict is
+// a line of its own ("Intents"), never the route's reason.
+function tryExplained(r) {
+  const intentRoute = ["exact", "semantic", "confirm"].includes(r.route);
+  let why;
+  if (r.route === "exact") why = `the words of an example of intent ${r.intent}`;
+  else if (r.route === "semantic") why = `intent ${r.intent}, score ${score3(r.score)}`;
+  else if (r.route === "confirm") {
+    why = `near intent ${r.intent} (score ${score3(r.score)}) but not near enough to answer ` +
+      `(${WHY_NOT[r.reason] || r.reason}): the caller is asked its question`;
+  } else if (r.route === "knowledge") {
+    why = `knowledge entry ${r.knowledge_topic}, score ${score3(r.knowledge_score)}: ` +
+      "near enough for its answer to be spoken as written";
+  } else if (r.route === "llm" && r.knowledge_topic) {
+    why = `knowledge entry ${r.knowledge_topic}, score ${score3(r.knowledge_score)}: given to ` +
+      "the language model, which answers from it";
+  } else if (r.route === "llm") {
+    why = "no intent or knowledge entry near enough: the language model answers";
+  } else why = r.reason;
+  let intents = null;
+  if (!intentRoute) {
+    if (r.intent) {
+      intents = `nearest ${r.intent}, score ${score3(r.score)}, not used: ` +
+        `${WHY_NOT[r.reason] || r.reason}`;
+    } else if (r.reason) intents = `none used: ${WHY_NOT[r.reason] || r.reason}`;
+  }
+  const answer = r.route === "llm" ? "(the language model answers)" : r.answer || "—";
+  const rows = [["Route", r.route, "try-route"], ["Answer", answer, "try-answer"],
+    ["Why", why, "try-why"]];
+  if (intents) rows.push(["Intents", intents, "try-intents"]);
+  return h("dl", { class: "try" }, rows.map(([t, v, id]) => [h("dt", {}, t), h("dd", { id }, v)]));
 }
 
 function tryBox() {
@@ -400,21 +507,15 @@ function tryBox() {
     h("h2", {}, "Try an utterance"),
     h("div", { class: "row" },
       h("div", {}, h("label", { for: "try-text" }, "What a caller says"),
-        h("input", { id: "try-text", name: "text", required: true })),
+        h("input", { id: "try-text", name: "text", required: true, maxlength: 1000 })),
       h("div", {}, h("button", { type: "submit" }, "Try"))), out);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
+    const text = form.elements.text.value;
     try {
-      const r = await api("POST", "/config/try", { text: form.elements.text.value });
-      out.replaceChildren(table([
-        { title: "Route", value: (x) => x.route },
-        { title: "Intent", value: (x) => x.intent || "—" },
-        { title: "Score", value: (x) => (x.score === null ? "—" : x.score.toFixed(3)) },
-        { title: "Answer", value: (x) => x.answer || "(the language model answers)" },
-        { title: "Why", value: (x) => x.reason + (x.knowledge_topic
-          ? ` · knowledge ${x.knowledge_topic} ${x.knowledge_score.toFixed(3)}` : "") },
-      ], [r]));
+      out.replaceChildren(tryExplained(await api("POST", "/config/try", { text })));
     } catch (e) { out.replaceChildren(h("p", { class: "error" }, e.message)); }
+    out.dataset.text = text;  // which words the result is for
   });
   return form;
 }
@@ -436,111 +537,57 @@ async function intentsPage() {
   const [intents, knowledge, matching] = await Promise.all([
     api("GET", "/config/intents?limit=200"), api("GET", "/config/knowledge?limit=200"),
     api("GET", "/config/matching").catch(() => null)]);
-  const editor = h("div", { id: "editor" });
   const reload = () => intentsPage();
   const del = async (path, name) => {
     if (!confirm(`Delete ${name}?`)) return;
     try { await api("DELETE", path); toast(`Deleted ${name}`); reload(); }
     catch (e) { toast(e.message); }
   };
-  const actions = (edit, path, name) => (canEdit() ? h("span", {},
-    h("button", { class: "plain", type: "button", onclick: (ev) => { ev.stopPropagation(); edit(); } },
-      "Edit"), " ",
+  // Edit opens the form in a row right below the one whose button was pressed.
+  const actions = (makeForm, path, name) => (canEdit() ? h("span", { class: "actions" },
+    h("button", { class: "plain edit", type: "button", "data-name": name, onclick: (ev) => {
+      ev.stopPropagation(); openEditor(ev.target.closest("tr"), makeForm()); } }, "Edit"),
     h("button", { class: "danger", type: "button",
       onclick: (ev) => { ev.stopPropagation(); del(path, name); } }, "Delete")) : "");
+  const newButton = (id, text, makeForm) => (canEdit() ? h("p", {}, h("button", {
+    type: "button", id, onclick: (ev) => openEditor(ev.target.closest("p"), makeForm()) },
+  text)) : null);
   page("Intents and knowledge",
     tryBox(),
     matchingCard(matching),
     h("h2", {}, "Intents"),
-    table([
+    h("div", { id: "intents" }, table([
       { title: "Name", value: (i) => i.name },
-      { title: "Examples", value: (i) => i.examples.length, cls: "hide-narrow" },
+      { title: "Examples", value: (i) => i.examples.length },
       { title: "Answer", value: (i) => i.answer },
-      { title: "", value: (i) => actions(() => editor.replaceChildren(intentForm(i, reload)),
+      { title: "", value: (i) => actions(() => intentForm(i, reload),
         `/config/intents/${encodeURIComponent(i.name)}`, i.name) },
-    ], intents.items),
-    canEdit() ? h("p", {}, h("button", { type: "button", id: "new-intent",
-      onclick: () => editor.replaceChildren(intentForm(null, reload)) }, "New intent")) : null,
+    ], intents.items)),
+    newButton("new-intent", "New intent", () => intentForm(null, reload)),
     h("h2", {}, "Knowledge"),
-    table([
+    h("div", { id: "knowledge" }, table([
       { title: "Topic", value: (k) => k.topic },
       { title: "Answer", value: (k) => k.answer },
-      { title: "", value: (k) => actions(() => editor.replaceChildren(knowledgeForm(k, reload)),
+      { title: "", value: (k) => actions(() => knowledgeForm(k, reload),
         `/config/knowledge/${encodeURIComponent(k.topic)}`, k.topic) },
-    ], knowledge.items),
-    canEdit() ? h("p", {}, h("button", { type: "button", id: "new-knowledge",
-      onclick: () => editor.replaceChildren(knowledgeForm(null, reload)) }, "New entry")) : null,
-    editor);
-}
-
-// -- settings ---------------------------------------------------------------------------
-
-async function settingsPage() {
-  const s = await api("GET", "/config/settings");
-  const err = h("p", { class: "error" });
-  const text = (name, label, value) => [h("label", { for: `s-${name}` }, label),
-    h("textarea", { id: `s-${name}`, name }, value || "")];
-  const num = (name, label, value, step) => h("div", {},
-    h("label", { for: `s-${name}` }, label),
-    h("input", { id: `s-${name}`, name, type: "number", step, value }));
-  const form = h("form", { class: "card", id: "settings-form" },
-    h("p", { class: "muted" }, `Configuration version ${s.config_version}`),
-    text("greeting", "Greeting", s.greeting),
-    text("apology", "Apology", s.apology),
-    text("unsure", "Not sure", s.unsure),
-    text("decline", "Decline", s.decline),
-    text("system_prompt", "System prompt", s.system_prompt),
-    text("fillers", "Fillers (one a line)", s.fillers.join("\n")),
-    h("div", { class: "row" },
-      num("filler_after_ms", "Filler after (ms)", s.filler_after_ms, 1),
-      num("threshold", "Intent match threshold", s.intent_matching.threshold, 0.005),
-      num("margin", "Intent margin", s.intent_matching.margin, 0.005),
-      num("min_score", "Knowledge min score", s.knowledge_matching.min_score, 0.005),
-      num("end_silence_ms", "End of turn silence (ms)", s.endpointing.end_silence_ms, 10)),
-    canEdit() ? h("p", {}, h("button", { type: "submit" }, "Save")) : null, err);
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    const f = form.elements;
-    const wanted = {
-      greeting: f.greeting.value, apology: f.apology.value, unsure: f.unsure.value,
-      decline: f.decline.value, system_prompt: f.system_prompt.value,
-      fillers: lines(f.fillers.value), filler_after_ms: Number(f.filler_after_ms.value),
-      intent_matching: { threshold: Number(f.threshold.value), margin: Number(f.margin.value) },
-      knowledge_matching: { min_score: Number(f.min_score.value) },
-      endpointing: { end_silence_ms: Number(f.end_silence_ms.value) },
-    };
-    // Only what changed, so that the audit log shows the change and nothing else.
-    const changes = {};
-    for (const [key, value] of Object.entries(wanted)) {
-      if (value !== null && typeof value === "object" && !Array.isArray(value)) {
-        const part = Object.fromEntries(Object.entries(value).filter(([k, v]) => s[key][k] !== v));
-        if (Object.keys(part).length) changes[key] = part;
-      } else if (JSON.stringify(value) !== JSON.stringify(s[key])) {
-        changes[key] = value;
-      }
-    }
-    if (Object.keys(changes).length === 0) { toast("Nothing changed"); return; }
-    try {
-      await api("PATCH", "/config/settings", changes);
-      toast("Saved: nodes use it from their next call");
-      settingsPage();
-    } catch (e) { err.textContent = e.message; }
-  });
-  page("Bot settings", form);
+    ], knowledge.items)),
+    newButton("new-knowledge", "New entry", () => knowledgeForm(null, reload)));
 }
 
 // -- audit ------------------------------------------------------------------------------
 
 async function auditPage() {
-  const data = await api("GET", "/audit?limit=100");
+  const size = 50;
+  const data = await api("GET", `/audit?limit=${size}&offset=${state.auditOffset}`);
   const json = (v) => h("pre", {}, v === null ? "—" : JSON.stringify(v, null, 1));
-  page("Audit log", table([
+  page("Audit log", h("div", { id: "audit" }, table([
     { title: "When", value: (e) => fmtTime(e.at) },
     { title: "Who", value: (e) => e.actor },
     { title: "What", value: (e) => `${e.action} ${e.target}` },
-    { title: "Before", value: (e) => json(e.before), cls: "hide-narrow" },
+    { title: "Before", value: (e) => json(e.before) },
     { title: "After", value: (e) => json(e.after) },
-  ], data.items));
+  ], data.items)), pager(data.total, state.auditOffset, size,
+    (offset) => { state.auditOffset = offset; auditPage(); }, "entries"));
 }
 
 // -- a test call from the browser ------------------------------------------------------
@@ -606,6 +653,7 @@ function stopTimer() { if (state.timer) { clearInterval(state.timer); state.time
 
 async function route() {
   stopTimer();
+  state.editor = null;
   if (!location.hash.startsWith("#/call") || location.hash.startsWith("#/calls")) hangUp(null);
   if (!state.me) return;
   const parts = (location.hash || "#/live").slice(2).split("/");
@@ -620,7 +668,10 @@ async function route() {
     else if (parts[0] === "settings") await settingsPage();
     else if (parts[0] === "audit") await auditPage();
     else if (parts[0] === "call") await testCallPage();
-    else await livePage();
+    else if (parts[0] === "users") await usersPage();
+    else if (parts[0] === "tokens") await tokensPage();
+    else if (parts[0] === "live" || parts[0] === "") await livePage();
+    else page("No such page", h("p", {}, `The console has no page "${parts[0]}".`));
   } catch (e) {
     if (e.status !== 401) page("Error", h("p", { class: "error" }, e.message));
   }

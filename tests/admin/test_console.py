@@ -71,12 +71,12 @@ async def _shot(page: Page, name: str) -> None:
     await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
-async def _log_in(page: Page, base: str) -> None:
+async def _log_in(page: Page, base: str, name: str = "ada", role: str = "admin") -> None:
     await page.goto(base + "/")
-    await page.fill("#login-name", "ada")
+    await page.fill("#login-name", name)
     await page.fill("#login-password", PASSWORD)
     await page.click("#login-form button[type=submit]")
-    await expect(page.locator("#who")).to_have_text("ada (admin)")
+    await expect(page.locator("#who")).to_have_text(f"{name} ({role})")
 
 
 @pytest.mark.parametrize("viewport", ["laptop", "phone"])
@@ -163,7 +163,7 @@ async def test_console_pages(
         # Settings, then the audit log shows both changes.
         await page.click("nav a[data-page=settings]")
         await page.fill("#s-greeting", "Welcome to the console shop.")
-        await page.click("#settings-form button[type=submit]")
+        await page.click("#settings-save")
         await expect(page.locator("#settings-form")).to_contain_text("Configuration version 3")
         await _shot(page, f"{viewport}-settings")
         await page.click("nav a[data-page=latency]")

@@ -1,0 +1,222 @@
+// The Settings page, drawn from the API's own schema (/api/v1/openapi.json): every field
+// that PATCH /config/settings accepts gets an input, with the bounds the API checks, so a
+// setting added to the API appears here without a change to this file.
+"use strict";
+
+// Groups of the top-level fields, in page order; a section of the profile (an object such
+// as llm or endpointing) is a group of its own; a field in no group lands in "Other".
+const SETTING_GROUPS = [
+  ["The bot", ["name"]],
+  ["What the bot says", ["greeting", "apology", "unsure", "decline", "system_prompt"]],
+  ["Fillers", ["fillers", "filler_after_ms", "filler_every_ms"]],
+  ["Transfers", ["transfer_failed", "transfer_hold", "handoff_summary", "transfer_timeout_s"]],
+];
+const SECTION_TITLES = {
+  recording: "Recording", llm: "Language model", endpointing: "Turn taking (endpointing)",
+  intent_matching: "Intent matching", knowledge_matching: "Knowledge matching",
+  call_limits: "Call limits",
+};
+// [label, hint] by path; a field not listed is labelled with its schema title.
+const SETTING_LABELS = {
+  name: ["Bot name", "Names this bot in the console and the logs."],
+  greeting: ["Greeting", "The first thing a caller hears."],
+  apology: ["Apology", "When the bot did not understand or something failed."],
+  unsure: ["Not sure", "Said instead of a generated answer the answer guard refuses."],
+  decline: ["Decline", "To a caller who tries to change or read out the bot's instructions."],
+  system_prompt: ["System prompt", "The language model's instructions."],
+  fillers: ["Fillers (one a line)", "Played while a generated answer is on its way."],
+  filler_after_ms: ["First filler after (ms)"],
+  filler_every_ms: ["Another filler every (ms)", "0: one filler a turn."],
+  transfer_failed: ["Transfer failed", "Said when a transfer fails. Empty: the apology."],
+  transfer_hold: ["While a transfer connects", "Empty: nothing is said."],
+  handoff_summary: ["Hand-off summary", "What the agent hears first: {caller}, {asked}."],
+  transfer_timeout_s: ["Transfer timeout (s)"],
+  "recording.enabled": ["Record calls"],
+  "recording.announcement": ["Recording announcement", "Said before the greeting."],
+  "llm.max_tokens": ["Max tokens an answer"],
+  "llm.temperature": ["Temperature"],
+  "llm.history_turns": ["Turns of history given"],
+  "endpointing.vad_threshold": ["Voice threshold"],
+  "endpointing.min_speech_ms": ["Shortest speech (ms)"],
+  "endpointing.end_silence_ms": ["End of turn silence (ms)"],
+  "endpointing.preroll_ms": ["Audio kept before speech (ms)"],
+  "endpointing.max_turn_s": ["Longest turn (s)"],
+  "endpointing.barge_in_ms": ["Barge-in after (ms)"],
+  "endpointing.energy_floor_dbfs": ["Silence below (dBFS)", "Empty: the voice detector only."],
+  "endpointing.speculate_after_ms": ["Look ahead after (ms)", "0: never."],
+  "endpointing.early_end": ["End a finished sentence early"],
+  "endpointing.sentence_end_silence_ms": ["Finished sentence silence (ms)"],
+  "endpointing.unfinished_silence_ms": ["Unfinished thought silence (ms)"],
+  "endpointing.hold_silence_ms": ["After \"hold on\" (ms)"],
+  "endpointing.hold_reply": ["Reply to \"hold on\"", "Empty: nothing is said."],
+  "endpointing.number_min_digits": ["Digits a number needs"],
+  "intent_matching.threshold": ["Answer threshold"],
+  "intent_matching.action_threshold": ["Threshold for a transfer or hang-up"],
+  "intent_matching.confirm_threshold": ["Ask the caller from"],
+  "intent_matching.margin": ["Lead over the next intent"],
+  "intent_matching.negative_margin": ["Negative example margin"],
+  "intent_matching.background": ["Hold intents to common requests"],
+  "intent_matching.background_margin": ["Lead over common requests"],
+  "intent_matching.confirm_background_margin": ["Lead over common requests to ask"],
+  "intent_matching.fit_threshold": ["Raise the threshold to fit the intents"],
+  "intent_matching.top_k": ["Examples scored an intent"],
+  "intent_matching.calibration": ["Calibration"],
+  "knowledge_matching.min_score": ["Retrieve from a score of"],
+  "knowledge_matching.max_entries": ["Entries given to the model"],
+  "knowledge_matching.direct_score": ["Speak the entry as written from"],
+  "knowledge_matching.extractive": ["Business answers only as written",
+    "Entries between the two scores are asked about, not worded by the model."],
+};
+// Long texts get a text area.
+const LONG_TEXTS = new Set(["greeting", "apology", "unsure", "decline", "system_prompt",
+  "transfer_failed", "transfer_hold", "handoff_summary", "fillers"]);
+
+async function openapi() {
+  if (!state.schema) {
+    const r = await fetch(`${API}/openapi.json`, { credentials: "same-origin" });
+    if (!r.ok) throw new ApiError(r.status, "the API's schema could not be read");
+    state.schema = await r.json();
+  }
+  return state.schema;
+}
+
+// A schema with its $ref followed and null taken out of anyOf: [schema, nullable].
+function resolved(doc, s) {
+  const deref = (x) => (x && x.$ref ? doc.components.schemas[x.$ref.split("/").pop()] : x);
+  if (s && s.anyOf) {
+    const alts = s.anyOf.filter((a) => a.type !== "null");
+    return [deref(alts[0]) || {}, alts.length < s.anyOf.length];
+  }
+  return [deref(s) || {}, false];
+}
+
+// The settings the page shows: [{path, schema, nullable, writable}], sections expanded.
+function settingFields(doc) {
+  const schemas = doc.components.schemas;
+  const read = schemas.SettingsRead.properties;
+  const update = schemas.SettingsUpdate.properties;
+  const fields = [];
+  const keys = [...new Set([...Object.keys(update), ...Object.keys(read)])]
+    .filter((k) => k !== "config_version");
+  for (const key of keys) {
+    const [readSchema, nullable] = resolved(doc, read[key]);
+    const writable = key in update;
+    if (readSchema.type === "object" && readSchema.properties) {
+      for (const [sub, subSchema] of Object.entries(readSchema.properties)) {
+        const [s, subNullable] = resolved(doc, subSchema);
+        fields.push({ path: `${key}.${sub}`, section: key, key: sub, schema: s,
+          nullable: subNullable, writable });
+      }
+    } else {
+      // Bounds from what the API accepts, nullability from what it stores.
+      const [s] = resolved(doc, update[key] || read[key]);
+      fields.push({ path: key, section: null, key, schema: s, nullable, writable });
+    }
+  }
+  return fields;
+}
+
+function settingValue(s, f) {
+  return f.section ? (s[f.section] || {})[f.key] : s[f.key];
+}
+
+function settingInput(f, value, editable) {
+  const id = `s-${f.path.replaceAll(".", "-")}`;
+  const [label, hint] = SETTING_LABELS[f.path] || [f.schema.title || f.key];
+  const t = f.schema.type;
+  const common = { id, name: f.path, "data-setting": f.path, disabled: !editable };
+  const hintEl = hint ? h("span", { class: "hint" }, hint) : null;
+  if (t === "boolean") {
+    return h("div", {}, h("label", { class: "check", for: id },
+      h("input", { ...common, type: "checkbox", checked: value === true }), label), hintEl);
+  }
+  let input;
+  if (t === "array") {
+    input = h("textarea", common, (value || []).join("\n"));
+  } else if (t === "number" || t === "integer") {
+    input = h("input", { ...common, type: "number", step: t === "integer" ? 1 : "any",
+      min: f.schema.minimum, max: f.schema.maximum, required: !f.nullable,
+      value: value === null || value === undefined ? "" : String(value) });
+  } else if (f.schema.enum) {
+    input = h("select", common, [f.nullable ? "" : null, ...f.schema.enum]
+      .filter((v) => v !== null).map((v) => h("option", { value: v, selected: value === v }, v)));
+  } else if (LONG_TEXTS.has(f.key) && !f.section) {
+    input = h("textarea", { ...common, maxlength: f.schema.maxLength }, value || "");
+  } else {
+    input = h("input", { ...common, maxlength: f.schema.maxLength,
+      required: !f.nullable && (f.schema.minLength || 0) > 0, value: value || "" });
+  }
+  const wide = t === "array" || (t === "string" && LONG_TEXTS.has(f.key));
+  return h("div", { class: wide ? "wide" : null },
+    h("label", { for: id }, label, hintEl), input);
+}
+
+function readSetting(form, f) {
+  const el = form.querySelector(`[data-setting="${f.path}"]`);
+  const t = f.schema.type;
+  if (t === "boolean") return el.checked;
+  if (t === "array") return lines(el.value);
+  const raw = el.value;
+  if (raw.trim() === "" && f.nullable) return null;
+  if (t === "number" || t === "integer") return Number(raw);
+  return raw;
+}
+
+async function settingsPage() {
+  const [s, doc] = await Promise.all([api("GET", "/config/settings"), openapi()]);
+  const fields = settingFields(doc);
+  const err = h("p", { class: "error", id: "settings-error" });
+  const editable = (f) => canEdit() && f.writable;
+  const placed = new Set();
+  const group = (title, list) => {
+    for (const f of list) placed.add(f.path);
+    return list.length === 0 ? null : h("fieldset", {},
+      h("legend", {}, title),
+      h("div", { class: "fields" }, list.map((f) => settingInput(f, settingValue(s, f),
+        editable(f)))));
+  };
+  const groups = SETTING_GROUPS.map(([title, keys]) => group(title,
+    keys.map((k) => fields.find((f) => f.path === k)).filter(Boolean)));
+  const sections = [...new Set(fields.filter((f) => f.section).map((f) => f.section))];
+  for (const section of sections) {
+    groups.push(group(SECTION_TITLES[section] || section,
+      fields.filter((f) => f.section === section)));
+  }
+  groups.push(group("Other", fields.filter((f) => !placed.has(f.path))));
+  // Save at the top and at the end of a long page.
+  const save = (id) => (canEdit() ? h("button", { type: "submit", id }, "Save") : null);
+  const form = h("form", { id: "settings-form" },
+    h("p", { class: "savebar" }, h("span", { class: "muted" },
+      `Configuration version ${s.config_version}`), save("settings-save-top")),
+    err,
+    groups,
+    h("p", {}, save("settings-save")));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    for (const el of form.querySelectorAll(".invalid")) el.classList.remove("invalid");
+    // Only what changed, so that the audit log shows the change and nothing else.
+    const changes = {};
+    for (const f of fields.filter(editable)) {
+      const value = readSetting(form, f);
+      if (JSON.stringify(value) === JSON.stringify(settingValue(s, f) ?? null)) continue;
+      if (f.section) (changes[f.section] ||= {})[f.key] = value;
+      else changes[f.key] = value;
+    }
+    if (Object.keys(changes).length === 0) { toast("Nothing changed"); return; }
+    try {
+      await api("PATCH", "/config/settings", changes);
+      toast("Saved: nodes use it from their next call");
+      settingsPage();
+    } catch (e) {
+      err.textContent = e.message;
+      err.scrollIntoView({ block: "nearest" });
+      // Mark the fields the API named (loc: ["profile", "llm", "temperature"] or ["body", ...]).
+      for (const d of Array.isArray(e.detail) ? e.detail : []) {
+        const path = (d.loc || []).filter((p) => p !== "body" && p !== "profile").join(".");
+        const el = path && form.querySelector(`[data-setting="${path}"]`);
+        if (el) el.classList.add("invalid");
+      }
+    }
+  });
+  page("Bot settings", form);
+}
