@@ -69,6 +69,7 @@ from telephony.sipcheck import (
     IN_DIALOG_ONLY,
     SUPPORTED,
     Rejection,
+    accept_rejection,
     check_request,
     method_rejection,
     require_unsupported,
@@ -98,6 +99,7 @@ _RPORT = re.compile(rb";\s*rport\s*(=\s*\d*\s*)?(?=;|$)", re.I)
 _BARE_RPORT = re.compile(rb";\s*rport\s*(?=;|$)", re.I)
 _RECEIVED = re.compile(rb";\s*received\s*=", re.I)
 _TAG = re.compile(rb";\s*tag\s*=", re.I)
+_FROM_USER = re.compile(rb"sips?:([^@;>\s]+)@", re.I)
 # Enough of a response to see whether it ends an INVITE transaction (checked on every datagram
 # a worker sends back, so no full parse).
 _CSEQ_INVITE = re.compile(rb"(?im)^(?:cseq)[ \t]*:[ \t]*\d+[ \t]+INVITE\b")
@@ -123,6 +125,19 @@ def with_rport(data: bytes, msg: SipScan) -> bytes:
     while at > via.value_start and data[at - 1] in b" \t\r\n":
         at -= 1
     return data[:at] + b";rport" + data[at:]
+
+
+def with_contact(data: bytes, msg: SipScan, src: Addr) -> tuple[bytes, SipScan]:
+    """An INVITE without Contact (RFC 2543 did not require one), given the address it came
+    from as its Contact, which pjsip requires (RFC 3261 8.1.1.8; RFC 4475 3.4.1, INV2543,
+    asks that such an INVITE be taken). The user part is the From's."""
+    frm = msg.get("from")
+    user = _FROM_USER.search(frm.value) if frm is not None else None
+    host = str(src[0])
+    where = f"[{host}]:{src[1]}" if ":" in host else f"{host}:{src[1]}"
+    contact = b"Contact: <sip:" + (user.group(1) + b"@" if user else b"") + where.encode()
+    data = insert_headers(data, msg, [contact + b">\r\n"])
+    return data, scan(data)
 
 
 def _stamp_via(value: bytes, src: Addr) -> bytes:
@@ -537,6 +552,10 @@ class SipFront(asyncio.DatagramProtocol):
             if self.draining or not any(w.addr is not None for w in self.workers):
                 return self._unavailable()
             return Rejection(200, "OK", OPTIONS_HEADERS)
+        answer = accept_rejection(msg)
+        if answer is not None:
+            c["front_rejected_request"] += 1
+            return answer
         if self.draining:
             c["front_rejected_draining"] += 1
             return Rejection(
@@ -583,6 +602,8 @@ class SipFront(asyncio.DatagramProtocol):
         self.counters["front_relayed_to_workers"] += 1
         if route.conn is not None:
             data, msg = self._towards_worker(route.conn, route.relay, data, msg)
+        elif msg.method == "INVITE" and msg.get("contact") is None:
+            data, msg = with_contact(data, msg, route.client)
         route.relay.send(with_rport(data, msg), addr)
 
     @staticmethod

@@ -15,6 +15,14 @@ from telephony.sipmsg import SipScan
 
 _REQUEST_LINE = re.compile(r"^[A-Za-z0-9.!%*_+`'~-]+ [^ \t]+ SIP/2\.0$")
 _CONTENT_LENGTH = re.compile(r"^(?:content-length|l)[ \t]*:[ \t]*(\d+)[ \t]*$", re.I | re.M)
+_DATE_LINE = re.compile(r"^date[ \t]*:[ \t]*(.*?)[ \t]*\r?$", re.I | re.M)
+#: RFC 3261 25.1's SIP-date: RFC 1123's form, in GMT only (RFC 4475 3.1.2.12, BADDATE).
+_SIP_DATE = (
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov"
+    r"|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT"
+)
+_SIP_DATE_RE = re.compile(_SIP_DATE + r"\Z")
+_SIP_DATE_B = re.compile(_SIP_DATE.encode() + rb"\Z")
 
 
 def request_defect(message: str) -> str | None:
@@ -29,6 +37,9 @@ def request_defect(message: str) -> str | None:
     if match and int(match.group(1)) > len(body.encode("utf-8", "surrogateescape")):
         # RFC 4475 3.1.2.2: over UDP a Content-Length past the datagram's end is a 400.
         return "Content-Length larger than message"
+    for date in _DATE_LINE.finditer(head):
+        if not _SIP_DATE_RE.match(date.group(1)):
+            return "malformed Date"
     return None
 
 
@@ -223,6 +234,11 @@ def check_request(data: bytes, msg: SipScan) -> Rejection | None:
                             return _bad("malformed Contact expires")
     if uri[:4].lower() in (b"sip:", b"sips") and b"?" in uri.rsplit(b"@", 1)[-1]:
         return _bad("headers in the Request-URI")
+    for date in msg.all("date"):
+        # RFC 4475 3.1.2.12 (BADDATE) allows ignoring a bad Date, or a 400: the node
+        # never reads the header, but a request that breaks the grammar gets its 400.
+        if not _SIP_DATE_B.match(date.value.strip()):
+            return _bad("malformed Date")
     return None
 
 
@@ -246,6 +262,25 @@ def require_unsupported(msg: SipScan) -> list[str]:
             if name and name.lower() not in SUPPORTED and name not in tags:
                 tags.append(name)
     return tags
+
+
+#: What an INVITE's answer may carry, as an Accept header would name it: the SDP answer
+#: (or offer) of a 200 OK, and nothing else.
+_SDP_ACCEPTED = frozenset({b"application/sdp", b"application/*", b"*/*"})
+
+
+def accept_rejection(msg: SipScan) -> Rejection | None:
+    """406 for an INVITE whose Accept rules out SDP, the only body its answer can have
+    (RFC 3261 21.4.7; RFC 4475's SDP01 accepts only ``text/nobodyKnowsThis``). An INVITE
+    without Accept takes SDP (RFC 3261 20.1); an empty Accept takes nothing."""
+    headers = msg.all("accept")
+    if msg.method != "INVITE" or not headers:
+        return None
+    for hdr in headers:
+        for part in hdr.value.split(b","):
+            if part.split(b";", 1)[0].strip().lower() in _SDP_ACCEPTED:
+                return None
+    return Rejection(406, "Not Acceptable", (("Accept", "application/sdp"),))
 
 
 def method_rejection(method: str) -> Rejection | None:

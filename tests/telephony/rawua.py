@@ -62,7 +62,8 @@ class RawUA:
     def send(self, data: bytes, dest: tuple[str, int]) -> None:
         self.sock.sendto(data, dest)
 
-    def invite(self, dest: tuple[str, int], call_id: str) -> None:
+    def invite(self, dest: tuple[str, int], call_id: str, extra: str = "") -> None:
+        """A new INVITE offering PCMU; ``extra``: more header lines, each ending CRLF."""
         body = SDP.format(ip=self.ip, rtp=random.randrange(20000, 29000, 2))
         self.send(
             (
@@ -70,7 +71,7 @@ class RawUA:
                 f"Via: SIP/2.0/UDP {self.ip}:{self.port};branch=z9hG4bK-{call_id};rport\r\n"
                 f"From: <sip:raw@{self.ip}>;tag=t-{call_id}\r\nTo: <sip:bot@{dest[0]}>\r\n"
                 f"Call-ID: {call_id}\r\nCSeq: 1 INVITE\r\nMax-Forwards: 70\r\n"
-                f"Contact: <sip:raw@{self.ip}:{self.port}>\r\n"
+                f"Contact: <sip:raw@{self.ip}:{self.port}>\r\n{extra}"
                 f"Content-Type: application/sdp\r\nContent-Length: {len(body)}\r\n\r\n{body}"
             ).encode(),
             dest,
@@ -107,13 +108,14 @@ class RawUA:
             contact = re.search(r"<sip:[^@>]*@([0-9.]+):(\d+)", header(r.head, "contact") or "")
             if self.ack and contact is not None:
                 host, port = contact.group(1), int(contact.group(2))
+                cseq = (header(r.head, "cseq") or "1").split()[0]
                 self.send(
                     (
                         f"ACK sip:bot@{host}:{port} SIP/2.0\r\n"
                         f"Via: SIP/2.0/UDP {self.ip}:{self.port};"
                         f"branch=z9hG4bK-{random.getrandbits(48):x};rport\r\n"
                         f"From: {header(r.head, 'from')}\r\nTo: {header(r.head, 'to')}\r\n"
-                        f"Call-ID: {r.call_id}\r\nCSeq: 1 ACK\r\nMax-Forwards: 70\r\n"
+                        f"Call-ID: {r.call_id}\r\nCSeq: {cseq} ACK\r\nMax-Forwards: 70\r\n"
                         "Content-Length: 0\r\n\r\n"
                     ).encode(),
                     (host, port),

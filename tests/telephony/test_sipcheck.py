@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from telephony.sipcheck import check_request, method_rejection, require_unsupported
+from telephony.sipcheck import (
+    accept_rejection,
+    check_request,
+    method_rejection,
+    request_defect,
+    require_unsupported,
+)
 from telephony.sipmsg import scan
 from tests.support.corpus import rfc4475_dir
 
@@ -49,7 +55,7 @@ def test_what_real_phones_send_passes() -> None:
         ("TC_WSINV", None), ("TC_INTMETH", None), ("TC_ESC01_V", None), ("TC_ESC02_V", None),
         ("TC_ESCNULL_V", None), ("TC_LWSDISP_V", None), ("TC_LONGREQ_V", None),
         ("TC_SEMIURI_V", None), ("TC_TRANSPORTS_V", None), ("TC_MPART01", None),
-        ("TC_UNKSM2_V", None), ("TC_BADDATE_V", None), ("TC_ZEROMF_V", None),
+        ("TC_UNKSM2_V", None), ("TC_BADDATE_V", 400), ("TC_ZEROMF_V", None),
     ],
 )  # fmt: skip
 def test_rfc4475_verdicts(name: str, code: int | None) -> None:
@@ -66,3 +72,30 @@ def test_methods_and_require() -> None:
     assert require_unsupported(bext) == ["nothingSupportsThis", "nothingSupportsThisEither"]
     timer = scan(REAL_WORLD.replace(b"CSeq:", b"Require: timer, 100rel\r\nCSeq:"))
     assert require_unsupported(timer) == []
+
+
+def test_a_date_in_gmt_passes_another_zone_does_not() -> None:
+    gmt = REAL_WORLD.replace(b"CSeq:", b"Date: Sat, 13 Nov 2010 23:29:00 GMT\r\nCSeq:")
+    assert verdict(gmt) is None and request_defect(gmt.decode()) is None
+    est = gmt.replace(b" GMT", b" EST")
+    assert verdict(est) == 400 and request_defect(est.decode()) == "malformed Date"
+    baddate = (rfc4475_dir() / "TC_BADDATE_V.dat").read_bytes()
+    assert request_defect(baddate.decode("latin-1")) == "malformed Date"
+
+
+def test_an_invite_must_accept_sdp() -> None:
+    sdp01 = accept_rejection(scan((rfc4475_dir() / "TC_SDP01_V.dat").read_bytes()))
+    assert sdp01 is not None and sdp01.code == 406
+    assert accept_rejection(scan(REAL_WORLD)) is None  # no Accept: SDP is taken
+    for accept, code in (
+        (b"application/sdp;level=1, application/isup", None),
+        (b"Application/*", None),
+        (b"*/*;q=0.1", None),
+        (b"text/html", 406),
+        (b"", 406),  # RFC 3261 20.1: an empty Accept accepts nothing
+    ):
+        with_accept = REAL_WORLD.replace(b"CSeq:", b"Accept: " + accept + b"\r\nCSeq:")
+        found = accept_rejection(scan(with_accept))
+        assert (found.code if found is not None else None) == code, accept
+    options = REAL_WORLD.replace(b"INVITE", b"OPTIONS").replace(b"CSeq:", b"Accept: x/y\r\nCSeq:")
+    assert accept_rejection(scan(options)) is None
