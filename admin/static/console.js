@@ -108,6 +108,7 @@ function openEditor(anchor, form) {
   }
   anchor.after(holder);
   state.editor = { holder, anchor };
+  form.addEventListener("keydown", (ev) => { if (ev.key === "Escape") closeEditor(); });
   anchor.scrollIntoView({ block: "start" });
   const first = form.querySelector("input, textarea, select");
   if (first) first.focus({ preventScroll: true });

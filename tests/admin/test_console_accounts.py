@@ -169,6 +169,15 @@ async def test_tokens_page(
         assert [(t["user"], t["name"], t["revoked"]) for t in held if t["user"] == "vic"] == [
             ("vic", "nightly-report", True)
         ]
+        # A viewer reads the settings and intents, and is offered no change.
+        await page.click("nav a[data-page=settings]")
+        await expect(page.locator("[data-setting='name']")).to_be_disabled()
+        assert await page.locator("[data-setting]:enabled").count() == 0
+        assert await page.locator("#settings-form button").count() == 0
+        await page.click("nav a[data-page=intents]")
+        await expect(page.locator("#intents")).to_contain_text("opening_hours")
+        assert await page.locator("#intents button, #new-intent").count() == 0
+        problems[:] = [p for p in problems if "status of 503" not in p]  # no node: no matching
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= VIEWPORTS[viewport]["width"], width
         assert problems == [], problems
