@@ -21,6 +21,7 @@ from admin.security import (
     hash_password,
     new_secret,
     rank,
+    user_name_problem,
     verify_password,
 )
 
@@ -49,7 +50,11 @@ def user_view(user: User) -> dict[str, object]:
 async def create_user(
     session: AsyncSession, name: str, password: str, role: Role, *, actor: str
 ) -> User:
-    """Add a user (audited). Refuses a taken name and a short password."""
+    """Add a user (audited). Refuses a name the login would not accept, a taken name and
+    a short password."""
+    problem = user_name_problem(name)
+    if problem is not None:
+        raise AccountError(problem)
     if len(password) < MIN_PASSWORD_LENGTH:
         raise AccountError(f"password: at least {MIN_PASSWORD_LENGTH} characters")
     if await find_user(session, name) is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Literal
@@ -20,6 +21,18 @@ _hasher = PasswordHasher()
 _DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
 
 MIN_PASSWORD_LENGTH = 12
+#: A user name: what the login, the API and the CLI all accept (letters, digits, ``_.@-``).
+USER_NAME_PATTERN = r"^[A-Za-z0-9_.@-]+$"
+MAX_USER_NAME = 64
+
+
+def user_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a user's name, or None."""
+    if not name or len(name) > MAX_USER_NAME:
+        return f"name: 1 to {MAX_USER_NAME} characters"
+    if re.fullmatch(USER_NAME_PATTERN, name) is None:
+        return "name: only letters, digits and _ . @ - (no spaces)"
+    return None
 
 
 def rank(role: str) -> int:

@@ -25,11 +25,19 @@ from admin.deps import (
     principal,
 )
 from admin.models import AuditEntry, User
-from admin.security import MIN_PASSWORD_LENGTH, Principal, Role, hash_password, rank
+from admin.security import (
+    MAX_USER_NAME,
+    MIN_PASSWORD_LENGTH,
+    USER_NAME_PATTERN,
+    Principal,
+    Role,
+    hash_password,
+    rank,
+)
 
 router = APIRouter(prefix="/api/v1", tags=["accounts"])
 
-UserName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")]
+UserName = Annotated[str, Field(min_length=1, max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)]
 
 
 class LoginRequest(BaseModel):
@@ -178,7 +186,7 @@ async def create_user(body: UserCreate, session: SessionDep, who: Admin) -> User
 
 @router.patch("/users/{name}", response_model=UserRead, summary="Change a user")
 async def update_user(
-    name: Annotated[str, Path(max_length=64, pattern=r"^[A-Za-z0-9_.@-]+$")],
+    name: Annotated[str, Path(max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)],
     body: UserUpdate,
     session: SessionDep,
     who: Admin,

@@ -116,5 +116,34 @@ def test_a_taken_port_stops_the_api_with_one_line(tmp_path: Path) -> None:
             check=False,
         )
     assert done.returncode == 2
-    assert f"\nswitchboard: admin API cannot listen on 127.0.0.1:{port}: " in done.stderr
+    assert done.stderr.startswith(f"switchboard: admin API cannot listen on 127.0.0.1:{port}: ")
+    assert done.stderr.count("\n") == 1, done.stderr
     assert "SWITCHBOARD_ADMIN__PORT" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_create_user_takes_only_names_the_login_takes_and_says_each_thing_once(
+    tmp_path: Path,
+) -> None:
+    """Found by a security test: ``create-user`` made users named ``a b`` and ``x<y`` that
+    the login refuses, printed Alembic's log lines on stderr, and printed its short-password
+    error twice."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
+    upgrade(url)
+    for name in ("a b", "x<y", "n" * 65, "ada\n"):
+        done = _switchboard(
+            "admin", "create-user", name, "--password-stdin", url=url, stdin=PASSWORD + "\n"
+        )
+        assert done.returncode == 2, name
+        assert done.stderr.startswith("switchboard: name: "), done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+    short = _switchboard(
+        "admin", "create-user", "ada", "--password-stdin", url=url, stdin="short\n"
+    )
+    assert short.returncode == 2
+    assert short.stderr == "switchboard: password: at least 12 characters\n", short.stderr
+    made = _switchboard(
+        "admin", "create-user", "ada.b@x-y_z", "--password-stdin", url=url, stdin=PASSWORD + "\n"
+    )
+    assert made.returncode == 0, made.stderr
+    assert made.stderr == ""
+    assert made.stdout == "user ada.b@x-y_z created (admin)\n"
