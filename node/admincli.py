@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from admin import config_store
+from admin import config_store, limits
 from admin.accounts import AccountError, create_user
 from admin.app import create_app
 from admin.db import AdminDb
@@ -95,6 +95,11 @@ async def _import_profile(settings: Settings, path: Path) -> int:
         profile = load_profile(path)
     except ProfileError as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
+        return 2
+    too_large = limits.problems(profile.model_dump(mode="json"))
+    for loc, msg in too_large:  # what the API refuses, and the nodes could not apply
+        print(f"switchboard: {path}: {'.'.join(map(str, loc))}: {msg}", file=sys.stderr)
+    if too_large:
         return 2
     db = await _checked_engine(settings)
     if db is None:

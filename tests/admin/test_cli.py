@@ -147,3 +147,20 @@ def test_create_user_takes_only_names_the_login_takes_and_says_each_thing_once(
     assert made.returncode == 0, made.stderr
     assert made.stderr == ""
     assert made.stdout == "user ada.b@x-y_z created (admin)\n"
+
+
+def test_import_profile_refuses_what_a_node_could_not_apply(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
+    upgrade(url)
+    default = (ROOT / "bot" / "profiles" / "default.toml").read_text()
+    examples = ", ".join(f'"big example {i}"' for i in range(101))
+    big = tmp_path / "big.toml"
+    big.write_text(
+        default + f'\n[[intents]]\nname = "big"\nexamples = [{examples}]\nanswer = "Yes."\n'
+    )
+    done = _switchboard("admin", "import-profile", str(big), url=url)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"switchboard: {big}: intents.9.examples: at most 100 items")
+    done = _switchboard("admin", "import-profile", str(ROOT / "bot/profiles/default.toml"), url=url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("configuration version 1 from ")
