@@ -232,6 +232,26 @@ async def test_the_intent_editor_opens_in_place(
     await expect(page.locator("#intents")).to_contain_text("opening_soon")
     held = (await api.get("/config/intents/opening_soon")).json()
     assert held["confirm"] == "Do you want to know when the new shop opens?"
+    # Changing the question of an existing intent: the console says saved only when the API
+    # kept it; an API that does not take the field on PATCH is said so, with the form open.
+    await page.click("#intents tr:has(td[data-label=Name]:text-is('opening_soon')) button.edit")
+    await expect(page.locator("#i-confirm")).to_have_value(
+        "Do you want to know when the new shop opens?"
+    )
+    await page.fill("#i-confirm", "Are you asking about the new shop?")
+    await page.click(".intent-form button[type=submit]")
+    kept = page.locator(".intent-form .error")
+    await page.wait_for_function(  # saved and closed, or an error shown
+        "() => !document.querySelector('.intent-form')"
+        " || document.querySelector('.intent-form .error').textContent !== ''"
+    )
+    held = (await api.get("/config/intents/opening_soon")).json()
+    if held["confirm"] == "Are you asking about the new shop?":
+        await expect(form).to_have_count(0)
+    else:
+        assert held["confirm"] == "Do you want to know when the new shop opens?", held
+        await expect(kept).to_contain_text("did not change the confirmation question")
+        await page.click(".intent-form button.cancel")
     # Knowledge entries open in place too.
     await page.click("#knowledge tr:has(td[data-label=Topic]:text-is('returns')) button.edit")
     await expect(page.locator(".knowledge-form h2")).to_have_text("Edit returns")
