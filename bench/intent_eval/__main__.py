@@ -42,14 +42,14 @@ def summary_row(split: str, name: str, out: Outcome) -> str:
         f"| {split} | {name} | {out.positives} | {out.accuracy:.1%} ({out.correct}) | "
         f"{out.wrong} | {out.missed} | {out.negatives} | "
         f"{out.false_accepts} ({out.false_accept_rate:.1%}) | {out.right_with_confirm:.1%} | "
-        f"{out.asked_in_scope:.1%} | {out.asked_out_of_scope:.1%} |"
+        f"{out.asked_in_scope:.1%} | {out.asked_out_of_scope:.1%} | {out.background_closer} |"
     )
 
 
 SUMMARY_HEAD = (
     "| split | input | paraphrases | answered right | wrong intent | to LLM | negatives "
     "| false accepts | right, directly or after a question | asked (paraphrases) "
-    "| asked (negatives) |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    "| asked (negatives) | background closer |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 

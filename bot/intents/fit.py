@@ -6,8 +6,13 @@ thresholds tuned on another profile's examples: its intents may draw in common r
 it does not cover. At load, every background line (``background.py``) is tried against the
 profile's intents as if a caller had said it, each line held to the lines other than
 itself (leave-one-out): a line the rule would answer from the cache raises the profile's
-threshold just above that line's score. A background line as near to one of the
-profile's own examples as ``overlap`` is in scope for this profile and left out.
+threshold just above that line's score.
+
+A background line one of the profile's intents covers is in scope for this profile and left
+out (``covered``): it would otherwise hold back that intent's own callers ("My account has
+been locked." for a business whose intent is a locked account). Whether an intent covers a
+line is measured on the intent's own examples, not set by a fixed similarity: thin intents
+of varied examples sit far from any one line, tight ones near.
 
 Warnings, logged at load (and meant for the console): an intent with fewer than
 ``min_examples`` examples, and an example whose nearest intent, without itself, is
@@ -22,12 +27,10 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from bot.intents.match import IntentIndex, IntentMatchingConfig, IntentVectors, Vectors
 
-#: A background line at least this similar to one of a profile's examples is in scope for
-#: that profile: it is left out of its background.
-OVERLAP = 0.8
 #: How far above the best-scoring background line the raised threshold is set.
 STEP = 0.02
 #: Fewer examples than this: the intent is reported as thin.
@@ -62,7 +65,6 @@ def fit(
     vectors: Vectors,
     rule: IntentMatchingConfig,
     *,
-    overlap: float = OVERLAP,
     min_examples: int = MIN_EXAMPLES,
     raise_threshold: bool = True,
 ) -> Fitted:
@@ -73,8 +75,7 @@ def fit(
         return Fitted(rule, empty, (), (), ())
     examples = np.concatenate([i.example_vectors for i in intents]).astype(np.float32)
     vectors = np.asarray(vectors, dtype=np.float32).reshape(-1, examples.shape[1])
-    near = (vectors @ examples.T).max(axis=1) if len(vectors) else np.zeros(0)
-    kept = near < overlap
+    kept = ~covered(intents, vectors, rule.top_k)
     background = vectors[kept]
     texts = tuple(t for t, k in zip(lines, kept, strict=True) if k)
     left_out = tuple(t for t, k in zip(lines, kept, strict=True) if not k)
@@ -105,6 +106,55 @@ def fit(
             )
     warnings += _close_examples(intents, rule.top_k)
     return Fitted(rule, background, texts, left_out, tuple(warnings))
+
+
+def covered(intents: list[IntentVectors], lines: Vectors, top_k: int) -> npt.NDArray[np.bool_]:
+    """Per background line (unit rows ``lines``): whether one of ``intents`` covers it.
+
+    An intent covers a line when both hold:
+
+    - the line scores to the intent (the mean similarity of its ``top_k`` nearest examples,
+      as the rule scores a caller) at least as well as the intent's own examples do, each
+      held out and scored against the others (their median): to the rule, the line is one
+      more of the intent's callers. An intent of one example has no such score; it is held
+      to the median of the profile's other examples;
+    - the line is at least as near to one of the intent's examples as to any other
+      background line: the operator, not the product, wrote its nearest neighbour (a line
+      among other lines of its kind, small talk or off-topic requests, stays).
+    """
+    n = len(lines)
+    out = np.zeros(n, dtype=np.bool_)
+    if not n or not intents:
+        return out
+    between = lines @ lines.T
+    np.fill_diagonal(between, -np.inf)
+    nearest_line = between.max(axis=1) if n > 1 else np.full(1, -1.0)
+    held_out = [_held_out_scores(i.example_vectors, top_k) for i in intents]
+    pooled = np.concatenate(held_out)
+    fallback = float(np.median(pooled)) if len(pooled) else None
+    for intent, own in zip(intents, held_out, strict=True):
+        reference = float(np.median(own)) if len(own) else fallback
+        examples = intent.example_vectors
+        if reference is None or not len(examples):
+            continue
+        sims = lines @ examples.T
+        k = min(top_k, len(examples))
+        score = np.sort(sims, axis=1)[:, -k:].mean(axis=1)
+        out |= (score >= reference) & (sims.max(axis=1) >= nearest_line)
+    return out
+
+
+def _held_out_scores(examples: Vectors, top_k: int) -> npt.NDArray[np.float32]:
+    """Each example's score to its intent without itself: the mean similarity of its
+    ``top_k`` nearest other examples (none with fewer than two examples)."""
+    n = len(examples)
+    if n < 2:
+        return np.zeros(0, np.float32)
+    sims = examples @ examples.T
+    np.fill_diagonal(sims, -np.inf)
+    k = min(top_k, n - 1)
+    scores: npt.NDArray[np.float32] = np.sort(sims, axis=1)[:, -k:].mean(axis=1)
+    return scores
 
 
 def _raise_threshold(

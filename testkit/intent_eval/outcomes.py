@@ -31,6 +31,9 @@ class Outcome:
     confirmed_wrong: int = 0
     #: Negatives asked about (the caller says no: the LLM answers).
     negatives_asked: int = 0
+    #: Paraphrases not answered directly because a background line was nearer than the
+    #: intent's nearest example (sent on, or asked about): what those lines cost.
+    background_closer: int = 0
     positives: int = 0
     negatives: int = 0
     confusion: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -125,6 +128,7 @@ def tally(
                 out.false_accept_texts.append((text, got, match.score))
         else:
             out.positives += 1
+            out.background_closer += match.reason == "background closer"
             if match.intent == truth:
                 out.correct += 1
             elif asked and match.best == truth:
