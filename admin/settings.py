@@ -44,5 +44,10 @@ class AdminSettings(BaseModel):
     #: Serve ``/metrics`` without credentials (for a Prometheus on a trusted network);
     #: otherwise it needs an API token like the rest of the API.
     metrics_public: bool = False
+    #: Browser test calls one user may have at once on a node (further offers: 429).
+    webrtc_max_calls_per_user: int = Field(2, ge=0, le=100)
+    #: Browser test calls a node takes at once (further offers: 503). They are calls of the
+    #: node, and count against its own call limit too.
+    webrtc_max_calls: int = Field(4, ge=0, le=1000)
     #: How often a node checks the database for a new configuration version (s).
     config_poll_s: float = Field(2.0, gt=0.0, le=3600.0)

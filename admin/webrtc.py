@@ -15,7 +15,7 @@ import fractions
 import logging
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -26,6 +26,16 @@ log = logging.getLogger(__name__)
 
 #: A new browser call: the node runs its session (``Node._on_call``).
 CallRunner = Callable[[Any], Awaitable[None]]
+#: The node's calls in progress (phone and browser) and its call limit.
+CallLimit = Callable[[], tuple[int, int]]
+
+
+class CallRefused(Exception):
+    """No browser call now: the caller holds their share, or the node is full."""
+
+    def __init__(self, reason: str, *, node_full: bool) -> None:
+        super().__init__(reason)
+        self.node_full = node_full
 
 
 class WebRtcCall:
@@ -166,16 +176,66 @@ def _outbound_track(call: WebRtcCall) -> Any:
 class WebRtcCalls:
     """Answers browser offers and runs each as a call of the node."""
 
-    def __init__(self, run_call: CallRunner, *, sample_rate: int) -> None:
+    def __init__(
+        self, run_call: CallRunner, *, sample_rate: int, call_limit: CallLimit | None = None
+    ) -> None:
         self._run_call = run_call
         self.sample_rate = sample_rate
+        self._call_limit = call_limit
         self._tasks: set[asyncio.Task[None]] = set()
         self._pcs: set[Any] = set()
+        #: Browser calls in progress, by caller (from the answer to the call's end).
+        self._by_caller: Counter[str] = Counter()
 
-    async def answer(self, sdp: str, sdp_type: str, caller: str) -> tuple[str, str]:
-        """The SDP answer to a browser's offer; the call starts when its audio arrives."""
+    @property
+    def in_progress(self) -> int:
+        """Browser calls answered and not yet ended."""
+        return sum(self._by_caller.values())
+
+    def _admit(self, caller: str, max_per_caller: int, max_calls: int) -> None:
+        held = self._by_caller[caller]
+        if held >= max_per_caller:
+            raise CallRefused(
+                f"{caller} has {held} browser calls in progress, the most one user may have: "
+                "end one first",
+                node_full=False,
+            )
+        if self.in_progress >= max_calls:
+            raise CallRefused(
+                f"{self.in_progress} browser calls in progress, the most this node takes",
+                node_full=True,
+            )
+        if self._call_limit is not None:
+            busy, limit = self._call_limit()
+            if busy >= limit:
+                raise CallRefused(
+                    f"the node is at its call limit ({busy} of {limit} calls in progress)",
+                    node_full=True,
+                )
+
+    def _release(self, caller: str) -> None:
+        self._by_caller[caller] -= 1
+        if self._by_caller[caller] <= 0:
+            del self._by_caller[caller]
+
+    async def answer(
+        self,
+        sdp: str,
+        sdp_type: str,
+        caller: str,
+        *,
+        max_per_caller: int = 2,
+        max_calls: int = 4,
+    ) -> tuple[str, str]:
+        """The SDP answer to a browser's offer; the call starts when its audio arrives.
+
+        ``CallRefused`` when ``caller`` already has ``max_per_caller`` browser calls, the
+        node ``max_calls``, or the node is at its own call limit (phone calls count): a
+        browser call is a call of the node, with its models, log and recording."""
         from aiortc import RTCPeerConnection, RTCSessionDescription  # noqa: PLC0415
 
+        self._admit(caller, max_per_caller, max_calls)
+        self._by_caller[caller] += 1  # held from here: offers at once cannot pass together
         pc = RTCPeerConnection()
         self._pcs.add(pc)
         call = WebRtcCall(pc, sample_rate=self.sample_rate, caller=caller)
@@ -196,7 +256,8 @@ class WebRtcCalls:
             await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type=sdp_type))
             pc.addTrack(_outbound_track(call))
             await pc.setLocalDescription(await pc.createAnswer())
-        except Exception:
+        except BaseException:
+            self._release(caller)
             self._pcs.discard(pc)
             await pc.close()
             raise
@@ -211,6 +272,7 @@ class WebRtcCalls:
         try:
             await self._run_call(call)
         finally:
+            self._release(call.remote_uri)
             self._pcs.discard(call.pc)
             await call.pc.close()
 

@@ -7,8 +7,8 @@ from typing import Literal
 from fastapi import APIRouter, HTTPException, Request, status
 from pydantic import BaseModel, Field
 
-from admin.deps import Viewer
-from admin.webrtc import WebRtcCalls
+from admin.deps import SettingsDep, Viewer
+from admin.webrtc import CallRefused, WebRtcCalls
 
 router = APIRouter(prefix="/api/v1/webrtc", tags=["webrtc"])
 
@@ -26,9 +26,10 @@ class Answer(BaseModel):
 
 
 @router.post("/offer", response_model=Answer, summary="Call the bot from the browser")
-async def offer(body: Offer, request: Request, who: Viewer) -> Answer:
+async def offer(body: Offer, request: Request, who: Viewer, settings: SettingsDep) -> Answer:
     """Answer a WebRTC offer; the call runs through the node's pipeline and call log, its
-    caller ``webrtc:<user>``."""
+    caller ``webrtc:<user>``. 429 when the user already has ``webrtc_max_calls_per_user``
+    browser calls; 503 when the node has ``webrtc_max_calls``, or is at its call limit."""
     calls: WebRtcCalls | None = request.app.state.webrtc
     if calls is None:
         raise HTTPException(
@@ -37,7 +38,16 @@ async def offer(body: Offer, request: Request, who: Viewer) -> Answer:
             "`switchboard run`",
         )
     try:
-        sdp, kind = await calls.answer(body.sdp, body.type, caller=f"webrtc:{who.user_name}")
+        sdp, kind = await calls.answer(
+            body.sdp,
+            body.type,
+            caller=f"webrtc:{who.user_name}",
+            max_per_caller=settings.webrtc_max_calls_per_user,
+            max_calls=settings.webrtc_max_calls,
+        )
+    except CallRefused as exc:
+        code = status.HTTP_503_SERVICE_UNAVAILABLE if exc.node_full else 429
+        raise HTTPException(code, detail=str(exc), headers={"Retry-After": "10"}) from None
     except ValueError as exc:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, detail=f"sdp: {exc}") from None
     return Answer(sdp=sdp, type=kind)
