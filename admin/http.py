@@ -91,6 +91,8 @@ def strict_json_problem(body: bytes) -> str | None:
         return str(exc)
     except ValueError:
         return None
+    except RecursionError:
+        return "nested too deeply"
     return None
 
 

@@ -88,6 +88,17 @@ async def test_numbers_that_are_not_json_are_422_in_every_body(
     assert r.json()["config_version"] == 1
 
 
+async def test_json_nested_too_deeply_is_422(client: httpx.AsyncClient) -> None:
+    """Python's parser recurses into each array: 100,000 of them were a RecursionError."""
+    for body in ("[" * 100_000, "[" * 50_000 + "]" * 50_000):
+        r = await client.post(
+            "/api/v1/auth/login", content=body, headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 422, r.text[:200]
+        assert "nested too deeply" in r.json()["detail"][0]["msg"]
+        _headers_present(r)
+
+
 async def test_a_422_never_echoes_the_body(
     client: httpx.AsyncClient, admin_engine: AsyncEngine
 ) -> None:
