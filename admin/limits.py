@@ -30,6 +30,9 @@ MAX_KNOWLEDGE = 300
 #: to 3.8 s for 6,000 to 12,000 characters of 60-character sentences (the machine busy
 #: with other work); the default profile's largest intent is 1,362, its knowledge 1,658.
 EMBED_BUDGET = 6000
+#: Any number of the profile, in size: no setting needs more (ms, s, counts), and a node
+#: sleeping or sizing a buffer by 2**63 fails where the API cannot see it.
+MAX_NUMBER = 1_000_000_000
 #: The whole profile as JSON (each version stores all of it).
 MAX_PROFILE_BYTES = 512 * 1024
 
@@ -67,6 +70,8 @@ def _walk(data: Any, loc: Loc, out: list[tuple[Loc, str]]) -> None:
     elif isinstance(data, dict):
         for key, value in data.items():
             _walk(value, (*loc, str(key)), out)
+    elif isinstance(data, int | float) and not isinstance(data, bool) and abs(data) > MAX_NUMBER:
+        out.append((loc, f"at most {MAX_NUMBER} in size"))
 
 
 def _chars(texts: Any) -> int:

@@ -74,6 +74,10 @@ async def test_what_a_node_cannot_apply_is_refused_and_nothing_is_written(
         "/api/v1/config/settings", json={"fillers": ["One moment."] * 101}, headers=editor
     )
     await _refused(r, ["profile", "fillers"], "at most 100 items")
+    r = await client.patch(
+        "/api/v1/config/settings", json={"filler_after_ms": 2**62}, headers=editor
+    )
+    await _refused(r, ["profile", "filler_after_ms"], "at most 1000000000 in size")
 
     questions = [f"{i:03d} " + "how do I send back a parcel " * 6 for i in range(40)]
     r = await client.post(
