@@ -103,7 +103,7 @@ def small_talk_kind(text: str) -> Kind | None:
         return None
     for kind in ("goodbye", "thanks", "presence", "identity", "how_are_you", "greeting"):
         if kind in found:
-            return kind  # type: ignore[return-value]
+            return kind
     return None
 
 

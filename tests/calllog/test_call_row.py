@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from bot.calllog.models import Call, TurnRow
 from bot.calllog.store import make_engine
+from bot.profile import DEFAULT_PROFILE
 from telephony.dialer import dial
 from testkit.botproc import run_bot
 from testkit.voices import speak
@@ -17,7 +18,8 @@ from tests.calllog.conftest import counts
 pytestmark = [pytest.mark.sip, pytest.mark.models]
 
 #: Small talk: what still reaches the LLM (questions the profile covers are answered from
-#: its knowledge base, the others with an honest "not sure").
+#: its knowledge base, the others with an honest "not sure") when the profile gives it no
+#: fixed reply (this test's profile leaves "are you there" to the model).
 OPEN_QUESTION = "Hello, is anyone there?"
 QUESTION = "Where is my order?"  # an example of the default profile's order_status intent
 STAGE_COLUMNS = (
@@ -34,7 +36,9 @@ async def test_a_sip_call_leaves_one_call_row_with_turns_and_timings(
     pg_url: str, tmp_path: Path
 ) -> None:
     env = {"SWITCHBOARD_DATABASE_URL": pg_url, "SWITCHBOARD_DATA_DIR": str(tmp_path)}
-    with run_bot(env=env) as bot:
+    profile = tmp_path / "model_small_talk.toml"
+    profile.write_text(DEFAULT_PROFILE.read_text() + '\n[small_talk]\npresence = ""\n')
+    with run_bot(env=env, profile=profile) as bot:
         # A frequent intent (answered from the cache), then small talk (the LLM).
         script = [(4.5, speak(QUESTION)), (13.0, speak(OPEN_QUESTION, voice="rms"))]
         result = await dial(bot.uri, script=script, record_seconds=24)
