@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from admin import config_store, limits
 from admin.accounts import AccountError, create_user
@@ -18,7 +19,7 @@ from admin.security import Role, user_name_problem
 from admin.server import AdminServer, AdminServerError
 from bot.calllog.migrate import schema_state
 from bot.calllog.store import make_engine
-from bot.profile import ProfileError, load_profile
+from bot.profile import BotProfile, ProfileError, load_profile
 from node.calllog import database_url, recordings_dir
 from node.settings import Settings
 
@@ -90,6 +91,17 @@ async def _create_user(settings: Settings, name: str, password: str, role: Role)
     return 0
 
 
+def _changes(
+    current: config_store.Versioned | None, profile: BotProfile
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The profile's sections that an import changes: their values before and after (the
+    audit entry says what changed, not only that something did)."""
+    old = {} if current is None else current.profile.model_dump(mode="json")
+    new = profile.model_dump(mode="json")
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    return {k: old.get(k) for k in changed}, {k: new.get(k) for k in changed}
+
+
 async def _import_profile(settings: Settings, path: Path) -> int:
     try:
         profile = load_profile(path)
@@ -106,15 +118,17 @@ async def _import_profile(settings: Settings, path: Path) -> int:
         return 2
     try:
         async with db.sessions() as session:
-            base = await config_store.latest_version(session)
+            current = await config_store.latest(session)
+            base = None if current is None else current.version
+            before, after = _changes(current, profile)
             version = await config_store.save(
                 session,
                 profile,
                 actor="cli",
                 action="config.import",
                 target=f"profile:{path.name}",
-                before={"version": base},
-                after={"name": profile.name},
+                before={"version": base, **before},
+                after={"version": (base or 0) + 1, **after},
                 base=base,
             )
             await session.commit()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +166,16 @@ def test_import_profile_refuses_what_a_node_could_not_apply(tmp_path: Path) -> N
     done = _switchboard("admin", "import-profile", str(ROOT / "bot/profiles/default.toml"), url=url)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("configuration version 1 from ")
+    # A second import: its audit entry says what changed, and only that.
+    changed = tmp_path / "changed.toml"
+    changed.write_text(default.replace('greeting = "', 'greeting = "Welcome. ', 1))
+    done = _switchboard("admin", "import-profile", str(changed), url=url)
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(tmp_path / "sb.db") as db:
+        rows = db.execute(
+            "SELECT before, after FROM admin_audit_log WHERE action = 'config.import' ORDER BY at"
+        ).fetchall()
+    first, second = (tuple(json.loads(x) for x in row) for row in rows)
+    assert first[0]["version"] is None and first[1]["version"] == 1
+    assert second[0].keys() == second[1].keys() == {"version", "greeting"}, second
+    assert second[1]["greeting"] == "Welcome. " + second[0]["greeting"]
