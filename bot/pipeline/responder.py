@@ -13,6 +13,7 @@ from bot.answers.small_talk import is_small_talk
 from bot.intents.confirm import read_answer
 from bot.knowledge.index import KnowledgeIndex, Retrieved, topic_question
 from bot.pipeline.clauses import ClauseSplitter
+from bot.pipeline.follow_up import is_follow_up
 from bot.pipeline.frames import (
     AnswerPending,
     DataFrame,
@@ -167,8 +168,9 @@ class Responder(Processor):
             await self._operator_answer(turn, text, reply, route="small_talk")
             return
         found, asked = await self._retrieve(turn, text), text
-        if not found and self._previous and self._knowledge is not None:
-            # A follow-up ("and to a PO box?") names its topic in the turn before.
+        if not found and self._previous and self._knowledge is not None and is_follow_up(text):
+            # A follow-up ("and to a PO box?") names its topic in the turn before; words
+            # with a request of their own are never joined to it.
             asked = f"{self._previous} {text}"
             found = await self._retrieve(turn, asked)
         self._previous = text

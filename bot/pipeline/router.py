@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from bot.intents.cache import IntentCache
+from bot.intents.cache import IntentCache, Lookup
 from bot.intents.confirm import KEY_ANSWERS, Answer, read_answer
 from bot.intents.store import CacheEntry
 from bot.pipeline.end_of_turn import leads_with_answer
+from bot.pipeline.follow_up import is_follow_up, new_words
 from bot.pipeline.frames import (
     CallAction,
     DataFrame,
@@ -136,6 +137,8 @@ class Router(Processor):
                 await self.push(frame)
                 return
         turn.model_ms["intent_lookup"] = found.lookup_ms
+        if found.match.route not in ("exact", "semantic"):
+            found = await self._follow_up(previous, frame.text, found)
         match, entry = found.match, found.entry
         again = entry is not None and entry.name in self._questioned
         if match.route == "confirm" and entry is not None and entry.confirm and not again:
@@ -167,6 +170,31 @@ class Router(Processor):
         turn.intent_score = round(match.score, 4)
         turn.mark("route_decided")
         await self._play(turn, entry)
+
+    async def _follow_up(self, previous: Turn | None, text: str, found: Lookup) -> Lookup:
+        """A short follow-up ("and the fast one?") to an answer this router gave is looked
+        up again joined to the question answered: a hit on that same intent answers it
+        (the intent's answer holds what the follow-up asks, or the match would miss);
+        anything else leaves ``found`` as it was."""
+        if (
+            previous is None
+            or previous.intent is None
+            or previous.route not in ("exact", "semantic", "confirmed")
+            or not previous.transcript
+            or not is_follow_up(text)
+            # "and can I pay by card" after the order status is a request of its own.
+            or len(new_words(text, f"{previous.transcript} {previous.answer}")) > 1
+        ):
+            return found
+        try:
+            joined = await self._cache.lookup(f"{previous.transcript} {text}")
+        except ProviderError:
+            return found
+        hit = joined.match.route in ("exact", "semantic") and joined.entry is not None
+        if hit and joined.match.intent == previous.intent:
+            log.debug("follow-up to %s: %r", previous.intent, text)
+            return joined
+        return found
 
     def _offered(self, previous: Turn, text: str) -> _Asked | None:
         """The colleague the previous answer offered, as a question the caller may answer."""

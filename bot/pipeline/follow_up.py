@@ -1,0 +1,64 @@
+"""Whether the caller's words go on with the last answer's topic ("and the fast one?").
+
+A follow-up names its topic only in the turn before: "And the fast one?" after the delivery
+prices, "What was the standard price again?", "Is that free?". Such words are matched
+again joined to the question that was answered; words that carry a request of their own
+("What is the weather like today?") never are (joined, they were taken for the turn
+before: "As I said, we cannot take card payments over the phone").
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.answers.small_talk import is_small_talk
+
+#: Longer than this, the words are a request of their own.
+MAX_WORDS = 9
+_WORD = re.compile(r"[a-z0-9']+")
+#: How a follow-up starts: "and ...", "what about ...", "is that ...".
+_LEADS = (
+    ("and",), ("but",), ("also",), ("or",), ("plus",), ("so",), ("then",),
+    ("what", "about"), ("how", "about"), ("what", "if"), ("same", "for"),
+    ("is", "that"), ("is", "it"), ("is", "this"), ("are", "they"), ("does", "that"),
+    ("does", "it"), ("will", "that"), ("will", "it"), ("would", "that"), ("can", "it"),
+)  # fmt: skip
+#: Words that point back at what was just said.
+_REFERRING = frozenset((
+    "it", "it's", "that", "that's", "this", "those", "these", "they", "them", "one", "ones",
+    "again", "too", "instead", "else", "either", "same", "other",
+))  # fmt: skip
+
+
+#: Words that carry no topic of their own.
+_FUNCTION = frozenset((
+    "a", "an", "the", "and", "or", "but", "so", "then", "also", "plus", "what", "about",
+    "how", "if", "is", "are", "was", "were", "be", "do", "does", "did", "will", "would",
+    "can", "could", "should", "to", "of", "for", "on", "in", "at", "by", "with", "from",
+    "i", "you", "we", "me", "my", "your", "our", "there", "please", "just", "much", "many",
+    "which", "who", "where", "when", "why", "tell", "know", "say", "said", "again", "more",
+    "any", "some", "all", "its", "it's", "what's", "i'm", "not", "no", "yes", "ok", "okay",
+)) | _REFERRING  # fmt: skip
+
+
+def new_words(text: str, context: str) -> list[str]:
+    """The words of ``text`` that carry a topic ``context`` (the question answered and its
+    answer) does not: "and can I pay by card" after the order status brings "pay" and
+    "card"; "and the fast one?" after the delivery prices brings only "fast"."""
+    known = set(_WORD.findall(context.lower()))
+    out = []
+    for word in _WORD.findall(text.lower()):
+        if word in _FUNCTION or word in known or word.rstrip("s") in known:
+            continue
+        out.append(word)
+    return out
+
+
+def is_follow_up(text: str) -> bool:
+    """Short words that lead like a follow-up or point back at the last answer."""
+    words = _WORD.findall(text.lower())
+    if not words or len(words) > MAX_WORDS or is_small_talk(text):
+        return False
+    if any(tuple(words[: len(lead)]) == lead for lead in _LEADS):
+        return True
+    return any(word in _REFERRING for word in words)

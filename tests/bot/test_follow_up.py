@@ -1,0 +1,114 @@
+"""Follow-ups: short words that go on with the last answer's topic are matched joined to
+the question answered; a request of its own never is.
+
+Found by new users: after the delivery-cost answer "And the fast one?" and "What was the
+standard price again?" got "not sure"; "What is the weather like today?" after the
+phone-payment answer was joined to it ("As I said, we cannot take card payments...").
+The router tests run the default profile's intents through the real MiniLM embedder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot.intents.cache import IntentCache
+from bot.intents.store import MemoryStore
+from bot.pipeline.follow_up import is_follow_up, new_words
+from bot.pipeline.frames import PlayAudio, Transcript
+from bot.pipeline.processor import Collector
+from bot.pipeline.router import Router
+from bot.pipeline.turn import Turn
+from bot.profile import DEFAULT_PROFILE, load_profile
+from tests.bot.fakes import ToneTTS
+
+pytestmark = pytest.mark.models
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["And the fast one?", "What was the standard price again?", "Is that free?",
+     "And to a PO box?", "What about express?", "How about Canada?", "Does that include it?"],
+)  # fmt: skip
+def test_words_that_point_back_are_follow_ups(text: str) -> None:
+    assert is_follow_up(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["What is the weather like today?", "Where is my order?", "Can I pay by card?",
+     "Hi there.", "Thank you.", "I would like to speak to someone about my delivery please now",
+     ""],
+)  # fmt: skip
+def test_a_request_of_its_own_or_small_talk_is_not(text: str) -> None:
+    assert not is_follow_up(text)
+
+
+def test_new_words_are_the_topic_words_the_last_answer_did_not_have() -> None:
+    asked = "How much does delivery cost?"
+    answer = "Standard delivery costs four ninety-nine. Express delivery costs nine ninety-nine."
+    context = f"{asked} {answer}"
+    assert new_words("And the fast one?", context) == ["fast"]
+    assert new_words("What was the standard price again?", context) == ["price"]
+    assert new_words("Is that free?", context) == ["free"]
+    assert new_words("And can I pay by card?", context) == ["pay", "card"]
+
+
+@pytest.fixture(scope="module")
+async def cache() -> AsyncIterator[IntentCache]:
+    from serve.embed_minilm import MiniLMEmbedder  # noqa: PLC0415 - loads torch
+
+    embedder, tts = MiniLMEmbedder(timeout_s=30.0), ToneTTS()
+    await embedder.load()
+    await tts.load()
+    profile = load_profile(DEFAULT_PROFILE)
+    built = IntentCache(MemoryStore(), embedder, tts, voice="tone")
+    await built.publish(profile.intents, profile.intent_matching)
+    yield built
+    await built.stop()
+
+
+async def _ask(router: Router, sink: Collector, text: str) -> Turn:
+    turn = Turn(call_id="c", transcript=text)
+    await router.process(Transcript(turn=turn, text=text))
+    return turn
+
+
+@pytest.mark.parametrize("follow_up", ["And the fast one?", "What about express?"])
+async def test_a_follow_up_to_the_delivery_cost_answer_gets_that_answer(
+    cache: IntentCache, follow_up: str
+) -> None:
+    alone = await cache.lookup(follow_up)
+    assert alone.match.route not in ("exact", "semantic")  # a miss on its own words
+    router, sink = Router(cache), Collector()
+    router.link(sink)
+    first = await _ask(router, sink, "How much does delivery cost?")
+    assert (first.route, first.intent) in {
+        ("exact", "delivery_cost"),
+        ("semantic", "delivery_cost"),
+    }
+    first.answer = "Standard delivery costs four ninety-nine."
+    turn = await _ask(router, sink, follow_up)
+    assert turn.intent == "delivery_cost" and turn.route in ("exact", "semantic")
+    played = [f for f in sink.frames if isinstance(f, PlayAudio) and f.turn is turn]
+    assert played and "Express delivery" in played[0].text
+
+
+async def test_a_new_request_after_an_answer_is_not_joined_to_it(cache: IntentCache) -> None:
+    router, sink = Router(cache), Collector()
+    router.link(sink)
+    await _ask(router, sink, "How much does delivery cost?")
+    turn = await _ask(router, sink, "What is the weather like today?")
+    assert turn.intent != "delivery_cost"
+    assert turn.route in ("none", "confirm")
+    # A request of its own that starts like a follow-up is not taken for one either.
+    first = await _ask(router, sink, "Where is my order?")
+    first.answer = "You can track your order in My Orders."
+    turn = await _ask(router, sink, "And can I pay by card?")
+    assert turn.intent != "order_status"
+    # With nothing answered before it, a follow-up is looked up on its own words only.
+    fresh, fresh_sink = Router(cache), Collector()
+    fresh.link(fresh_sink)
+    alone = await _ask(fresh, fresh_sink, "And the fast one?")
+    assert alone.intent is None or alone.route not in ("exact", "semantic")
