@@ -85,7 +85,7 @@ async function changeUser(user, change, what) {
 async function usersPage() {
   if (!isAdmin()) {
     page("Users", h("p", { id: "admins-only" }, "Only admins manage users. Your own API " +
-      "tokens are on the "), h("p", {}, h("a", { href: "#/tokens" }, "API tokens page")));
+      "tokens are on the ", h("a", { href: "#/tokens" }, "API tokens page"), "."));
     return;
   }
   const data = await api("GET", `/users?limit=${PAGE_SIZE}&offset=${state.usersOffset}`);
