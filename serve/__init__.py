@@ -4,6 +4,7 @@ Model libraries are imported only when a provider loads, so importing ``serve`` 
 """
 
 from serve.asr import ASR, Transcription
+from serve.asr_twopass import TwoPassASR
 from serve.asr_whisper import WhisperASR
 from serve.base import Provider
 from serve.embed import Embedder
@@ -55,6 +56,7 @@ __all__ = [
     "SileroVAD",
     "StageTimings",
     "Transcription",
+    "TwoPassASR",
     "VadStream",
     "VllmLLM",
     "WebRtcVAD",

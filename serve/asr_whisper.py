@@ -38,7 +38,7 @@ PACKAGED_WHISPERS = (TINY_EN, BASE)
 
 
 class WhisperASR(ASR):
-    """faster-whisper with greedy decoding, no timestamps, no prompt, English only."""
+    """faster-whisper, greedy (or ``beam_size`` beams), no timestamps, no prompt, English."""
 
     name = "whisper"
 
@@ -53,6 +53,7 @@ class WhisperASR(ASR):
         workers: int = 1,
         window_s: float | None = None,
         min_window_s: float | None = None,
+        beam_size: int = 1,
         timeout_s: float = 5.0,
         retries: int = 1,
         name: str | None = None,
@@ -65,8 +66,11 @@ class WhisperASR(ASR):
         if packaged not in PACKAGED_WHISPERS:
             known = ", ".join(PACKAGED_WHISPERS)
             raise ValueError(f"no packaged Whisper {packaged!r}; known: {known}")
+        if not 1 <= beam_size <= 16:
+            raise ValueError(f"beam_size must be within 1..16, got {beam_size}")
         self.model_path = model_path
         self.packaged = packaged
+        self.beam_size = beam_size
         self.device = device
         self.compute_type = compute_type
         self.cpu_threads = cpu_threads
@@ -83,7 +87,8 @@ class WhisperASR(ASR):
         window = "" if self.window_s is None else f", {self.window_s:g} s window"
         if self.min_window_s is not None:
             window = f", {self.min_window_s:g}-{self.window_s:g} s window"
-        return f"whisper {model}{window}"
+        beams = "" if self.beam_size == 1 else f", beam {self.beam_size}"
+        return f"whisper {model}{window}{beams}"
 
     def _load(self) -> None:
         hub_offline()  # weights come from a package, never a hub
@@ -150,7 +155,7 @@ class WhisperASR(ASR):
         segments, _info = self._model.transcribe(
             audio,
             language="en",
-            beam_size=1,
+            beam_size=self.beam_size,
             temperature=0.0,  # no temperature fallback: a retry ladder would multiply latency
             without_timestamps=True,
             condition_on_previous_text=False,
@@ -218,7 +223,7 @@ class WhisperASR(ASR):
         results = self._model.model.generate(
             encoded,
             [prompt] * len(audios),
-            beam_size=1,
+            beam_size=self.beam_size,
             max_length=len(prompt) + max(self._max_new_tokens(ms) for ms in lengths_ms),
             repetition_penalty=1.1,  # the shorter window makes greedy decoding loop more often
             no_repeat_ngram_size=3,

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from serve.asr import ASR
+from serve.asr_twopass import TwoPassASR
 from serve.asr_whisper import BASE, TINY_EN, WhisperASR
 from serve.base import SHARED_WORKERS, Provider, shared_executor
 from serve.embed import Embedder
@@ -164,7 +165,9 @@ _BACKENDS: dict[str, Backends[Any]] = {
 # As many CTranslate2 workers as the shared pool has threads: each call's transcription
 # runs beside another's instead of queueing inside the library (two at once: 315 ms for
 # both with one worker, 167 ms with two, measured here).
-def _whisper(packaged: str, *, windowed: bool) -> Callable[[ModelSpec], WhisperASR]:
+def _whisper(
+    packaged: str, *, windowed: bool, beam_size: int = 1
+) -> Callable[[ModelSpec], WhisperASR]:
     def create(s: ModelSpec) -> WhisperASR:
         return WhisperASR(
             model_path=s.asr_model_path,
@@ -173,6 +176,7 @@ def _whisper(packaged: str, *, windowed: bool) -> Callable[[ModelSpec], WhisperA
             workers=SHARED_WORKERS,
             window_s=10.0 if windowed else None,
             min_window_s=4.0 if windowed else None,
+            beam_size=beam_size,
         )
 
     return create
@@ -187,6 +191,24 @@ asr_backends.register("whisper-window", _whisper(TINY_EN, windowed=True))
 # speech at about twice the time (docs/benchmarks.md).
 asr_backends.register("whisper-base", _whisper(BASE, windowed=False))
 asr_backends.register("whisper-base-window", _whisper(BASE, windowed=True))
+# Beam search on the 30 s path: on the fitted window, 5 beams on one thread dropped a
+# sentence's last words ("... the delivery address for"), where greedy did not.
+asr_backends.register("whisper-beam", _whisper(TINY_EN, windowed=False, beam_size=5))
+# tiny.en for every turn, and a second pass the bot asks for on doubt (serve/asr_twopass.py):
+# with base, or with tiny.en searching 5 beams. The model path, if given, is the first's.
+asr_backends.register(
+    "whisper-window+base",
+    lambda s: TwoPassASR(
+        _whisper(TINY_EN, windowed=True)(s),
+        _whisper(BASE, windowed=True)(s.model_copy(update={"asr_model_path": None})),
+    ),
+)
+asr_backends.register(
+    "whisper-window+beam",
+    lambda s: TwoPassASR(
+        _whisper(TINY_EN, windowed=True)(s), _whisper(TINY_EN, windowed=False, beam_size=5)(s)
+    ),
+)
 
 
 def _llama_cpp(s: ModelSpec, packaged: str = SMOLLM2) -> LlamaCppLLM:
