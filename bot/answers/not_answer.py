@@ -62,8 +62,7 @@ _TROUBLE = words_of(
     """not no never nothing didn't hasn't haven't hadn't isn't wasn't won't can't cannot
     don't doesn't couldn't wrong broken broke damaged faulty late lost missing stopped problem
     problems issue issues complaint complain complaining angry upset annoyed disappointed
-    frustrated terrible awful bad mistake error twice still yet waiting cancelled rude pardon
-    what"""
+    frustrated terrible awful bad mistake error twice waiting cancelled rude pardon"""
 )
 #: An apology that comes with a "no" or a "not sure" is part of a decline: it fits.
 _DECLINES = words_of(

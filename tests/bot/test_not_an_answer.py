@@ -99,6 +99,8 @@ def test_what_it_is_may_be_said_to_a_caller_who_asks() -> None:
         ("My condolences.", "How long is delivery?"),
         ("I'm sorry to hear that.", "Do you sell gift cards?"),
         ("I apologize for the inconvenience.", "Can I pay with PayPal?"),
+        # Heard from speech: "still" is no complaint.
+        ("I'm sorry for the misunderstanding,", "I forgot a charger, can I still put it in?"),
     ],
 )
 def test_an_apology_that_fits_nothing_is_not_an_answer(clause: str, question: str) -> None:
