@@ -218,8 +218,17 @@ class Node:
         if importlib.util.find_spec("aiortc") is None:
             log.info("browser test calls off: the webrtc extra (aiortc) is not installed")
             return None
-        self.webrtc = WebRtcCalls(self._on_call, sample_rate=SAMPLE_RATE)
+        self.webrtc = WebRtcCalls(
+            self._on_call, sample_rate=SAMPLE_RATE, call_limit=self._calls_in_progress
+        )
         return self.webrtc
+
+    def _calls_in_progress(self) -> tuple[int, int]:
+        """Calls in progress (SIP and browser) and the node's call limit: a browser test
+        call takes a place a phone call could have."""
+        sip = self.endpoint.stats().get("calls_active", 0) if self.endpoint is not None else 0
+        browser = self.webrtc.in_progress if self.webrtc is not None else 0
+        return sip + browser, self.settings.sip.max_calls
 
     def _queue_metrics(self) -> dict[str, float]:
         if self.lobby is None:

@@ -21,6 +21,8 @@ from admin.config_store import ConfigConflict, ConfigRejected, Versioned
 from admin.db import aware
 from admin.deps import Editor, SessionDep, Viewer
 from admin.models import ConfigVersion
+from bot.answers.small_talk import SmallTalkReplies
+from bot.callflow import CallLimits
 from bot.profile import (
     BotProfile,
     EndpointingConfig,
@@ -29,6 +31,7 @@ from bot.profile import (
     KnowledgeConfig,
     KnowledgeEntry,
     LlmConfig,
+    RecordingConfig,
 )
 
 router = APIRouter(prefix="/api/v1/config", tags=["configuration"])
@@ -69,6 +72,11 @@ class SettingsRead(BaseModel):
     llm: LlmConfig
     intent_matching: IntentMatchingConfig
     knowledge_matching: KnowledgeConfig
+    transfer_hold: str | None
+    handoff_summary: str
+    small_talk: SmallTalkReplies
+    recording: RecordingConfig
+    call_limits: CallLimits
 
 
 class SettingsUpdate(BaseModel):
@@ -91,6 +99,11 @@ class SettingsUpdate(BaseModel):
         None, description="fields of IntentMatchingConfig"
     )
     knowledge_matching: dict[str, Any] | None = Field(None, description="fields of KnowledgeConfig")
+    transfer_hold: str | None = Field(None, min_length=1)
+    handoff_summary: str | None = Field(None, min_length=1, max_length=300)
+    small_talk: dict[str, Any] | None = Field(None, description="fields of SmallTalkReplies")
+    recording: dict[str, Any] | None = Field(None, description="fields of RecordingConfig")
+    call_limits: dict[str, Any] | None = Field(None, description="fields of CallLimits")
 
 
 class IntentCreate(IntentConfig):
@@ -105,6 +118,7 @@ class IntentUpdate(BaseModel):
     answer: str | None = Field(None, min_length=1)
     action: Literal["transfer", "hangup"] | None = None
     transfer_to: str | None = None
+    confirm: str | None = Field(None, min_length=1, max_length=300)
 
 
 class IntentRead(IntentConfig):
@@ -121,6 +135,7 @@ class KnowledgeUpdate(BaseModel):
     questions: list[str] | None = Field(None, min_length=1)
     answer: str | None = Field(None, min_length=1)
     keywords: list[str] | None = None
+    confirm: str | None = Field(None, min_length=1, max_length=300)
 
 
 class KnowledgeRead(KnowledgeEntry):

@@ -199,3 +199,50 @@ async def test_a_nul_character_in_the_configuration_is_refused(
         headers=editor,
     )
     assert r.status_code == 422, r.text
+
+
+async def test_every_section_an_operator_tunes_is_read_and_changed_through_the_api(
+    client: httpx.AsyncClient, admin_engine: AsyncEngine, editor: dict[str, str]
+) -> None:
+    got = (await client.get("/api/v1/config/settings", headers=editor)).json()
+    for key in ("small_talk", "recording", "call_limits", "transfer_hold", "handoff_summary"):
+        assert key in got, key
+    r = await client.patch(
+        "/api/v1/config/settings",
+        json={
+            "small_talk": {"greeting": "Hi, Test Shop here. What can I do for you?"},
+            "recording": {"enabled": True, "announcement": "This call is recorded."},
+            "transfer_hold": "Hold on, putting you through.",
+        },
+        headers=editor,
+    )
+    assert r.status_code == 200, r.text
+    new = r.json()
+    assert new["small_talk"]["greeting"] == "Hi, Test Shop here. What can I do for you?"
+    assert new["small_talk"]["thanks"] == PROFILE.small_talk.thanks  # the rest kept
+    assert new["recording"] == {"enabled": True, "announcement": "This call is recorded."}
+    assert new["transfer_hold"] == "Hold on, putting you through."
+    r = await client.patch(
+        "/api/v1/config/settings", json={"small_talk": {"greeting": 5}}, headers=editor
+    )
+    assert r.status_code == 422, r.text
+
+
+async def test_an_intents_and_an_entrys_confirmation_question_can_be_changed(
+    client: httpx.AsyncClient, admin_engine: AsyncEngine, editor: dict[str, str]
+) -> None:
+    question = "Would you like our opening hours?"
+    r = await client.patch(
+        "/api/v1/config/intents/opening_hours", json={"confirm": question}, headers=editor
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["confirm"] == question
+    got = (await client.get("/api/v1/config/intents/opening_hours", headers=editor)).json()
+    assert got["confirm"] == question and got["answer"] == "We are open nine to five."
+    r = await client.patch(
+        "/api/v1/config/knowledge/returns",
+        json={"confirm": "Do you want to know how returns work?"},
+        headers=editor,
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["confirm"] == "Do you want to know how returns work?"
