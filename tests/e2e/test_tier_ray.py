@@ -22,6 +22,7 @@ import pytest
 import ray
 from ray import serve
 
+from bot.profile import DEFAULT_PROFILE
 from serve.llm import ChatMessage
 from serve.registry import ModelSpec
 from serve.scale import cluster
@@ -116,6 +117,15 @@ async def test_each_model_kind_answers_through_its_deployment(tier: TierSettings
     assert llm.metrics()["errors"] == 0
 
 
+def model_small_talk(path: Path) -> Path:
+    """The default profile with no fixed small-talk replies: its small talk goes to the
+    model (the tier's LLM), as these tests need."""
+    kinds = ("greeting", "thanks", "goodbye", "presence", "identity", "how_are_you")
+    empty = "".join(f'{kind} = ""\n' for kind in kinds)
+    path.write_text(DEFAULT_PROFILE.read_text() + "\n[small_talk]\n" + empty)
+    return path
+
+
 def caller_wav(path: Path, voice: str) -> Path:
     """Three questions ~12 s apart (small talk goes to the LLM), then 12 s to listen."""
     pcm = bytes(int(4.5 * RATE) * 2)
@@ -146,7 +156,7 @@ def test_calls_through_the_tier_scale_it_and_outlive_a_replica(
         "SWITCHBOARD_TIER__REPORT_EVERY_S": "0.5",
         "SWITCHBOARD_CALL_ACTIONS": "false",
     }
-    with run_bot(env=env, timeout_s=240) as bot:
+    with run_bot(env=env, profile=model_small_talk(tmp_path / "p.toml"), timeout_s=240) as bot:
         assert any("model tier: joined Ray" in line for line in bot.lines), bot.lines[-20:]
         wavs = [caller_wav(tmp_path / f"caller{i}.wav", v) for i, v in enumerate(("slt", "rms"))]
         seen: list[int] = []
@@ -217,7 +227,7 @@ def test_callers_waiting_in_the_call_queue_scale_the_tier(
     )
     second = tmp_path / "second.wav"  # waits in line, then talks to the bot
     write_wav(second, bytes(40 * RATE * 2))
-    with run_bot(env=env, timeout_s=240) as bot:
+    with run_bot(env=env, profile=model_small_talk(tmp_path / "p.toml"), timeout_s=240) as bot:
         samples: list[tuple[int, float, float]] = []  # (replicas, in flight, queued)
         done = threading.Event()
 
