@@ -37,6 +37,8 @@ if [[ $WITH_TEST -eq 1 ]]; then
   apt_pkgs+=(openssl)
   # server binaries only: the test suite runs its own PostgreSQL and Redis on free ports
   apt_pkgs+=(postgresql redis-server)
+  # the proxy tests run Kamailio in front of two nodes (binary only, started by the suite)
+  apt_pkgs+=(kamailio)
   # the admin console's browser tests: headless Chromium driven by Playwright (no browser
   # download; Playwright is pointed at this binary)
   apt_pkgs+=(chromium)
@@ -78,12 +80,13 @@ release_services() {
   fi
 }
 
-# A freshly installed redis-server is enabled at boot: leave it installed, not enabled.
-no_redis_at_boot() {
+# A freshly installed redis-server or kamailio is enabled at boot: leave it installed, not
+# enabled.
+not_at_boot() {
   if command -v systemctl >/dev/null 2>&1; then
-    as_root systemctl disable --quiet redis-server.service
-  elif [[ -e /etc/init.d/redis-server ]]; then
-    as_root update-rc.d redis-server disable >/dev/null
+    as_root systemctl disable --quiet "$1.service"
+  elif [[ -e /etc/init.d/$1 ]]; then
+    as_root update-rc.d "$1" disable >/dev/null
   fi
 }
 
@@ -97,9 +100,11 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   release_services
   trap - EXIT
-  if [[ " ${missing[*]} " == *" redis-server "* ]]; then
-    no_redis_at_boot
-  fi
+  for service in redis-server kamailio; do
+    if [[ " ${missing[*]} " == *" $service "* ]]; then
+      not_at_boot "$service"
+    fi
+  done
 fi
 
 # --- virtualenv ---------------------------------------------------------------

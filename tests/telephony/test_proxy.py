@@ -1,0 +1,85 @@
+"""Kamailio (infra/kamailio/kamailio.cfg) in front of two nodes: round robin and failover.
+
+Real SIP through a real proxy over loopback: each call goes through Kamailio to a node, whose
+on_call echoes the caller's tone; a draining node (what SIGTERM does) answers 503 and the
+proxy moves the call to the other node, while the drained node's live call goes on to its BYE
+through the proxy (Record-Route).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from telephony.dialer import dial
+from tests.support.kamailio import kamailio_binary, run_kamailio
+from tests.telephony.nodekit import Calls, tone, wait_until
+
+pytestmark = [
+    pytest.mark.sip,
+    pytest.mark.skipif(
+        kamailio_binary() is None,
+        reason="kamailio not installed (`bash infra/install.sh --test` installs it)",
+    ),
+]
+
+#: No OPTIONS probes during the test: only a call's 503 or timeout takes a node out.
+NO_PROBES_S = 3600
+
+
+async def call_through(proxy_port: int, freq: float, seconds: float) -> Any:
+    return await dial(
+        f"sip:bot@127.0.0.1:{proxy_port}",
+        play=tone(freq, seconds - 1.0),
+        play_at_s=0.2,
+        record_seconds=seconds,
+    )
+
+
+async def test_calls_through_kamailio_fail_over_from_a_draining_node(
+    make_node: Any, hears_own_tone: Any
+) -> None:
+    calls_a, calls_b = Calls(), Calls()
+    calls_a.echo = calls_b.echo = True
+    async with (
+        make_node(calls_a, max_calls=4) as node_a,
+        make_node(calls_b, max_calls=4) as node_b,
+    ):
+        nodes = {"a": (node_a, calls_a), "b": (node_b, calls_b)}
+        with run_kamailio([node_a.config.port, node_b.config.port], ping_s=NO_PROBES_S) as proxy:
+            # Two calls one after the other: round robin gives one to each node.
+            for f in (440.0, 620.0):
+                hears_own_tone(await call_through(proxy.port, f, 3.0), f)
+            assert len(calls_a.calls) == 1 and len(calls_b.calls) == 1, proxy.log.read_text()
+            for node, _ in nodes.values():
+                assert node.stats()["front_rejected_draining"] == 0
+
+            # A long call is up on one node; that node then drains as on SIGTERM.
+            live = asyncio.get_running_loop().create_task(call_through(proxy.port, 300.0, 8.0))
+            await wait_until(
+                lambda: node_a.active_calls + node_b.active_calls == 1, 10, "live call"
+            )
+            name = "a" if node_a.active_calls == 1 else "b"
+            drained, drained_calls = nodes[name]
+            other, other_calls = nodes["b" if name == "a" else "a"]
+            drain = asyncio.get_running_loop().create_task(drained.drain(30.0))
+            await wait_until(lambda: drained.draining, what="drain started")
+            before = len(other_calls.calls)
+
+            # New calls: round robin sends one of them to the draining node, which answers 503;
+            # the proxy moves it to the other node. Every one is answered and echoed there.
+            for f in (500.0, 700.0):
+                hears_own_tone(await call_through(proxy.port, f, 3.0), f)
+            assert len(other_calls.calls) == before + 2
+            assert len(drained_calls.calls) == 2  # the first call and the live one, no new one
+            assert drained.stats()["front_rejected_draining"] >= 1, proxy.log.read_text()
+            assert other.stats()["front_rejected_draining"] == 0
+            assert "next node" in proxy.log.read_text()
+
+            # The drained node's live call went on and ended by its BYE through the proxy.
+            hears_own_tone(await live, 300.0)
+            assert await drain is True
+            assert drained_calls.calls[-1].ended
+            assert drained.stats()["calls_total"] == 2
