@@ -93,3 +93,10 @@ async def test_a_topic_question_is_forgotten_once_another_answer_was_given() -> 
         assert yes.route != "confirmed"
     finally:
         await responder.stop()
+
+
+def test_the_topic_question_is_the_operators_or_made_from_the_first_question() -> None:
+    gifts = ENTRIES["gift_cards"]
+    assert topic_question(gifts) == "Just to check, is this about: do you sell gift cards?"
+    asked = gifts.model_copy(update={"confirm": "Do you want to know about our gift cards?"})
+    assert topic_question(asked) == "Do you want to know about our gift cards?"
