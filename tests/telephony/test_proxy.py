@@ -83,3 +83,24 @@ async def test_calls_through_kamailio_fail_over_from_a_draining_node(
             assert await drain is True
             assert drained_calls.calls[-1].ended
             assert drained.stats()["calls_total"] == 2
+
+
+async def test_calls_through_kamailio_skip_a_node_that_does_not_answer(
+    make_node: Any, hears_own_tone: Any
+) -> None:
+    calls_a, calls_b = Calls(), Calls()
+    calls_a.echo = calls_b.echo = True
+    async with (
+        make_node(calls_a, max_calls=4) as node_a,
+        make_node(calls_b, max_calls=4) as node_b,
+    ):
+        ports = [node_a.config.port, node_b.config.port]
+        with run_kamailio(ports, ping_s=NO_PROBES_S, node_timeout_ms=1000) as proxy:
+            await node_a.stop()  # gone: its port is closed, nothing answers there
+            # Round robin sends one of the two calls to the stopped node first: no reply in
+            # 1 s, and the proxy relays it to the other node, which answers both.
+            for f in (440.0, 620.0):
+                hears_own_tone(await call_through(proxy.port, f, 3.0), f)
+            assert not calls_a.calls
+            assert len(calls_b.calls) == 2
+            assert "next node" in proxy.log.read_text()
