@@ -28,7 +28,7 @@ from bot.pipeline.spoken_digits import spoken_digits
 Thought = Literal["finished", "unfinished", "hold", "open"]
 
 _WORD = re.compile(r"[a-z0-9']+")
-_SENTENCE_END = re.compile(r"[.?!]+\s+")
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 _CLAUSE = re.compile(r"[.?!,;:]+")
 
 # fmt: off
@@ -72,12 +72,14 @@ _PARTICLE_VERBS = frozenset((
     "stop", "pop", "swing",
 ))
 _WH = frozenset(("what", "where", "when", "which", "who", "whom", "whose", "how", "why"))
+_WH_OBJECTS = frozenset(("what", "where", "which", "who", "whom", "whose"))
 #: Words that belong to the wh-word before them ("how much", "what time").
 _WH_TAIL = frozenset(("much", "many", "long", "far", "often", "soon", "old", "big"))
 _REPLY = frozenset(("yes", "yeah", "yep", "no", "nope", "nah", "okay", "ok", "sure"))
 _HESITATIONS = frozenset(("um", "uh", "er", "erm", "hmm", "oh", "well", "ah"))
 #: First words of a reply to an offer ("yes please", "no thanks", "not really").
 _ANSWER_LEAD = _REPLY | {"yup", "please", "absolutely", "definitely", "correct", "alright", "not"}
+_SUBJECTS = frozenset(("i", "it", "we", "you", "they", "he", "she"))
 _PRONOUNS = frozenset(("i", "it", "we", "you", "they", "he", "she", "that", "there", "not"))
 #: Words that say the caller means a number, so one digit is already a number read out.
 _NUMBER_WORDS = frozenset((
@@ -146,22 +148,29 @@ def _trailing_number(words: list[str]) -> str | None:
     return spoken_digits(" ".join(words[start:]))
 
 
-def _wh_before(words: list[str]) -> bool:
+def _wh_before(words: list[str], wh: frozenset[str] = _WH) -> bool:
     """A wh-word earlier in the sentence, with words of its own between it and the last
     word: the question's object came first ("where my parcel is"), not "how much is"."""
     for i in range(len(words) - 2, -1, -1):
-        if words[i] in _WH:
+        if words[i] in wh:
             between = [w for w in words[i + 1 : -1] if w not in _WH_TAIL]
             return bool(between)
     return False
 
 
-def _dangles(words: list[str]) -> bool:
-    """The sentence's last word leaves it unfinished."""
+def _loops(previous: list[str], words: list[str]) -> bool:
+    """``words`` say ``previous`` again, garbled: most of them are its words."""
+    if len(words) < 3:
+        return False
+    return sum(w in previous for w in words) / len(words) >= 0.6
+
+
+def _dangles(words: list[str], question: bool = False) -> bool:
+    """The sentence's last word leaves it unfinished (``question``: it ends with "?")."""
     last = words[-1]
     before = words[-2] if len(words) > 1 else ""
-    if last in _DANGLING:
-        return True
+    if last in _DANGLING or all(w in _SUBJECTS for w in words):
+        return True  # "You": what Whisper makes of words it cannot hear
     if last in _WH and len(words) > 1 and last != "why":
         return True
     if last == "me" and before in _ME_VERBS:
@@ -172,7 +181,11 @@ def _dangles(words: list[str]) -> bool:
     if last in _PREP:
         if last in ("in", "on", "by", "over") and before in _PARTICLE_VERBS:
             return False
-        return not _wh_before(words)
+        # "who am I talking to", "where is it from": the wh-word is the preposition's
+        # object; "how long does it take to" has none. "Is there a human I can talk to?":
+        # a whole yes-or-no question whose object came first.
+        whole_question = question and words[0] in _AUX and len(words) >= 5
+        return not (whole_question or _wh_before(words, _WH_OBJECTS))
     if last in _TRANSITIVE and before in _VERB_LEAD:
         return not _wh_before(words)
     return False
@@ -191,6 +204,11 @@ def judge(text: str, digits: Digits | None = None) -> Thought:
     if is_hold(clauses[-1]):
         return "hold"
     sentences = [s for s in _SENTENCE_END.split(stripped) if _words(s)]
+    if len(sentences) > 1 and _loops(_words(sentences[-2]), _words(sentences[-1])):
+        # Whisper looping on a short question ("And you connect me to a live agent. And you
+        # can next me to"): the sentence before is what was said.
+        stripped = " ".join(sentences[:-1]).strip()
+        sentences = sentences[:-1]
     words = _words(sentences[-1])
     number = _trailing_number(words)
     if number is not None and digits is not None:
@@ -201,7 +219,7 @@ def judge(text: str, digits: Digits | None = None) -> Thought:
             return "finished"
     if stripped.endswith(("...", "…", ",", "-", ":", ";")):
         return "unfinished"
-    if _dangles(words):
+    if _dangles(words, question=stripped.endswith("?")):
         return "unfinished"
     return "finished" if stripped[-1] in ".?!" else "open"
 
