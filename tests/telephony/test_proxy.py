@@ -104,3 +104,33 @@ async def test_calls_through_kamailio_skip_a_node_that_does_not_answer(
             assert not calls_a.calls
             assert len(calls_b.calls) == 2
             assert "next node" in proxy.log.read_text()
+
+
+async def test_kamailio_probes_take_a_draining_node_out_before_any_call(
+    make_node: Any, hears_own_tone: Any
+) -> None:
+    calls_a, calls_b = Calls(), Calls()
+    calls_a.echo = calls_b.echo = True
+    async with (
+        make_node(calls_a, max_calls=4) as node_a,
+        make_node(calls_b, max_calls=4) as node_b,
+    ):
+        ports = [node_a.config.port, node_b.config.port]
+        with run_kamailio(ports, ping_s=1) as proxy:
+            drain = asyncio.get_running_loop().create_task(node_a.drain(30.0))
+            await wait_until(lambda: node_a.draining, what="drain started")
+            probes = node_a.stats()["front_answered_options"]
+            # Two OPTIONS probes answered 503 since: the first one's reply has been taken
+            # by the proxy a second before the second probe came.
+            await wait_until(
+                lambda: node_a.stats()["front_answered_options"] >= probes + 2,
+                10,
+                "two probes of the draining node",
+            )
+            for f in (440.0, 620.0):
+                hears_own_tone(await call_through(proxy.port, f, 3.0), f)
+            assert len(calls_b.calls) == 2, proxy.log.read_text()
+            # The proxy knew from its probes: no call was even offered to the draining node.
+            assert not calls_a.calls
+            assert node_a.stats()["front_rejected_draining"] == 0
+            assert await drain is True
