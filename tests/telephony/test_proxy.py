@@ -16,6 +16,7 @@ import pytest
 from telephony.dialer import dial
 from tests.support.kamailio import kamailio_binary, run_kamailio
 from tests.telephony.nodekit import Calls, tone, wait_until
+from tests.telephony.rawua import RawUA, header
 
 pytestmark = [
     pytest.mark.sip,
@@ -134,3 +135,31 @@ async def test_kamailio_probes_take_a_draining_node_out_before_any_call(
             assert not calls_a.calls
             assert node_a.stats()["front_rejected_draining"] == 0
             assert await drain is True
+
+
+async def test_the_proxy_stays_on_the_route_of_the_dialog(make_node: Any) -> None:
+    calls = Calls()
+
+    async def hang_up_soon(call: Any) -> None:
+        await asyncio.sleep(0.5)
+        await call.hangup()
+
+    calls.action = hang_up_soon
+    async with make_node(calls, max_calls=4) as node:
+        with run_kamailio([node.config.port], ping_s=NO_PROBES_S) as proxy:
+            ua = RawUA("127.0.0.1")
+            try:
+                ua.invite(("127.0.0.1", proxy.port), "through-proxy")
+                await wait_until(lambda: ua.finals("through-proxy") == [200], 10, "200 OK")
+                ok = next(r for r in ua.got if r.first.startswith("SIP/2.0 200"))
+                # The 200 came back through the proxy, which record-routed the dialog...
+                assert ok.src == ("127.0.0.1", proxy.port)
+                record_route = header(ok.head, "record-route") or ""
+                assert f"127.0.0.1:{proxy.port};" in record_route and ";lr" in record_route
+                # ...so the node's BYE comes through the proxy too, as does our 200 to it.
+                await wait_until(lambda: bool(ua.requests("BYE")), 10, "the node's BYE")
+                assert all(r.src == ("127.0.0.1", proxy.port) for r in ua.requests("BYE"))
+                await wait_until(lambda: node.active_calls == 0, 10, "call ended on the node")
+                await wait_until(lambda: bool(calls.ended()), 10, "call ended event")
+            finally:
+                ua.close()
