@@ -14,11 +14,12 @@ Both tables (sources, bans) are bounded: when one is full, the entry seen least 
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, IPvAnyNetwork
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ GUARD_KEYS = (
     "front_auth_failures",
     "front_sources_evicted",  # the source table was full
     "front_bans_evicted",  # the ban table was full
+    "front_upstream_spared",  # a ban an upstream proxy would have had
 )
 
 
@@ -62,6 +64,11 @@ class FrontLimits(BaseModel):
     unacked_window_s: float = Field(600.0, gt=0.0)
     #: ...is banned (every datagram dropped) for this long.
     ban_s: float = Field(300.0, ge=0.0)
+    #: Proxies and SBCs in front of the node (addresses or networks): every caller behind
+    #: one comes from its address, so it is never banned (one caller's flood or unACKed
+    #: calls would cut off them all) and not held to ``per_source_rate``; the node-wide rate
+    #: still applies. Rate-limit and ban callers on the proxy itself (``docs/proxy.md``).
+    upstreams: list[IPvAnyNetwork] = []
     #: Sources tracked at once; the least recently seen is forgotten beyond it.
     max_sources: int = Field(10_000, ge=1)
     #: Bans held at once; the one ending soonest is lifted beyond it.
@@ -108,9 +115,24 @@ class FloodGuard:
         self.counters = dict.fromkeys(GUARD_KEYS, 0)
         self._full_logged: dict[str, float] = {}
 
+    def upstream(self, source: str) -> bool:
+        """Whether ``source`` is a proxy the operator put in front of the node."""
+        if not self.limits.upstreams:
+            return False
+        try:
+            addr = ipaddress.ip_address(source)
+        except ValueError:
+            return False
+        return any(addr in net for net in self.limits.upstreams)
+
     def admit(self, source: str, now: float) -> bool:
         """Whether a datagram from ``source`` may be read now (and counts it)."""
         c = self.counters
+        if self.upstream(source):
+            if not self.node.take(now):
+                c["front_dropped_node_rate"] += 1
+                return False
+            return True
         if self.bans:
             until = self.bans.get(source)
             if until is not None:
@@ -164,6 +186,10 @@ class FloodGuard:
 
     def ban(self, source: str, now: float, why: str) -> None:
         if self.limits.ban_s <= 0 or self.banned(source, now):
+            return
+        if self.upstream(source):
+            self.counters["front_upstream_spared"] += 1
+            log.warning("SIP front: upstream %s not banned (%s): limit callers on it", source, why)
             return
         if len(self.bans) >= self.limits.max_bans:
             soonest = min(self.bans, key=self.bans.__getitem__)

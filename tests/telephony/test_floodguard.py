@@ -102,3 +102,32 @@ def test_answers_never_acked_ban_their_source(caplog: pytest.LogCaptureFixture) 
     assert g.admit("10.0.5.2", 421.0) and g.counters["front_bans"] == 1
     g.sweep(1000.0)
     assert not g.unacked_seen
+
+
+def test_an_upstream_proxy_is_never_banned_and_has_no_per_source_rate(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Behind a proxy every caller comes from its address: banning it would cut off all."""
+    lim = FrontLimits(
+        per_source_rate=1,
+        per_source_burst=2,
+        ban_after_drops=3,
+        ban_after_unacked=2,
+        node_rate=100,
+        node_burst=50,
+        upstreams=["10.1.0.0/24", "192.0.2.7"],
+    )
+    g = FloodGuard(lim, now=0.0)
+    with caplog.at_level(logging.WARNING, logger="telephony.floodguard"):
+        assert all(g.admit("10.1.0.5", 0.0) for _ in range(40))  # no per-source bucket
+        for _ in range(3):
+            g.unacked("192.0.2.7", 1.0)
+            g.auth_failed("192.0.2.7", 1.0)
+    assert not g.banned("192.0.2.7", 2.0) and g.admit("192.0.2.7", 2.0)
+    assert g.counters["front_bans"] == 0 and g.counters["front_upstream_spared"] >= 1
+    assert "upstream 192.0.2.7 not banned" in caplog.text
+    # The node-wide rate still holds for it.
+    assert not all(g.admit("10.1.0.5", 2.0) for _ in range(60))
+    # Anyone else is limited and banned as before.
+    assert [g.admit("10.1.1.5", 3.0) for _ in range(6)] == [True, True] + [False] * 4
+    assert g.banned("10.1.1.5", 3.5)
