@@ -509,6 +509,8 @@ def _fixed_phrases(prof: BotProfile) -> list[str]:
     as written, they start like a cached one)."""
     fixed = [prof.greeting, prof.apology, prof.unsure, prof.decline, *prof.fillers]
     fixed += prof.small_talk.phrases(prof.name)
+    if prof.endpointing.hold_reply:  # "Take your time." to a caller who asked for a moment
+        fixed.append(prof.endpointing.hold_reply)
     fixed += [entry.answer for entry in prof.knowledge]
     if prof.transfer_failed is not None:
         fixed.append(prof.transfer_failed)
