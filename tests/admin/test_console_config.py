@@ -244,6 +244,7 @@ async def test_the_intent_editor_opens_in_place(
         "Do you want to know when the new shop opens?"
     )
     await page.fill("#i-confirm", "Are you asking about the new shop?")
+    drawn = await page.query_selector("#knowledge")  # replaced when the page reloads
     await page.click(".intent-form button[type=submit]")
     kept = page.locator(".intent-form .error")
     await page.wait_for_function(  # saved and closed, or an error shown
@@ -253,6 +254,8 @@ async def test_the_intent_editor_opens_in_place(
     held = (await api.get("/config/intents/opening_soon")).json()
     if held["confirm"] == "Are you asking about the new shop?":
         await expect(form).to_have_count(0)
+        # Saved: the page draws itself again; an Edit pressed before that is redrawn away.
+        await page.wait_for_function("(el) => !el.isConnected", arg=drawn)
     else:
         assert held["confirm"] == "Do you want to know when the new shop opens?", held
         await expect(kept).to_contain_text("did not change the confirmation question")
