@@ -29,4 +29,11 @@ async def test_the_default_profile_loads_without_warnings(
     fitted = cache.fitted
     assert fitted is not None and len(fitted.background_texts) > 150
     assert [w.message for w in fitted.warnings] == []
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    # The intent cache's own warnings (asyncio's about other tests' tasks collected meanwhile
+    # are not the profile's).
+    logged = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.name.startswith("bot.intents")
+    ]
+    assert logged == []
