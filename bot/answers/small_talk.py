@@ -42,16 +42,19 @@ def is_small_talk(text: str) -> bool:
     """
     if not text.strip() or len(text.split()) > MAX_WORDS:
         return False
-    return _covered(_SMALL_TALK, text)
+    return bool(_pieces(_SMALL_TALK, text))
 
 
-def _covered(pattern: re.Pattern[str], text: str) -> bool:
-    at = 0
+def _pieces(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
+    """``pattern``'s matches when they cover ``text`` (nothing but punctuation and spaces
+    between and around them); empty when any other word stands in it."""
+    found, at = [], 0
     for match in pattern.finditer(text):
         if not _GAP.match(text[at : match.start()]):
-            return False
+            return []
+        found.append(match)
         at = match.end()
-    return at > 0 and bool(_GAP.match(text[at:]))
+    return found if _GAP.match(text[at:]) else []
 
 
 Kind = Literal["greeting", "thanks", "goodbye", "presence", "identity", "how_are_you"]
@@ -90,17 +93,7 @@ def small_talk_kind(text: str) -> Kind | None:
     """
     if not text.strip() or len(text.split()) > MAX_WORDS + 2:
         return None
-    found: set[Kind] = set()
-    at = 0
-    for match in _PIECE.finditer(text):
-        if not _GAP.match(text[at : match.start()]):
-            return None  # words that are not small talk
-        at = match.end()
-        kind = match.lastgroup
-        if kind is not None:
-            found.add(kind)  # type: ignore[arg-type]
-    if not _GAP.match(text[at:]):
-        return None
+    found = {match.lastgroup for match in _pieces(_PIECE, text)}
     for kind in ("goodbye", "thanks", "presence", "identity", "how_are_you", "greeting"):
         if kind in found:
             return kind
