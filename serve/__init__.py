@@ -4,15 +4,16 @@ Model libraries are imported only when a provider loads, so importing ``serve`` 
 """
 
 from serve.asr import ASR, Transcription
+from serve.asr_nemo import NemoASR
 from serve.asr_twopass import TwoPassASR
 from serve.asr_whisper import WhisperASR
 from serve.base import Provider
 from serve.embed import Embedder
 from serve.embed_minilm import MiniLMEmbedder
 from serve.errors import ProviderError, ProviderTimeout, ProviderUnavailable
-from serve.gpu import CoquiTTS, NemoASR, VllmLLM
 from serve.llm import LLM, ChatMessage
 from serve.llm_llamacpp import LlamaCppLLM
+from serve.llm_vllm import VllmLLM
 from serve.registry import (
     Backends,
     ModelSet,
@@ -27,6 +28,7 @@ from serve.registry import (
 )
 from serve.timing import StageTimings
 from serve.tts import TTS
+from serve.tts_coqui import CoquiTTS
 from serve.tts_flite import FliteTTS
 from serve.tts_piper import PiperTTS
 from serve.vad import VAD, VadStream

@@ -22,3 +22,8 @@ class ProviderTimeout(ProviderError):
 
 class ProviderUnavailable(ProviderError):
     """The provider cannot serve: not loaded, or its library or weights are missing."""
+
+
+def missing_gpu_library(library: str) -> ProviderUnavailable:
+    """The error of a GPU backend whose library is not installed."""
+    return ProviderUnavailable(f"{library} is not installed: install the 'gpu' extra on a GPU node")

@@ -13,6 +13,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from serve.chunked import QWEN_CODER_05B, model_path
 from serve.errors import ProviderUnavailable
 from serve.llm import LLM, ChatMessage
@@ -49,6 +51,23 @@ def packaged_stem(model_path: str | None, packaged: str) -> str:
     if model_path is not None:
         return Path(model_path).stem
     return Path(SMOLLM2_GGUF if packaged == SMOLLM2 else QWEN_CODER_05B.main or "").stem
+
+
+class LlamaCppOptions(BaseModel):
+    """The CPU LLM's options, for ``llama-cpp`` and ``llama-cpp-batched`` and their Qwen
+    variants (``SWITCHBOARD_MODELS__LLAMA_CPP__<FIELD>``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Niceness of the LLM's thread (0-19): when every core is busy, the caller's speech
+    #: work (VAD, ASR, cached answers) runs first and the LLM takes what is left.
+    nice: int = Field(10, ge=0, le=19)
+    #: Longest wait before each token while callers' speech is being transcribed or looked
+    #: up (ms; 0: never waits).
+    yield_ms: int = Field(250, ge=0, le=5000)
+    #: Conversations ``llama-cpp-batched`` decodes at once (one KV sequence each; more
+    #: requests wait for a free one).
+    sequences: int = Field(4, ge=1, le=64)
 
 
 class LlamaCppLLM(LLM):

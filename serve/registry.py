@@ -1,11 +1,16 @@
 """Model selection by name: ``ModelSpec`` in, a loaded and warmed ``ModelSet`` out.
 
-Backends are registered by name per kind; GPU backends (``serve.gpu``) register the same way,
-so a deployment picks them with a name in its settings and ``bot/`` does not change.
+Backends are registered by name per kind, one backend per module; the GPU backends
+(``serve.llm_vllm``, ``serve.asr_nemo``, ``serve.tts_coqui``) register the same way, and the
+Ray tier's remote backends register as ``ray`` when the tier connects
+(``serve.scale.client``), so a deployment picks them with a name in its settings and ``bot/``
+does not change. A backend's own knobs are its options model, nested in ``ModelSpec`` under
+the backend's name.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,24 +26,36 @@ from pydantic import (
 )
 
 from serve.asr import ASR
+from serve.asr_nemo import NemoASR
 from serve.asr_twopass import TwoPassASR
 from serve.asr_whisper import BASE, TINY_EN, WhisperASR
 from serve.base import SHARED_WORKERS, Provider, shared_executor
 from serve.embed import Embedder
 from serve.embed_e5 import E5Embedder, PairEmbedder
 from serve.embed_minilm import MiniLMEmbedder
-from serve.gpu import CoquiTTS, NemoASR, VllmLLM
 from serve.llm import LLM
-from serve.llm_llamacpp import QWEN, SMOLLM2, LlamaCppLLM
+from serve.llm_llamacpp import QWEN, SMOLLM2, LlamaCppLLM, LlamaCppOptions
 from serve.llm_llamacpp_batched import BatchedLlamaCppLLM
+from serve.llm_vllm import VllmLLM, VllmOptions
 from serve.tts import TTS
+from serve.tts_coqui import CoquiOptions, CoquiTTS
 from serve.tts_flite import FliteTTS
-from serve.tts_piper import PiperTTS
+from serve.tts_piper import PiperOptions, PiperTTS
 from serve.vad import VAD
 from serve.vad_silero import SileroVAD
 from serve.vad_webrtc import WebRtcVAD
 
 P = TypeVar("P", bound=Provider)
+
+log = logging.getLogger(__name__)
+
+#: The options' earlier flat names in ``ModelSpec``, and where each is now.
+_FLAT_OPTIONS = {
+    "llm_nice": ("llama_cpp", "nice"),
+    "llm_yield_ms": ("llama_cpp", "yield_ms"),
+    "llm_sequences": ("llama_cpp", "sequences"),
+    "tts_nice": ("piper", "nice"),
+}
 
 #: Backends without packaged weights, and the field that must name theirs.
 _NEEDS_PATH = (
@@ -76,18 +93,36 @@ class ModelSpec(BaseModel):
     #: in parallel, two threads per model fought over 2 cores (10 calls: cache route P95
     #: 682 ms with 2, 568 ms with 1; one call: P50 341 ms with 2, 314 ms with 1).
     threads: int = Field(1, ge=1, le=256)
-    #: Niceness of the LLM's thread (0-19): when every core is busy, the caller's speech
-    #: work (VAD, ASR, cached answers) runs first and the LLM takes what is left.
-    llm_nice: int = Field(10, ge=0, le=19)
-    #: Longest wait of the CPU LLM (llama.cpp), before each token, while callers' speech
-    #: is being transcribed or looked up (ms; 0: never waits). On a GPU node: no effect.
-    llm_yield_ms: int = Field(250, ge=0, le=5000)
-    #: Conversations ``llama-cpp-batched`` decodes at once (one KV sequence each; more
-    #: requests wait for a free one).
-    llm_sequences: int = Field(4, ge=1, le=64)
-    #: Niceness of the synthesizer's own thread: a caller's finished turn is transcribed
-    #: before the next sentence of another call's LLM answer is synthesized.
-    tts_nice: int = Field(5, ge=0, le=19)
+    #: Options of each backend that has any, under the backend's name.
+    llama_cpp: LlamaCppOptions = LlamaCppOptions()
+    piper: PiperOptions = PiperOptions()
+    vllm: VllmOptions = VllmOptions()
+    coqui: CoquiOptions = CoquiOptions()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_options(cls, data: Any) -> Any:
+        """The options' earlier flat names (``SWITCHBOARD_MODELS__LLM_NICE``...) still work,
+        moved under their backend with a warning in the log."""
+        if not isinstance(data, dict) or not any(key in data for key in _FLAT_OPTIONS):
+            return data
+        data = dict(data)
+        for flat, (backend, option) in _FLAT_OPTIONS.items():
+            if flat not in data:
+                continue
+            value = data.pop(flat)
+            nested = dict(data.get(backend) or {})
+            nested.setdefault(option, value)
+            data[backend] = nested
+            log.warning(
+                "model setting %r is now %s.%s (SWITCHBOARD_MODELS__%s__%s)",
+                flat,
+                backend,
+                option,
+                backend.upper(),
+                option.upper(),
+            )
+        return data
 
     @field_validator("asr", "llm", "tts", "vad", "embedder")
     @classmethod
@@ -222,14 +257,15 @@ def _llama_cpp(s: ModelSpec, packaged: str = SMOLLM2) -> LlamaCppLLM:
         model_path=s.llm_model_path,
         packaged=packaged,
         n_threads=1,
-        thread_nice=s.llm_nice,
+        thread_nice=s.llama_cpp.nice,
         retries=0,
     )
-    if s.llm_yield_ms > 0:
+    if s.llama_cpp.yield_ms > 0:
         # On the cores that transcribe callers: each token waits (up to llm_yield_ms)
         # until the shared pool has no speech work. With niceness alone, a transcription
         # beside it took 166 ms; with the wait, 133 ms (measured here on 2 cores).
-        llm.yield_to, llm.yield_max_s = shared_executor().wait_idle, s.llm_yield_ms / 1000.0
+        llm.yield_to = shared_executor().wait_idle
+        llm.yield_max_s = s.llama_cpp.yield_ms / 1000.0
     return llm
 
 
@@ -245,12 +281,13 @@ def _llama_cpp_batched(s: ModelSpec, packaged: str = SMOLLM2) -> BatchedLlamaCpp
     llm = BatchedLlamaCppLLM(
         model_path=s.llm_model_path,
         packaged=packaged,
-        sequences=s.llm_sequences,
+        sequences=s.llama_cpp.sequences,
         n_threads=1,
-        thread_nice=s.llm_nice,
+        thread_nice=s.llama_cpp.nice,
     )
-    if s.llm_yield_ms > 0:
-        llm.yield_to, llm.yield_max_s = shared_executor().wait_idle, s.llm_yield_ms / 1000.0
+    if s.llama_cpp.yield_ms > 0:
+        llm.yield_to = shared_executor().wait_idle
+        llm.yield_max_s = s.llama_cpp.yield_ms / 1000.0
     return llm
 
 
@@ -262,7 +299,7 @@ def _piper(s: ModelSpec) -> PiperTTS:
     tts = PiperTTS(voice_path=s.tts_voice_path)
     # Its own thread, a little nicer than speech recognition: at 10 calls, sentences of
     # LLM answers queued in front of the turns callers had just finished.
-    tts.own_thread, tts.thread_nice = True, s.tts_nice
+    tts.own_thread, tts.thread_nice = True, s.piper.nice
     return tts
 
 
@@ -288,10 +325,20 @@ asr_backends.register(
     "nemo", lambda s: NemoASR(model_path=_required(s.asr_model_path, "asr_model_path", "nemo"))
 )
 llm_backends.register(
-    "vllm", lambda s: VllmLLM(model_path=_required(s.llm_model_path, "llm_model_path", "vllm"))
+    "vllm",
+    lambda s: VllmLLM(
+        model_path=_required(s.llm_model_path, "llm_model_path", "vllm"),
+        gpu_memory_utilization=s.vllm.gpu_memory_utilization,
+        max_model_len=s.vllm.max_model_len,
+    ),
 )
 tts_backends.register(
-    "coqui", lambda s: CoquiTTS(model_path=_required(s.tts_voice_path, "tts_voice_path", "coqui"))
+    "coqui",
+    lambda s: CoquiTTS(
+        model_path=_required(s.tts_voice_path, "tts_voice_path", "coqui"),
+        config_path=s.coqui.config_path,
+        device=s.coqui.device,
+    ),
 )
 
 

@@ -6,9 +6,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from serve.audio import float_to_pcm16, resample
 from serve.errors import ProviderUnavailable
 from serve.tts import TTS
+
+
+class PiperOptions(BaseModel):
+    """Piper's options (``SWITCHBOARD_MODELS__PIPER__<FIELD>``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Niceness of the synthesizer's own thread: a caller's finished turn is transcribed
+    #: before the next sentence of another call's LLM answer is synthesized.
+    nice: int = Field(5, ge=0, le=19)
 
 
 class PiperTTS(TTS):

@@ -25,6 +25,12 @@ from serve.base import Provider
 from serve.embed import Embedder
 from serve.errors import ProviderError, ProviderUnavailable
 from serve.llm import LLM, ChatMessage
+from serve.registry import (
+    asr_backends,
+    embedder_backends,
+    llm_backends,
+    tts_backends,
+)
 from serve.scale.deployments import DEPLOYMENT_NAMES
 from serve.timing import StageTimings
 from serve.tts import TTS
@@ -198,3 +204,16 @@ class RayEmbedder(_RemoteModel, Embedder):
 
     def _embed_impl(self, texts: list[str]) -> npt.NDArray[np.float32]:
         raise ProviderUnavailable("runs on the tier: embed() calls the deployment")
+
+
+#: The name the tier's remote backends are registered under, for each kind the tier serves.
+RAY = "ray"
+
+
+def register_ray_backends(app_name: str) -> None:
+    """Register the remote backends of the tier's application ``app_name`` as ``ray``, like
+    every other backend (the VAD has none: it runs in the node on every 20 ms frame)."""
+    asr_backends.register(RAY, lambda s: RayASR(app_name=app_name))
+    llm_backends.register(RAY, lambda s: RayLLM(app_name=app_name))
+    tts_backends.register(RAY, lambda s: RayTTS(app_name=app_name))
+    embedder_backends.register(RAY, lambda s: RayEmbedder(app_name=app_name))

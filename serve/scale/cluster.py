@@ -17,8 +17,8 @@ import ray
 from ray import serve
 
 from serve.base import Provider
-from serve.registry import ModelSet, ModelSpec, vad_backends
-from serve.scale.client import RayASR, RayEmbedder, RayLLM, RayTTS
+from serve.registry import ModelSet, ModelSpec, create_models
+from serve.scale.client import RAY, register_ray_backends
 from serve.scale.deployments import DEPLOYMENT_NAMES, build_app, kinds_of
 from serve.scale.load import remove_board
 from serve.scale.settings import TierSettings
@@ -150,13 +150,11 @@ async def connect_tier(
         if progress is not None:
             kinds = ", ".join(DEPLOYMENT_NAMES[k] for k in kinds_of(spec))
             progress(f"model tier: deployed {kinds} in {time.monotonic() - begun:.1f}s")
-    models = ModelSet(
-        asr=RayASR(app_name=tier.app_name),
-        llm=RayLLM(app_name=tier.app_name),
-        tts=RayTTS(app_name=tier.app_name),
-        vad=vad_backends.create(spec.vad, spec),
-        embedder=None if spec.embedder is None else RayEmbedder(app_name=tier.app_name),
-    )
+    # The tier's backends, chosen through the registry like the in-process ones; the VAD
+    # stays the spec's own, in this process.
+    register_ray_backends(tier.app_name)
+    remote = {"asr": RAY, "llm": RAY, "tts": RAY, "embedder": spec.embedder and RAY}
+    models = create_models(spec.model_copy(update=remote))
     providers: list[Provider | None] = [
         models.vad,
         models.asr,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from serve import ChatMessage
-from serve.gpu import VllmLLM
+from serve.llm_vllm import VllmLLM
 
 MESSAGES = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi")]
 

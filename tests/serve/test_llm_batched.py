@@ -75,7 +75,7 @@ async def test_more_requests_than_sequences_wait_and_a_closed_one_frees_its_slot
 
 
 async def test_the_backend_is_chosen_by_name() -> None:
-    spec = ModelSpec(llm="llama-cpp-batched", llm_sequences=6)
+    spec = ModelSpec(llm="llama-cpp-batched", llama_cpp={"sequences": 6})
     llm = llm_backends.create(spec.llm, spec)
     assert isinstance(llm, BatchedLlamaCppLLM)
     assert llm.sequences == 6
