@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from bot.intents.match import IntentIndex, IntentMatchingConfig, Vectors
-from bot.profile import DEFAULT_PROFILE, load_profile
+from bot.knowledge.index import KnowledgeIndex
+from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
 from serve import Embedder
 from serve.registry import ModelSpec, asr_backends, embedder_backends
 from testkit.intent_eval.eval_sets import DATA, SPLITS, EvalSet, Items, load_eval_sets
@@ -101,6 +103,18 @@ async def run(args: argparse.Namespace) -> int:
         inputs[split] = {CLEAN: (items, await embed_queries(embedder, [t for t, _ in items]))}
     if args.asr:
         await add_transcripts(args, sets, splits, embedder, inputs)
+    second: dict[str, SecondPass] = {}
+    if args.asr and args.second_pass:
+        second = await add_second_pass(
+            args,
+            profile,
+            sets=sets,
+            splits=splits,
+            embedder=embedder,
+            index=index,
+            rule=rule,
+            inputs=inputs,
+        )
 
     outcomes = {
         split: {k: evaluate(index, items, vectors, rule) for k, (items, vectors) in per.items()}
@@ -122,6 +136,20 @@ async def run(args: argparse.Namespace) -> int:
     for split, per_input in outcomes.items():
         for k, out in per_input.items():
             print(summary_row(split, k, out))
+    if second:
+        print(
+            f"\n### Second pass ({args.second_pass}) on the turns whose transcript matched "
+            "nothing (no intent, no knowledge entry)\n"
+        )
+        print("| split | utterances | second passes | second transcript taken | ASR P50/P95 ms |")
+        print("|---|---|---|---|---|")
+        for split, sp in second.items():
+            cost = (
+                f"{percentile(sp.asr_ms, 50):.0f}/{percentile(sp.asr_ms, 95):.0f}"
+                if sp.asr_ms
+                else "cached"
+            )
+            print(f"| {split} | {sp.utterances} | {sp.passes} | {sp.taken} | {cost} |")
 
     print(
         f"\n### The embedder alone ({embedder.description}, mean of the {rule.top_k} nearest "
@@ -247,6 +275,73 @@ async def add_transcripts(
         inputs[split][label] = (heard, await embed_queries(embedder, result.texts))
 
 
+@dataclass
+class SecondPass:
+    """What the second pass did on one split."""
+
+    utterances: int = 0
+    #: Turns whose first transcript matched nothing: the bot decodes them again.
+    passes: int = 0
+    #: Of those, the turns whose second transcript matched: the bot goes on with it.
+    taken: int = 0
+    #: The second recognizer's time per utterance, when it ran (not cached).
+    asr_ms: list[float] = field(default_factory=list)
+
+
+async def add_second_pass(
+    args: argparse.Namespace,
+    profile: BotProfile,
+    *,
+    sets: dict[str, EvalSet],
+    splits: list[str],
+    embedder: Embedder,
+    index: IntentIndex,
+    rule: IntentMatchingConfig,
+    inputs: dict[str, dict[str, tuple[Items, Vectors]]],
+) -> dict[str, SecondPass]:
+    """The bot's rule (``bot.pipeline.rehear``) on the Whisper transcripts: a turn whose
+    transcript matched no intent and retrieved no knowledge entry is decoded again by
+    ``--second-pass``'s recognizer, and the second transcript is taken when it matches."""
+    spec = ModelSpec(asr=args.second_pass)
+    asr = asr_backends.create(spec.asr, spec)
+    setup = asr_setup(spec.asr, asr)
+    knowledge = (
+        await KnowledgeIndex.build(profile.knowledge, embedder, profile.knowledge_matching)
+        if profile.knowledge
+        else None
+    )
+    loaded = False
+    found: dict[str, SecondPass] = {}
+    for split in splits:
+        items = sets[split].items
+        heard, vectors = inputs[split][ASR]
+        try:
+            result = await asr_transcripts(items, setup, None, args.transcripts)
+        except KeyError:
+            if not loaded:
+                await asr.load()
+                await asr.warmup()
+                loaded = True
+            result = await asr_transcripts(items, setup, asr, args.transcripts)
+        again = await embed_queries(embedder, result.texts)
+        sp = found[split] = SecondPass(utterances=len(items), asr_ms=list(result.asr_ms))
+        chosen: Items = []
+        for k, ((text, truth), second) in enumerate(zip(heard, result.texts, strict=True)):
+            first = index.exact(text) or index.semantic(vectors[k], rule)
+            taken = text
+            if first.route == "none" and not (knowledge and await knowledge.retrieve(text)):
+                sp.passes += 1
+                if (index.exact(second) or index.semantic(again[k], rule)).route != "none":
+                    sp.taken += 1
+                    taken = second
+            chosen.append((taken, truth))
+        inputs[split][f"{ASR} + second pass"] = (
+            chosen,
+            await embed_queries(embedder, [t for t, _ in chosen]),
+        )
+    return found
+
+
 def print_sweep(
     index: IntentIndex,
     inputs: dict[str, dict[str, tuple[Items, Vectors]]],
@@ -335,6 +430,13 @@ def main() -> int:
         "--asr-prompt",
         default="",
         help="experiment: decode the transcripts after this text (Whisper's initial prompt)",
+    )
+    parser.add_argument(
+        "--second-pass",
+        default="",
+        choices=["", *asr_backends.names()],
+        help="with --asr: decode again with this ASR backend the turns that matched nothing "
+        "(whisper-base-window, whisper-beam), as the bot's two-pass recognizers do",
     )
     parser.add_argument(
         "--prefixes", action="store_true", help="also match the first words of each utterance"
