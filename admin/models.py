@@ -114,3 +114,24 @@ class ConfigVersion(AdminBase):
     #: What changed, in a few words (``intent.update opening_hours``).
     comment: Mapped[str] = mapped_column(Text)
     profile: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class NodeConfigState(AdminBase):
+    """What one node did with the configuration versions: the one it runs, and the last
+    one it could not apply (and why), written by the node, read by the console.
+
+    A version a node refused stays written (it is valid as a profile: only the node's own
+    check, such as embedding its examples in time, failed); the node keeps running the last
+    version it applied.
+    """
+
+    __tablename__ = "bot_config_nodes"
+
+    #: The node's name (``host:sip_port`` by default), as in ``calls.node``.
+    node: Mapped[str] = mapped_column(String(255), primary_key=True)
+    applied_version: Mapped[int | None] = mapped_column(Integer)
+    applied_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    failed_version: Mapped[int | None] = mapped_column(Integer)
+    #: Why the node could not apply ``failed_version`` (the error, shortened).
+    failed_reason: Mapped[str | None] = mapped_column(Text)
+    failed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

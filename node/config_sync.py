@@ -4,6 +4,11 @@ At start the database's newest version is what the node runs (the profile file s
 empty database as version 1). Then the newest version number is polled every
 ``SWITCHBOARD_ADMIN__CONFIG_POLL_S``; a newer version is loaded and handed to the node,
 which uses it from its next call (and the intent cache from the next turn).
+
+A version the node cannot apply (its check fails: an intent's examples not embedded in
+time, say) leaves the node on the version it ran; the failure, with its reason, is written
+to ``bot_config_nodes`` for the console (``admin.node_config``), and the version is tried
+again at the next poll (the cause may pass) until a newer one replaces it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from admin import config_store
+from admin import config_store, node_config
 from admin.config_store import Versioned
 from bot.profile import BotProfile
 
@@ -30,13 +35,19 @@ Apply = Callable[[Versioned], Awaitable[None]]
 class ConfigSync:
     """Seeds, then follows, the configuration versions of one database."""
 
-    def __init__(self, engine: AsyncEngine, *, poll_s: float, apply: Apply) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, poll_s: float, apply: Apply, node: str | None = None
+    ) -> None:
         self.engine = engine
         self.poll_s = poll_s
         self._apply = apply
+        #: The name this node reports its versions under (None: it reports nothing).
+        self.node = node
         self.version: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        #: The version that failed to apply, and why (reported once a version and reason).
+        self.refused: tuple[int, str] | None = None
 
     async def initial(self, profile: BotProfile, source: str) -> Versioned | None:
         """The configuration to start with; None when the database is away (the file then)."""
@@ -51,6 +62,7 @@ class ConfigSync:
             )
             return None
         self.version = found.version
+        await self._report_applied(found.version)
         if found.profile != profile:
             log.info(
                 "running configuration version %d from the database (the profile file only "
@@ -78,9 +90,40 @@ class ConfigSync:
             found = await config_store.get_version(session, newest)
         if found is None:  # pragma: no cover - versions are never deleted
             return False
-        await self._apply(found)
+        try:
+            await self._apply(found)
+        except Exception as exc:
+            await self._report_failed(found.version, node_config.reason_of(exc))
+            raise
         self.version = found.version
+        self.refused = None
+        await self._report_applied(found.version)
         return True
+
+    async def _report_applied(self, version: int) -> None:
+        if self.node is None:
+            return
+        try:
+            await node_config.report_applied(self.engine, self.node, version)
+        except Exception as exc:  # the version is in use all the same
+            log.warning("could not report configuration version %d in use: %s", version, exc)
+
+    async def _report_failed(self, version: int, reason: str) -> None:
+        if self.refused == (version, reason):
+            return  # reported already
+        self.refused = (version, reason)
+        log.error(
+            "configuration version %d not applied, still running version %s: %s",
+            version,
+            self.version,
+            reason,
+        )
+        if self.node is None:
+            return
+        try:
+            await node_config.report_failed(self.engine, self.node, version, reason)
+        except Exception as exc:
+            log.warning("could not report configuration version %d refused: %s", version, exc)
 
     async def _poll(self) -> None:
         while True:

@@ -15,14 +15,14 @@ from fastapi import APIRouter, HTTPException, Path, Request, status
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
-from admin import config_store
+from admin import config_store, node_config
 from admin.api.pagination import Page, PageDep
 from admin.config_store import ConfigConflict, ConfigRejected, Versioned
 from admin.db import aware
 from admin.deps import Editor, SessionDep, Viewer
 from admin.models import ConfigVersion
 from bot.answers.small_talk import SmallTalkReplies
-from bot.callflow import CallLimits
+from bot.callflow import CallLimits, TransferTarget
 from bot.profile import (
     BotProfile,
     EndpointingConfig,
@@ -41,6 +41,9 @@ NO_CONFIG = (
     "or run `switchboard admin import-profile FILE`"
 )
 
+
+#: Transfer targets the settings may list (each one a SIP or tel URI, listed once).
+MAX_TRANSFER_TARGETS = 50
 
 IntentName = Annotated[str, Path(max_length=128)]
 TopicName = Annotated[str, Path(max_length=128)]
@@ -65,6 +68,7 @@ class SettingsRead(BaseModel):
     system_prompt: str
     transfer_failed: str | None
     transfer_timeout_s: float
+    transfer_targets: list[TransferTarget]
     fillers: list[str]
     filler_after_ms: int
     filler_every_ms: int
@@ -90,6 +94,12 @@ class SettingsUpdate(BaseModel):
     system_prompt: str | None = Field(None, min_length=1)
     transfer_failed: str | None = Field(None, min_length=1)
     transfer_timeout_s: float | None = Field(None, gt=0.0, le=300.0)
+    transfer_targets: list[TransferTarget] | None = Field(
+        None,
+        max_length=MAX_TRANSFER_TARGETS,
+        description="where a caller may be put through (SIP or tel URIs), and how; "
+        "empty: the targets the intents and menus name, each by REFER",
+    )
     fillers: list[str] | None = None
     filler_after_ms: int | None = Field(None, ge=0)
     filler_every_ms: int | None = Field(None, ge=0)
@@ -276,6 +286,58 @@ async def get_version(
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no version {version}")
     return found.profile
+
+
+# -- nodes -----------------------------------------------------------------------------
+
+
+class NodeConfigRead(BaseModel):
+    """One node's configuration: the version it runs, and the last one it could not apply."""
+
+    node: str
+    #: The version the node runs (the last it applied).
+    applied_version: int | None
+    applied_at: datetime | None
+    #: ``current``: it runs the newest version; ``not_applied``: its check refused a version
+    #: (``failed_*``), and it runs the last one it applied; ``behind``: it has not loaded the
+    #: newest version yet (it does within its poll interval).
+    state: Literal["current", "not_applied", "behind"]
+    failed_version: int | None
+    failed_reason: str | None
+    failed_at: datetime | None
+
+
+class NodesRead(BaseModel):
+    """The newest configuration version, and what each node that reported does with it."""
+
+    config_version: int | None
+    nodes: list[NodeConfigRead]
+
+
+@router.get("/nodes", response_model=NodesRead, summary="Which version each node runs")
+async def config_nodes(session: SessionDep, _who: Viewer) -> NodesRead:
+    """Each node's version in use, and the last version it refused with the reason (the
+    node keeps the version it applied last)."""
+    newest = await config_store.latest_version(session)
+    nodes = []
+    for n in await node_config.node_states(session):
+        state: Literal["current", "not_applied", "behind"] = "current"
+        if n.failed_version is not None:
+            state = "not_applied"
+        elif newest is not None and n.applied_version != newest:
+            state = "behind"
+        nodes.append(
+            NodeConfigRead(
+                node=n.node,
+                applied_version=n.applied_version,
+                applied_at=n.applied_at,
+                state=state,
+                failed_version=n.failed_version,
+                failed_reason=n.failed_reason,
+                failed_at=n.failed_at,
+            )
+        )
+    return NodesRead(config_version=newest, nodes=nodes)
 
 
 # -- settings --------------------------------------------------------------------------

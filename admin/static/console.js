@@ -535,9 +535,10 @@ function matchingCard(m) {
 }
 
 async function intentsPage() {
-  const [intents, knowledge, matching] = await Promise.all([
+  const [intents, knowledge, matching, nodes] = await Promise.all([
     api("GET", "/config/intents?limit=200"), api("GET", "/config/knowledge?limit=200"),
-    api("GET", "/config/matching").catch(() => null)]);
+    api("GET", "/config/matching").catch(() => null),
+    api("GET", "/config/nodes").catch(() => null)]);
   const reload = () => intentsPage();
   const del = async (path, name) => {
     if (!confirm(`Delete ${name}?`)) return;
@@ -554,6 +555,7 @@ async function intentsPage() {
     type: "button", id, onclick: (ev) => openEditor(ev.target.closest("p"), makeForm()) },
   text)) : null);
   page("Intents and knowledge",
+    nodesCard(nodes),
     tryBox(),
     matchingCard(matching),
     h("h2", {}, "Intents"),

@@ -9,7 +9,8 @@ const SETTING_GROUPS = [
   ["The bot", ["name"]],
   ["What the bot says", ["greeting", "apology", "unsure", "decline", "system_prompt"]],
   ["Fillers", ["fillers", "filler_after_ms", "filler_every_ms"]],
-  ["Transfers", ["transfer_failed", "transfer_hold", "handoff_summary", "transfer_timeout_s"]],
+  ["Transfers", ["transfer_targets", "transfer_failed", "transfer_hold", "handoff_summary",
+    "transfer_timeout_s"]],
 ];
 const SECTION_TITLES = {
   recording: "Recording", llm: "Language model", endpointing: "Turn taking (endpointing)",
@@ -31,6 +32,9 @@ const SETTING_LABELS = {
   transfer_hold: ["While a transfer connects", "Empty: nothing is said."],
   handoff_summary: ["Hand-off summary", "What the agent hears first: {caller}, {asked}."],
   transfer_timeout_s: ["Transfer timeout (s)"],
+  transfer_targets: ["Transfer targets (one a line)", "A SIP or tel URI, then how: refer " +
+    "(the default), bridge or warm; \"refer bridge-on-failure\" bridges when the REFER is " +
+    "refused. Empty: the targets the intents and menus name, by REFER."],
   "recording.enabled": ["Record calls"],
   "recording.announcement": ["Recording announcement", "Said before the greeting."],
   "llm.max_tokens": ["Max tokens an answer"],
@@ -69,7 +73,21 @@ const SETTING_LABELS = {
 };
 // Long texts get a text area.
 const LONG_TEXTS = new Set(["greeting", "apology", "unsure", "decline", "system_prompt",
-  "transfer_failed", "transfer_hold", "handoff_summary", "fillers"]);
+  "transfer_failed", "transfer_hold", "handoff_summary", "fillers", "transfer_targets"]);
+
+// Transfer targets as lines of text: "sip:desk@pbx.example bridge" (refer when no mode).
+const REFER_FALLBACK = "bridge-on-failure";
+function targetLines(targets) {
+  return (targets || []).map((t) => [t.uri, t.mode === "refer" && !t.bridge_on_refer_failure
+    ? null : t.mode, t.bridge_on_refer_failure ? REFER_FALLBACK : null]
+    .filter(Boolean).join(" ")).join("\n");
+}
+function readTargets(text) {
+  return lines(text).map((line) => {
+    const [uri, mode, ...rest] = line.split(/\s+/);
+    return { uri, mode: mode || "refer", bridge_on_refer_failure: rest.includes(REFER_FALLBACK) };
+  });
+}
 
 async function openapi() {
   if (!state.schema) {
@@ -131,7 +149,10 @@ function settingInput(f, value, editable) {
       h("input", { ...common, type: "checkbox", checked: value === true }), label), hintEl);
   }
   let input;
-  if (t === "array") {
+  if (f.path === "transfer_targets") {
+    input = h("textarea", { ...common, placeholder: "sip:desk@pbx.example refer" },
+      targetLines(value));
+  } else if (t === "array") {
     input = h("textarea", common, (value || []).join("\n"));
   } else if (t === "number" || t === "integer") {
     input = h("input", { ...common, type: "number", step: t === "integer" ? 1 : "any",
@@ -155,6 +176,7 @@ function readSetting(form, f) {
   const el = form.querySelector(`[data-setting="${f.path}"]`);
   const t = f.schema.type;
   if (t === "boolean") return el.checked;
+  if (f.path === "transfer_targets") return readTargets(el.value);
   if (t === "array") return lines(el.value);
   const raw = el.value;
   if (raw.trim() === "" && f.nullable) return null;
@@ -162,8 +184,27 @@ function readSetting(form, f) {
   return raw;
 }
 
+// Where the configuration runs: each node's version, and a version a node could not apply
+// (its check refused it: the node runs the last version it applied).
+function nodesCard(report) {
+  if (!report || report.nodes.length === 0) return null;
+  const items = report.nodes.map((n) => {
+    if (n.state === "not_applied") {
+      return h("li", { class: "error node-refused", "data-node": n.node },
+        `Version ${n.failed_version} not applied on node ${n.node}: ${n.failed_reason} ` +
+        `(${fmtTime(n.failed_at)}). It runs version ${n.applied_version ?? "—"}.`);
+    }
+    return h("li", { "data-node": n.node }, n.state === "current"
+      ? `Node ${n.node} runs version ${n.applied_version}.`
+      : `Node ${n.node} runs version ${n.applied_version ?? "—"} (loading the newest).`);
+  });
+  return h("div", { class: "card", id: "config-nodes" }, h("h2", {}, "Nodes"),
+    h("ul", {}, items));
+}
+
 async function settingsPage() {
-  const [s, doc] = await Promise.all([api("GET", "/config/settings"), openapi()]);
+  const [s, doc, nodes] = await Promise.all([api("GET", "/config/settings"), openapi(),
+    api("GET", "/config/nodes").catch(() => null)]);
   const fields = settingFields(doc);
   const err = h("p", { class: "error", id: "settings-error" });
   const editable = (f) => canEdit() && f.writable;
@@ -218,5 +259,5 @@ async function settingsPage() {
       }
     }
   });
-  page("Bot settings", form);
+  page("Bot settings", nodesCard(nodes), form);
 }

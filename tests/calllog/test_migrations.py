@@ -32,6 +32,7 @@ TABLES = {
     "admin_login_failures",
     "admin_audit_log",
     "bot_config_versions",
+    "bot_config_nodes",
 }
 
 
