@@ -11,7 +11,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin import errors
-from admin.api import accounts, calls, config, webrtc
+from admin.api import accounts, calls, config, missed, webrtc
 from admin.api.metrics import metrics_router
 from admin.db import AdminDb
 from admin.http import SECURITY_HEADERS, BodyGuard, SecurityHeaders
@@ -58,6 +58,7 @@ def create_app(
     app.state.recordings_dir = recordings_dir
     app.include_router(accounts.router)
     app.include_router(calls.router)
+    app.include_router(missed.router)
     app.include_router(config.router)
     app.include_router(webrtc.router)
     app.include_router(metrics_router(public=settings.metrics_public))

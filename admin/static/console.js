@@ -6,7 +6,7 @@ const API = "/api/v1";
 const STAGES = ["eot_decided", "transcript_ready", "route_decided", "first_token",
   "first_audio_out", "response_done"];
 const state = { me: null, csrf: null, timer: null, callsQuery: {}, callsOffset: 0, editor: null,
-  schema: null, usersOffset: 0, tokensOffset: 0, auditOffset: 0 };
+  schema: null, missedOffset: 0, usersOffset: 0, tokensOffset: 0, auditOffset: 0 };
 
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -668,6 +668,7 @@ async function route() {
     else if (parts[0] === "calls") await callsPage();
     else if (parts[0] === "latency") await latencyPage();
     else if (parts[0] === "intents") await intentsPage();
+    else if (parts[0] === "missed") await missedPage();
     else if (parts[0] === "settings") await settingsPage();
     else if (parts[0] === "audit") await auditPage();
     else if (parts[0] === "call") await testCallPage();

@@ -1,0 +1,77 @@
+// The Missed questions page: what callers asked that the bot did not answer (the honest
+// fallback, or only a confirmation question), most frequent first. An editor adds the words
+// as an example of an intent, or a question of a knowledge entry: a new configuration
+// version, audited, that every node uses from its next call.
+"use strict";
+
+const MISSED_PAGE = 25;
+
+function suggestForm(q, intents, knowledge, onSaved) {
+  const err = h("p", { class: "error" });
+  const choose = (value) => (q.nearest && value.endsWith(`:${q.nearest}`)) || null;
+  const form = h("form", { class: "card suggest-form" },
+    h("h2", {}, "Suggest as an example"),
+    h("label", { for: "m-text" }, "The caller's words"),
+    h("input", { id: "m-text", name: "text", required: true, maxlength: 200, value: q.text }),
+    h("label", { for: "m-target" }, "Add to"),
+    h("select", { id: "m-target", name: "target", required: true },
+      h("option", { value: "" }, "choose an intent or a knowledge entry"),
+      intents.length ? h("optgroup", { label: "Intents (an example)" }, intents.map((i) =>
+        h("option", { value: `intent:${i.name}`, selected: choose(`intent:${i.name}`) },
+          i.name))) : null,
+      knowledge.length ? h("optgroup", { label: "Knowledge (a question)" }, knowledge.map((k) =>
+        h("option", { value: `knowledge:${k.topic}`, selected: choose(`knowledge:${k.topic}`) },
+          k.topic))) : null),
+    h("p", { class: "actions" }, h("button", { type: "submit" }, "Add"), cancelButton()), err);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const text = form.elements.text.value.trim();
+    const [kind, name] = form.elements.target.value.split(/:(.*)/s);
+    if (!text || !name) { err.textContent = "Give the words and where to add them."; return; }
+    try {
+      // Read the newest version and send its list with the words added: the API writes it
+      // as a new version (409 if another change came first).
+      const path = kind === "intent" ? `/config/intents/${encodeURIComponent(name)}`
+        : `/config/knowledge/${encodeURIComponent(name)}`;
+      const field = kind === "intent" ? "examples" : "questions";
+      const current = await api("GET", path);
+      const saved = await api("PATCH", path, { [field]: [...current[field], text] });
+      closeEditor();
+      toast(`Added to ${name} (configuration version ${saved.config_version})`);
+      onSaved();
+    } catch (e) { err.textContent = e.message; }
+  });
+  return form;
+}
+
+async function missedPage() {
+  const offset = state.missedOffset || 0;
+  const [data, intents, knowledge] = await Promise.all([
+    api("GET", `/missed-questions?limit=${MISSED_PAGE}&offset=${offset}`),
+    canEdit() ? api("GET", "/config/intents?limit=200") : { items: [] },
+    canEdit() ? api("GET", "/config/knowledge?limit=200") : { items: [] }]);
+  const reload = () => missedPage();
+  const suggest = (q) => (canEdit() ? h("button", { class: "plain suggest", type: "button",
+    "data-text": q.normalized, onclick: (ev) => {
+      ev.stopPropagation();
+      openEditor(ev.target.closest("tr"),
+        suggestForm(q, intents.items, knowledge.items, reload));
+    } }, "Suggest as example") : "");
+  const asked = (q) => Object.entries(q.routes).map(([r, n]) =>
+    `${r === "fallback" ? "not sure" : "asked to confirm"} ${n}`).join(", ");
+  page("Missed questions",
+    h("p", { class: "muted" }, "What callers said in the last 30 days that the bot did not " +
+      "answer from its intents or knowledge (it said it was not sure, or asked whether they " +
+      "meant something), most frequent first. Words already added as an example drop out."),
+    data.total === 0 ? h("p", { class: "muted", id: "no-missed" }, "No missed questions.")
+      : h("div", { id: "missed" }, table([
+        { title: "Caller said", value: (q) => q.text },
+        { title: "Times", value: (q) => q.count },
+        { title: "Last", value: (q) => fmtTime(q.last_seen) },
+        { title: "Bot", value: asked },
+        { title: "Nearest", value: (q) => q.nearest || "—" },
+        { title: "", value: suggest },
+      ], data.items)),
+    pager(data.total, offset, MISSED_PAGE,
+      (o) => { state.missedOffset = o; missedPage(); }, "question(s)"));
+}
