@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from bot.answers.guard import Refusal, check, recap, unsaid
 from bot.pipeline.frames import DataFrame, PlayAudio, ResponseDone, Speak
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
+    from bot.profile import BotProfile
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,21 @@ class AnswerGuard(Processor):
         self._said: list[str] = []
         self._spoken: dict[int, list[str]] = {}
         self._closed: set[int] = set()
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> AnswerGuard:
+        profile = ctx.profile
+        return cls(
+            unsure=profile.unsure,
+            unsure_pcm=ctx.prompts.find(profile.unsure),
+            known_names=(profile.name,),
+            private=(profile.system_prompt,),
+            on_refusal=lambda turn, refusal: ctx.log_event("guard_refused", str(refusal)),
+        )
+
+    @classmethod
+    def phrases(cls, profile: BotProfile) -> list[str]:
+        return [profile.unsure]
 
     async def process(self, frame: DataFrame) -> None:
         if isinstance(frame, Speak) and frame.generated and frame.turn is not None:

@@ -6,14 +6,19 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from bot.callflow import TransferTarget
 from bot.calllog.calllog import CallLog
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.frames import CallAction, DataFrame, PlayAudio
 from bot.pipeline.processor import Processor
+from bot.pipeline.speaker import Speaker
 from bot.profile import BotProfile
 from telephony.events import TransferResult
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +118,29 @@ class CallControl(Processor):
         #: The caller is with an agent on a bridged call: the bot is out of it.
         self.bridged = False
 
+    @classmethod
+    def build(cls, ctx: CallContext) -> CallControl:
+        profile = ctx.profile
+        failed = profile.transfer_failed or profile.apology
+        hold = profile.transfer_hold
+        return cls(
+            ctx.call,
+            say=ctx.stage(Speaker).put,  # after the speaker: what it says goes straight back
+            failed=PlayAudio(turn=None, pcm=ctx.prompts.get(failed), text=failed),
+            transfer_timeout_s=profile.transfer_timeout_s,
+            targets=configured_targets(profile, ctx.transfer_targets),
+            hold=None if hold is None else ctx.say(None, hold),
+            summarize=ctx.summarize,
+            on_bridged=ctx.bridged,
+            call_log=ctx.call_log,
+            enabled=ctx.call_actions,
+        )
+
+    @classmethod
+    def phrases(cls, profile: BotProfile) -> list[str]:
+        failed = profile.transfer_failed or profile.apology
+        return [failed] + ([] if profile.transfer_hold is None else [profile.transfer_hold])
+
     @property
     def transferring(self) -> bool:
         """True while a transfer is under way and its outcome unknown."""
@@ -123,6 +151,9 @@ class CallControl(Processor):
         """True while a bridged transfer is being set up or is up: the caller is on hold
         or with the agent, and what they say is not for the bot."""
         return self._bridging or self.bridged
+
+    def holds_line(self) -> bool:
+        return self.holding  # on hold for a bridged transfer, or with the agent
 
     def end_reason(self, reason: str) -> str:
         """Why the call ended, given the telephony's ``reason``: the bot's own doing first.

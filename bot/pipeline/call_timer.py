@@ -8,6 +8,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from bot.callflow import CallLimits
 from bot.pipeline.digit_collector import EventSink, Say
@@ -22,6 +23,10 @@ from bot.pipeline.frames import (
 )
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
+from bot.profile import BotProfile
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +69,27 @@ class CallTimer(Processor):
         self._warned = False
         self._ending = False
         self._watch: asyncio.Task[None] | None = None
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> CallTimer | None:
+        limits = ctx.profile.call_limits
+        if not (limits.silence_reprompt_s or limits.max_call_s):
+            return None
+        return cls(
+            ctx.call_id,
+            limits,
+            answered_at=ctx.call.answered_at,
+            say=ctx.say,
+            bot_speaking=ctx.bot_speaking,
+            on_event=ctx.event,
+        )
+
+    @classmethod
+    def phrases(cls, profile: BotProfile) -> list[str]:
+        return profile.call_limits.phrases()
+
+    async def on_bridged(self) -> None:
+        await self.stop()  # with an agent: no silence prompt, no longest-call limit now
 
     def start(self) -> None:
         super().start()

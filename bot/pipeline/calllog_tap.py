@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bot.calllog.calllog import CallLog
 from bot.pipeline.frames import Frame, Interrupt
 from bot.pipeline.processor import Processor
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
 
 
 class EventTap(Processor):
@@ -16,6 +21,13 @@ class EventTap(Processor):
         super().__init__()
         self._log = call_log
         self._call_id = call_id
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> EventTap | None:
+        return None if ctx.call_log is None else cls(ctx.call_log, ctx.call_id)
+
+    def start(self) -> None:
+        """Nothing to start: every frame is passed on as it is put."""
 
     async def put(self, frame: Frame) -> None:
         if isinstance(frame, Interrupt):

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from bot.callflow import CollectorConfig
 from bot.pipeline.frames import DataFrame, ResponseDone
 from bot.pipeline.keypad_menu import BeginCollect
 from bot.pipeline.processor import Processor
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
 
 
 class CollectTrigger(Processor):
@@ -20,6 +24,13 @@ class CollectTrigger(Processor):
         super().__init__()
         self._after = {intent: c.name for c in collectors for intent in c.after_intents}
         self._begin = begin
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> CollectTrigger | None:
+        collectors = ctx.profile.collectors
+        if ctx.intent_cache is None or not any(c.after_intents for c in collectors):
+            return None  # no cached intents answered, or none needs a number after it
+        return cls(collectors, ctx.begin_collect)
 
     async def process(self, frame: DataFrame) -> None:
         await self.push(frame)

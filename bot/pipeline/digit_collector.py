@@ -7,6 +7,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from bot.callflow import CollectorConfig
 from bot.pipeline.frames import (
@@ -22,6 +23,10 @@ from bot.pipeline.frames import (
 from bot.pipeline.processor import Processor
 from bot.pipeline.spoken_digits import spoken_digits
 from bot.pipeline.turn import Turn
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
+    from bot.profile import BotProfile
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +81,20 @@ class DigitCollector(Processor):
         self._watch: asyncio.Task[None] | None = None
         #: Keys that are neither digits nor the terminator while collecting.
         self.ignored_keys = 0
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> DigitCollector:
+        return cls(
+            ctx.call_id,
+            ctx.profile.collectors,
+            say=ctx.say,
+            bot_speaking=ctx.bot_speaking,
+            on_event=ctx.event,
+        )
+
+    @classmethod
+    def phrases(cls, profile: BotProfile) -> list[str]:
+        return [t for c in profile.collectors for t in (c.prompt, c.reprompt, c.give_up)]
 
     @property
     def collecting(self) -> str | None:

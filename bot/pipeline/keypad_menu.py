@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from bot.callflow import KEYS, MenuConfig, MenuOption
 from bot.intents.confirm import KEY_ANSWERS
@@ -17,8 +18,12 @@ from bot.pipeline.frames import (
     SystemFrame,
 )
 from bot.pipeline.processor import Processor
+from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
-from bot.profile import IntentConfig
+from bot.profile import BotProfile, IntentConfig
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +72,35 @@ class KeypadMenu(Processor):
         self._confirming = confirming
         #: Events that were no keypad key at all (out of range, malformed).
         self.malformed_keys = 0
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> KeypadMenu:
+        profile = ctx.profile
+        return cls(
+            ctx.call_id,
+            profile.menus,
+            intents={i.name: i for i in profile.intents},
+            knowledge={k.topic: k.answer for k in profile.knowledge},
+            say=ctx.say,
+            begin_collect=ctx.begin_collect,
+            bot_speaking=ctx.bot_speaking,
+            on_event=ctx.event,
+            # A key while the router's confirmation question waits answers it (1 yes, 2 no).
+            confirming=None if ctx.intent_cache is None else lambda: ctx.stage(Router).confirming(),
+        )
+
+    @classmethod
+    def phrases(cls, profile: BotProfile) -> list[str]:
+        """Prompts, the invalid-key phrase, and what the options say (an intent's answer
+        too): a key press is then answered as fast as a cached intent."""
+        intents = {i.name: i.answer for i in profile.intents}
+        out: list[str] = []
+        for menu in profile.menus:
+            out += [menu.prompt, menu.invalid]
+            for opt in menu.options:
+                out += [opt.say] if opt.say else []
+                out += [intents[opt.intent]] if opt.intent else []
+        return out
 
     async def process_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, Dtmf):

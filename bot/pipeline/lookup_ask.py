@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from bot.callflow import CollectorConfig, LookupConfig
 from bot.intents.match import normalize
 from bot.pipeline.frames import DataFrame, ResponseDone, Transcript
 from bot.pipeline.keypad_menu import BeginCollect
 from bot.pipeline.processor import Processor
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,13 @@ class LookupAsk(Processor):
         self._purposes = [(lk.name, p) for lk in lookups for p in lk.purpose]
         self._begin = begin
         self._on_event = on_event
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> LookupAsk | None:
+        profile = ctx.profile
+        if not any(lk.purpose for lk in profile.lookups):
+            return None  # no lookup says what it is for: the model gets every request
+        return cls(profile.lookups, profile.collectors, ctx.begin_collect, on_event=ctx.event)
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, Transcript):

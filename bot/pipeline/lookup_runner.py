@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from bot.lookups.webhook import Webhooks
 from bot.pipeline.digit_collector import EventSink, Say
 from bot.pipeline.frames import Collected, DataFrame, ResponseDone
 from bot.pipeline.processor import Processor
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
+    from bot.profile import BotProfile
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +35,16 @@ class LookupRunner(Processor):
         self._webhooks = webhooks
         self._say = say
         self._on_event = on_event
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> LookupRunner | None:
+        if ctx.webhooks is None or not ctx.profile.lookups:
+            return None
+        return cls(ctx.webhooks, say=ctx.say, on_event=ctx.event)
+
+    @classmethod
+    def phrases(cls, profile: BotProfile) -> list[str]:
+        return [t for lk in profile.lookups for t in (lk.preamble, lk.not_found, lk.failed)]
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, Collected) or frame.lookup is None:

@@ -5,8 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import TYPE_CHECKING
 
 from bot.pipeline.frames import CallFinished, DataFrame, Frame, Interrupt, SystemFrame
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
+    from bot.profile import BotProfile
 
 log = logging.getLogger(__name__)
 
@@ -18,9 +23,25 @@ class Processor:
     own task, so a slow stage never blocks the ones before it. System frames are handled
     at once by ``process_system``. An ``Interrupt`` drops queued data frames and cancels
     the one being processed before it is passed on.
+
+    A stage of a call's pipeline (``bot.pipeline.session.CALL_STAGES``) is made by ``build``
+    from the call's ``CallContext``, and names in ``phrases`` the fixed words it may say,
+    which the node synthesizes at start.
     """
 
     name = "processor"
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> Processor | None:
+        """This stage for one call, or None when the call's profile (or the node) has its
+        feature off."""
+        raise NotImplementedError(f"{cls.__name__} is not a stage of the call pipeline")
+
+    @classmethod
+    def phrases(cls, profile: BotProfile) -> list[str]:
+        """The fixed words this stage may say with ``profile``: synthesized at start, so
+        that they play as fast as a cached answer."""
+        return []
 
     def __init__(self) -> None:
         self._next: Processor | None = None
@@ -73,6 +94,15 @@ class Processor:
 
     async def on_interrupt(self) -> None:
         """Hook: undo side effects of interrupted work (flush audio, reset state)."""
+
+    async def on_bridged(self) -> None:
+        """Hook: the caller has been put through to an agent (a bridged transfer) and the
+        bot has left the call: stop what acts on the call by itself (clocks, prompts)."""
+
+    def holds_line(self) -> bool:
+        """Hook: whether this stage has the line (an answer being made or played, the caller
+        on hold), so that the call is not quiet (``CallContext.bot_speaking``)."""
+        return False
 
     async def _interrupt(self) -> None:
         dropped = 0

@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from contextlib import aclosing
+from typing import TYPE_CHECKING
 
 from bot.answers.injection import is_injection
 from bot.answers.small_talk import is_small_talk
@@ -27,6 +28,9 @@ from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Route, Turn
 from bot.profile import BotProfile, KnowledgeEntry
 from serve import LLM, ChatMessage, ProviderError, StageTimings
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +87,36 @@ class Responder(Processor):
         #: Topics asked about in this call: a question is never asked twice.
         self._topics_asked: set[str] = set()
 
+    @classmethod
+    def build(cls, ctx: CallContext) -> Responder:
+        profile = ctx.profile
+        return cls(
+            ctx.models.llm,
+            profile,
+            apology_pcm=ctx.prompts.get(profile.apology),
+            knowledge=ctx.knowledge,
+        )
+
+    @classmethod
+    def phrases(cls, profile: BotProfile) -> list[str]:
+        """The operator's words it answers with: the apology, the honest fallback, the
+        decline, small talk's replies and the knowledge base's answers (spoken as written,
+        they start like a cached one)."""
+        return [
+            profile.apology,
+            profile.unsure,
+            profile.decline,
+            *profile.small_talk.phrases(profile.name),
+            *(entry.answer for entry in profile.knowledge),
+        ]
+
     @property
     def busy(self) -> bool:
         """True while an answer is being generated."""
         return self._current is not None
+
+    def holds_line(self) -> bool:
+        return self.busy
 
     async def process(self, frame: DataFrame) -> None:
         if isinstance(frame, Transcript):

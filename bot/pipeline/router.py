@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bot.intents.cache import IntentCache, Lookup
 from bot.intents.confirm import KEY_ANSWERS, Answer, read_answer
@@ -22,6 +23,9 @@ from bot.pipeline.frames import (
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
 from serve import ProviderError
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,12 @@ class Router(Processor):
         self._previous: Turn | None = None
         #: Intents already asked about in this call: a question is never asked twice.
         self._questioned: set[str] = set()
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> Router | None:
+        if ctx.intent_cache is None:
+            return None
+        return cls(ctx.intent_cache, offer=ctx.profile.unsure)
 
     def confirming(self) -> bool:
         """Whether a confirmation question about the caller's words waits for its answer."""

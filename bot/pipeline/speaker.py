@@ -7,6 +7,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from bot.pipeline.audio_sink import AudioSink
 from bot.pipeline.frames import (
@@ -23,6 +24,10 @@ from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import FILLER_AUDIO_OUT, TurnSink
 from serve import TTS, ProviderError, StageTimings
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
+    from bot.profile import BotProfile
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +81,28 @@ class Speaker(Processor):
         self._on_filler = on_filler
         self._filler_timer: asyncio.TimerHandle | None = None
         self.busy = False
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> Speaker:
+        profile, prompts = ctx.profile, ctx.prompts
+        return cls(
+            ctx.models.tts,
+            ctx.call,
+            sample_rate=ctx.sample_rate,
+            apology_pcm=prompts.get(profile.apology),
+            on_turn=ctx.on_turn,
+            fillers=[(text, prompts.get(text)) for text in profile.fillers],
+            filler_after_s=profile.filler_after_ms / 1000.0,
+            filler_every_s=profile.filler_every_ms / 1000.0,
+            on_filler=lambda turn, text, at: ctx.log_event("filler", text, at),
+        )
+
+    @classmethod
+    def phrases(cls, profile: BotProfile) -> list[str]:
+        return [profile.apology, *profile.fillers]
+
+    def holds_line(self) -> bool:
+        return self.busy
 
     async def process(self, frame: DataFrame) -> None:
         self.busy = True

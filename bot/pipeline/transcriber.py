@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from bot.pipeline.end_of_turn import strip_hold
 from bot.pipeline.frames import DataFrame, EndOfTurn, StageFailed, Transcript
@@ -10,6 +11,9 @@ from bot.pipeline.processor import Processor
 from bot.pipeline.speculation import Speculator
 from bot.pipeline.turn import Turn
 from serve import ASR, ProviderError, StageTimings
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,10 @@ class Transcriber(Processor):
         self._rate = sample_rate
         self._max_no_speech = max_no_speech_prob
         self._speculator = speculator
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> Transcriber:
+        return cls(ctx.models.asr, sample_rate=ctx.sample_rate, speculator=ctx.speculator)
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, EndOfTurn):

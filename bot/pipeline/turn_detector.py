@@ -6,11 +6,11 @@ import collections
 import math
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from bot.pipeline.end_of_turn import Thought, judge
+from bot.pipeline.end_of_turn import Thought, ThoughtJudge, expected_digits, judge
 from bot.pipeline.frames import (
     CallerAudio,
     DataFrame,
@@ -22,7 +22,10 @@ from bot.pipeline.frames import (
 from bot.pipeline.processor import Processor
 from bot.pipeline.speculation import Speculator
 from bot.pipeline.turn import EotReason, Turn
-from bot.profile import EndpointingConfig
+from bot.profile import BotProfile, EndpointingConfig
+
+if TYPE_CHECKING:
+    from bot.pipeline.context import CallContext
 
 
 def _level_dbfs(pcm: bytes) -> float:
@@ -110,6 +113,30 @@ class TurnDetector(Processor):
         self._hold_said = False
         #: Silence after which this pause's pass is made again (0: no second pass).
         self._again_at_ms = 0
+
+    @classmethod
+    def build(cls, ctx: CallContext) -> TurnDetector:
+        profile = ctx.profile
+        return cls(
+            ctx.models.vad.create_stream(ctx.sample_rate),
+            profile.endpointing,
+            call_id=ctx.call_id,
+            bot_speaking=ctx.bot_speaking,
+            speculator=ctx.speculator,
+            # What the words so far say (end_of_turn.py), with the number being collected.
+            thought=ThoughtJudge(
+                lambda: expected_digits(
+                    profile.collectors, ctx.collecting(), profile.endpointing.number_min_digits
+                )
+            ),
+            say=ctx.say,
+        )
+
+    @classmethod
+    def phrases(cls, profile: BotProfile) -> list[str]:
+        # "Take your time." to a caller who asked for a moment.
+        hold = profile.endpointing.hold_reply
+        return [hold] if hold else []
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, CallerAudio):

@@ -1,0 +1,142 @@
+"""One call as every stage of its pipeline sees it: what a stage's ``build`` is given."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from bot.calllog.calllog import CallLog
+from bot.intents.cache import IntentCache
+from bot.knowledge.index import KnowledgeIndex
+from bot.lookups.webhook import Webhooks
+from bot.pipeline.call_port import CallPort
+from bot.pipeline.digit_collector import DigitCollector
+from bot.pipeline.frames import DataFrame, PlayAudio, Speak
+from bot.pipeline.processor import Processor
+from bot.pipeline.prompts import PromptAudio
+from bot.pipeline.speculation import Speculator
+from bot.pipeline.turn import Turn
+from bot.pipeline.turnlog import TurnSink
+from bot.profile import BotProfile
+from serve import ModelSet
+
+S = TypeVar("S", bound=Processor)
+
+
+class CallContext:
+    """The call, its profile, models and node services, and what the stages share.
+
+    A stage takes from here what it needs when it is built (``Processor.build``), instead
+    of callbacks handed to it one by one: how to say a phrase (its ready audio when it was
+    synthesized at start), where call events go, whether the bot has the line, how to ask
+    for a number, and the other stages of the call (``stage``, ``find``), looked up when
+    they are needed, since a stage may be built before the one it asks about.
+    """
+
+    def __init__(
+        self,
+        call: CallPort,
+        models: ModelSet,
+        profile: BotProfile,
+        prompts: PromptAudio,
+        *,
+        on_turn: TurnSink,
+        on_event: Callable[[str, str], None] | None = None,
+        call_log: CallLog | None = None,
+        intent_cache: IntentCache | None = None,
+        call_actions: bool = True,
+        knowledge: KnowledgeIndex | None = None,
+        webhooks: Webhooks | None = None,
+        transfer_targets: frozenset[str] | None = None,
+        summarize: Callable[[], Awaitable[bytes]] | None = None,
+    ) -> None:
+        self.call = call
+        self.call_id = call.call_id
+        self.sample_rate = call.sample_rate
+        self.models = models
+        self.profile = profile
+        self.prompts = prompts
+        #: Every finished turn (the turn log, the call log, the metrics).
+        self.on_turn = on_turn
+        self._on_event = on_event
+        self.call_log = call_log
+        self.intent_cache = intent_cache
+        #: False: a call action is recorded, not carried out (``SWITCHBOARD_CALL_ACTIONS``).
+        self.call_actions = call_actions
+        self.knowledge = knowledge
+        self.webhooks = webhooks
+        #: The operator's allowed transfer targets (``SWITCHBOARD_SIP__TRANSFER_TARGETS``).
+        self.transfer_targets = transfer_targets
+        #: The warm handoff's spoken summary for the agent (empty: a plain bridge).
+        self.summarize = summarize
+        #: Transcription and intent lookup while the caller pauses (speculation.py).
+        self.speculator = Speculator(models.asr, sample_rate=self.sample_rate, cache=intent_cache)
+        self._stages: list[Processor] = []
+        self._line: list[Processor] = []
+
+    def add(self, stage: Processor) -> None:
+        """Count ``stage`` among the call's stages (``Pipeline.build`` does, in order)."""
+        self._stages.append(stage)
+        if type(stage).holds_line is not Processor.holds_line:
+            self._line.append(stage)
+
+    @property
+    def stages(self) -> list[Processor]:
+        """The stages built so far, in order."""
+        return list(self._stages)
+
+    def find(self, kind: type[S]) -> S | None:
+        """The call's stage of type ``kind``, or None when the call has none."""
+        for stage in self._stages:
+            if isinstance(stage, kind):
+                return stage
+        return None
+
+    def stage(self, kind: type[S]) -> S:
+        """The call's stage of type ``kind``; LookupError when there is none."""
+        found = self.find(kind)
+        if found is None:
+            raise LookupError(f"call {self.call_id}: no {kind.__name__} stage")
+        return found
+
+    def say(self, turn: Turn | None, text: str) -> DataFrame:
+        """The frame that says ``text``: its ready audio when it was synthesized at start."""
+        pcm = self.prompts.find(text)
+        if pcm is None:
+            return Speak(turn=turn, text=text)
+        return PlayAudio(turn=turn, pcm=pcm, text=text)
+
+    def event(self, kind: str, detail: str) -> None:
+        """A call event (``lookup``, ``silence_prompt``...): to ``on_event`` when the call
+        has one, else to the call log, if any."""
+        if self._on_event is not None:
+            self._on_event(kind, detail)
+        elif self.call_log is not None:
+            self.call_log.event(self.call_id, kind, detail)
+
+    def log_event(self, kind: str, detail: str, at: float | None = None) -> None:
+        """A call event straight to the call log, if any (at ``at``, ``time.monotonic``,
+        when given): a filler heard, an answer refused."""
+        if self.call_log is not None:
+            self.call_log.event(self.call_id, kind, detail, at)
+
+    def bot_speaking(self) -> bool:
+        """Whether the call is not quiet: a stage has the line (an answer being made or
+        played, the caller on hold or with an agent), or audio waits to be played."""
+        return any(stage.holds_line() for stage in self._line) or self.call.queued_frames > 0
+
+    def collecting(self) -> str | None:
+        """The number being asked for (its collector's name), or None."""
+        collector = self.find(DigitCollector)
+        return None if collector is None else collector.collecting
+
+    async def begin_collect(self, name: str) -> None:
+        """Ask for the number of collector ``name`` (``[[collectors]]``)."""
+        await self.stage(DigitCollector).begin(name)
+
+    async def bridged(self) -> None:
+        """The caller is with an agent: every stage leaves the call (``on_bridged``), and
+        the audio still queued for the caller is dropped."""
+        for stage in self._stages:
+            await stage.on_bridged()
+        self.call.clear_playout()
