@@ -29,7 +29,7 @@ from bot.lookups.webhook import Webhooks
 from bot.pipeline.call_control import overflow_targets
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.prompts import PromptAudio
-from bot.pipeline.session import CallSession
+from bot.pipeline.session import CallSession, fixed_phrases
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import TurnSink, log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile
@@ -104,7 +104,7 @@ class Node:
             # Sentence embeddings serve the intent cache and the knowledge base only.
             spec = spec.model_copy(update={"embedder": None})
         self.models = await self._load_models(spec)
-        for text in _fixed_phrases(self.profile):
+        for text in fixed_phrases(self.profile):
             await self.prompts.add(self.models.tts, text)
         if self.profile.intents and self.models.embedder is not None:
             self.intent_cache = await self._start_intent_cache(self.models, self.profile)
@@ -177,7 +177,7 @@ class Node:
         assert self.models is not None
         profile, models = found.profile, self.models
         started = time.monotonic()
-        for text in _fixed_phrases(profile):
+        for text in fixed_phrases(profile):
             await self.prompts.add(models.tts, text)
         if models.embedder is None:
             if profile.intents or profile.knowledge:
@@ -502,41 +502,6 @@ class Node:
             await self._load_reporter.stop()
         if self.tier is not None:
             await asyncio.to_thread(self.tier.close)
-
-
-def _fixed_phrases(prof: BotProfile) -> list[str]:
-    """What is synthesized ahead: prompts, fillers, and the knowledge base's answers (spoken
-    as written, they start like a cached one)."""
-    fixed = [prof.greeting, prof.apology, prof.unsure, prof.decline, *prof.fillers]
-    fixed += prof.small_talk.phrases(prof.name)
-    if prof.endpointing.hold_reply:  # "Take your time." to a caller who asked for a moment
-        fixed.append(prof.endpointing.hold_reply)
-    fixed += [entry.answer for entry in prof.knowledge]
-    if prof.transfer_failed is not None:
-        fixed.append(prof.transfer_failed)
-    if prof.transfer_hold is not None:
-        fixed.append(prof.transfer_hold)
-    fixed += call_flow_phrases(prof)
-    return fixed
-
-
-def call_flow_phrases(profile: BotProfile) -> list[str]:
-    """What menus, collectors and lookups say in fixed words: synthesized at start, so
-    that a key press is answered as fast as a cached intent."""
-    intents = {i.name: i.answer for i in profile.intents}
-    out: list[str] = []
-    for menu in profile.menus:
-        out += [menu.prompt, menu.invalid]
-        for opt in menu.options:
-            out += [opt.say] if opt.say else []
-            out += [intents[opt.intent]] if opt.intent else []
-    for col in profile.collectors:
-        out += [col.prompt, col.reprompt, col.give_up]
-    for lookup in profile.lookups:
-        out += [lookup.preamble, lookup.not_found, lookup.failed]
-    if profile.recording.enabled and profile.recording.announcement:
-        out.append(profile.recording.announcement)
-    return out + profile.call_limits.phrases()
 
 
 def _progress(message: str) -> None:
