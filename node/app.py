@@ -91,6 +91,7 @@ class Node:
             make_engine(database_url(self.settings)),
             poll_s=self.settings.admin.config_poll_s,
             apply=self._apply_config,
+            node=node_name(self.settings),
         )
         found = await self.config.initial(self.profile, f"profile:{self.settings.profile.name}")
         if found is not None:
@@ -187,21 +188,25 @@ class Node:
                     found.version,
                 )
         else:
-            if self.intent_cache is not None:
-                await self.intent_cache.publish(profile.intents, profile.intent_matching)
-            elif profile.intents:
-                self.intent_cache = await self._start_intent_cache(models, profile)
+            # Everything that can fail first, then swapped in: a version this node cannot
+            # apply leaves the one it ran in use, not half of each.
+            knowledge = self.knowledge
             if (profile.knowledge, profile.knowledge_matching) != (
                 self.profile.knowledge,
                 self.profile.knowledge_matching,
             ):
-                self.knowledge = (
+                knowledge = (
                     await KnowledgeIndex.build(
                         profile.knowledge, models.embedder, profile.knowledge_matching
                     )
                     if profile.knowledge
                     else None
                 )
+            if self.intent_cache is not None:
+                await self.intent_cache.publish(profile.intents, profile.intent_matching)
+            elif profile.intents:
+                self.intent_cache = await self._start_intent_cache(models, profile)
+            self.knowledge = knowledge
         self.profile = profile
         self._warn_unlisted_targets(profile)
         if self.call_log is not None:

@@ -89,7 +89,16 @@ async def test_a_version_the_node_refuses_is_shown_not_applied_and_the_last_stay
     assert [(x["node"], x["state"], x["applied_version"]) for x in nodes["nodes"]] == [
         ("node-a:5060", "current", 1)
     ]
-    # Version 2: a knowledge question the node's embedder cannot embed in time.
+    assert n.intent_cache is not None
+    intents_in_use = n.intent_cache.version
+    # Version 2: a new intent; version 3: a knowledge question the node's embedder cannot
+    # embed in time. The node sees version 3 (the newest), with both.
+    r = await client.post(
+        "/api/v1/config/intents",
+        json={"name": "delivery", "examples": ["Do you deliver?"], "answer": "We do."},
+        headers=editor,
+    )
+    assert r.status_code == 201, r.text
     r = await client.patch(
         "/api/v1/config/knowledge/returns",
         json={"questions": ["How do I return something?", f"Can I send it back {SLOW}?"]},
@@ -98,17 +107,19 @@ async def test_a_version_the_node_refuses_is_shown_not_applied_and_the_last_stay
     assert r.status_code == 200, r.text
     with pytest.raises(ProviderTimeout):
         await sync.check()
-    # The node runs version 1: its profile, its knowledge index and its calls' version.
+    # The node runs version 1, all of it: its profile, its knowledge index, and its intents
+    # (the new intent is not published either: nothing is swapped in before all is made).
     assert sync.version == 1
     assert n.profile == PROFILE
+    assert n.intent_cache.version == intents_in_use
+    assert "delivery" not in n.intent_cache.intents
     assert n.knowledge is not None
     assert [e.questions for e in n.knowledge.entries] == [["How do I return something?"]]
-    assert n.call_log is None  # (no call log in this test: nothing to stamp)
     got = (await client.get("/api/v1/config/nodes", headers=editor)).json()
-    assert got["config_version"] == 2
+    assert got["config_version"] == 3
     (state,) = got["nodes"]
     assert (state["node"], state["state"]) == ("node-a:5060", "not_applied")
-    assert (state["applied_version"], state["failed_version"]) == (1, 2)
+    assert (state["applied_version"], state["failed_version"]) == (1, 3)
     assert "ProviderTimeout" in state["failed_reason"], state
     assert state["failed_at"] is not None
     # Tried again at the next poll (the cause may pass): the same failure is not rewritten.
@@ -117,7 +128,7 @@ async def test_a_version_the_node_refuses_is_shown_not_applied_and_the_last_stay
         await sync.check()
     again = (await client.get("/api/v1/config/nodes", headers=editor)).json()["nodes"][0]
     assert again["failed_at"] == first_failed_at
-    # Version 3 puts it right: applied, and the failure is over.
+    # Version 4 puts it right: applied, and the failure is over.
     r = await client.patch(
         "/api/v1/config/knowledge/returns",
         json={"questions": ["How do I return something?", "Can I send it back?"]},
@@ -125,14 +136,15 @@ async def test_a_version_the_node_refuses_is_shown_not_applied_and_the_last_stay
     )
     assert r.status_code == 200, r.text
     assert await sync.check() is True
-    assert sync.version == 3
+    assert sync.version == 4
+    assert "delivery" in n.intent_cache.intents
     assert [e.questions for e in n.knowledge.entries] == [
         ["How do I return something?", "Can I send it back?"]
     ]
     (state,) = (await client.get("/api/v1/config/nodes", headers=editor)).json()["nodes"]
     assert (state["state"], state["applied_version"], state["failed_version"]) == (
         "current",
-        3,
+        4,
         None,
     )
     assert state["failed_reason"] is None
