@@ -21,6 +21,7 @@ from bot.pipeline.frames import (
     Transcript,
 )
 from bot.pipeline.processor import Processor
+from bot.pipeline.rehear import Rehearing
 from bot.pipeline.turn import Turn
 from serve import ProviderError
 
@@ -69,10 +70,14 @@ class Router(Processor):
 
     name = "router"
 
-    def __init__(self, cache: IntentCache, offer: str | None = None) -> None:
+    def __init__(
+        self, cache: IntentCache, offer: str | None = None, *, rehearing: Rehearing | None = None
+    ) -> None:
         super().__init__()
         self._cache = cache
         self._offer = offer
+        #: A second hearing of the turns that matched nothing (a two-pass recognizer).
+        self._rehearing = rehearing
         self._asked: _Asked | None = None
         #: The intent handed to the responder to ask about if nothing else answers
         #: (``Turn.unsure_intent``), with the turn it was handed on.
@@ -85,7 +90,10 @@ class Router(Processor):
     def build(cls, ctx: CallContext) -> Router | None:
         if ctx.intent_cache is None:
             return None
-        return cls(ctx.intent_cache, offer=ctx.profile.unsure)
+        rehearing = Rehearing.of(
+            ctx.models.asr, sample_rate=ctx.sample_rate, knowledge=ctx.knowledge
+        )
+        return cls(ctx.intent_cache, offer=ctx.profile.unsure, rehearing=rehearing)
 
     def confirming(self) -> bool:
         """Whether a confirmation question about the caller's words waits for its answer."""
@@ -149,6 +157,8 @@ class Router(Processor):
         turn.model_ms["intent_lookup"] = found.lookup_ms
         if found.match.route not in ("exact", "semantic"):
             found = await self._follow_up(previous, frame.text, found)
+        if found.match.route == "none" and self._rehearing is not None:
+            found, frame = await self._heard_again(turn, frame, found, self._rehearing)
         match, entry = found.match, found.entry
         again = entry is not None and entry.name in self._questioned
         if match.route == "confirm" and entry is not None and entry.confirm and not again:
@@ -205,6 +215,26 @@ class Router(Processor):
             log.debug("follow-up to %s: %r", previous.intent, text)
             return joined
         return found
+
+    async def _heard_again(
+        self, turn: Turn, frame: Transcript, found: Lookup, rehearing: Rehearing
+    ) -> tuple[Lookup, Transcript]:
+        """The turn's second transcript and its lookup, when the words the second recognizer
+        heard match an intent (or are worth asking about); else the first, as they were."""
+        second = await rehearing.again(turn, frame.text)
+        if second is None:
+            return found, frame
+        try:
+            again = await self._cache.lookup(second)
+        except ProviderError:
+            return found, frame
+        turn.model_ms["intent_lookup"] += again.lookup_ms
+        if again.match.route == "none":
+            log.debug("turn %d: heard again as %r, no match either", turn.index, second)
+            return found, frame
+        log.info("turn %d of %s: heard again as %r", turn.index, turn.call_id, second)
+        turn.transcript = second
+        return again, Transcript(turn=turn, text=second)
 
     def _offered(self, previous: Turn, text: str) -> _Asked | None:
         """The colleague the previous answer offered, as a question the caller may answer."""

@@ -1,0 +1,143 @@
+"""The second hearing: a turn whose transcript matched nothing is decoded again by the second
+recognizer of a two-pass ASR, and the router goes on with the second words when they match.
+
+The recognizers are scripted (the boundary); the router matches through the real MiniLM
+embedder and the default profile's intents. The gain on real speech is measured by
+``python -m bench.intent_eval --asr --second-pass whisper-base-window`` (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot.intents.cache import IntentCache
+from bot.intents.store import MemoryStore
+from bot.knowledge.index import KnowledgeIndex
+from bot.pipeline.frames import PlayAudio, Transcript
+from bot.pipeline.processor import Collector
+from bot.pipeline.rehear import Rehearing
+from bot.pipeline.router import Router
+from bot.pipeline.turn import Turn
+from bot.profile import DEFAULT_PROFILE, load_profile
+from serve import TwoPassASR
+from serve.embed_minilm import MiniLMEmbedder
+from tests.bot.fakes import ScriptedASR, ToneTTS, silence
+
+pytestmark = pytest.mark.models
+
+RATE = 8000
+#: A question misheard by the first recognizer (no intent matches it), and heard right.
+MISHEARD, HEARD = "What time are you oven?", "What time are you open?"
+
+
+async def two_pass(second: str, *, fail: bool = False) -> tuple[TwoPassASR, ScriptedASR]:
+    again = ScriptedASR(second, fail=fail)
+    asr = TwoPassASR(ScriptedASR(MISHEARD), again)
+    await asr.load()
+    return asr, again
+
+
+@pytest.fixture(scope="module")
+async def embedder() -> AsyncIterator[MiniLMEmbedder]:
+    model = MiniLMEmbedder(timeout_s=30.0)
+    await model.load()
+    yield model
+
+
+@pytest.fixture(scope="module")
+async def cache(embedder: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
+    tts = ToneTTS()
+    await tts.load()
+    profile = load_profile(DEFAULT_PROFILE)
+    built = IntentCache(MemoryStore(), embedder, tts, voice="tone")
+    await built.publish(profile.intents, profile.intent_matching)
+    yield built
+    await built.stop()
+
+
+@pytest.fixture(scope="module")
+async def knowledge(embedder: MiniLMEmbedder) -> KnowledgeIndex:
+    profile = load_profile(DEFAULT_PROFILE)
+    return await KnowledgeIndex.build(profile.knowledge, embedder, profile.knowledge_matching)
+
+
+def turn_of(text: str) -> Turn:
+    return Turn(call_id="c", transcript=text, audio=silence(800))
+
+
+async def test_only_a_recognizer_with_a_second_pass_gets_one() -> None:
+    assert Rehearing.of(ScriptedASR(), sample_rate=RATE) is None
+    asr, _ = await two_pass(HEARD)
+    assert Rehearing.of(asr, sample_rate=RATE) is not None
+
+
+async def test_the_second_words_are_given_only_when_they_differ() -> None:
+    asr, again = await two_pass(HEARD)
+    rehear = Rehearing(asr, sample_rate=RATE)
+    turn = turn_of(MISHEARD)
+    assert await rehear.again(turn, MISHEARD) == HEARD
+    assert "asr_second" in turn.model_ms
+    same = Rehearing((await two_pass(MISHEARD.lower().rstrip("?")))[0], sample_rate=RATE)
+    assert await same.again(turn_of(MISHEARD), MISHEARD) is None
+    # No audio to decode, or small talk: no second pass at all.
+    calls = again.calls
+    assert await rehear.again(Turn(call_id="c", transcript=MISHEARD), MISHEARD) is None
+    assert await rehear.again(turn_of("Hi there."), "Hi there.") is None
+    assert again.calls == calls
+
+
+async def test_a_failed_second_pass_leaves_the_first_words() -> None:
+    asr, again = await two_pass(HEARD, fail=True)
+    assert await Rehearing(asr, sample_rate=RATE).again(turn_of(MISHEARD), MISHEARD) is None
+    assert again.calls == 1
+
+
+async def test_words_the_knowledge_base_has_an_entry_for_are_not_heard_again(
+    knowledge: KnowledgeIndex,
+) -> None:
+    asr, again = await two_pass(HEARD)
+    rehear = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
+    asked = "Can I pay with a gift card from your shop?"
+    assert await knowledge.retrieve(asked)
+    assert await rehear.again(turn_of(asked), asked) is None
+    assert again.calls == 0
+
+
+async def _route(router: Router, turn: Turn) -> Collector:
+    sink = Collector()
+    router.link(sink)
+    await router.process(Transcript(turn=turn, text=turn.transcript))
+    return sink
+
+
+async def test_the_router_answers_what_the_second_pass_heard(cache: IntentCache) -> None:
+    alone = await cache.lookup(MISHEARD)
+    assert alone.match.route == "none"  # the first transcript leads nowhere
+    asr, _ = await two_pass(HEARD)
+    turn = turn_of(MISHEARD)
+    sink = await _route(Router(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
+    assert (turn.route, turn.intent) in {("exact", "opening_hours"), ("semantic", "opening_hours")}
+    assert turn.transcript == HEARD
+    assert [f for f in sink.frames if isinstance(f, PlayAudio) and f.turn is turn]
+
+
+async def test_second_words_that_match_nothing_either_leave_the_first(
+    cache: IntentCache,
+) -> None:
+    asr, again = await two_pass("Wear is my pass sell?")
+    turn = turn_of(MISHEARD)
+    sink = await _route(Router(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
+    assert again.calls == 1
+    assert turn.transcript == MISHEARD and turn.intent is None
+    passed = [f for f in sink.frames if isinstance(f, Transcript)]
+    assert [f.text for f in passed] == [MISHEARD]
+
+
+async def test_a_first_transcript_that_matches_is_never_heard_again(cache: IntentCache) -> None:
+    asr, again = await two_pass(MISHEARD)
+    turn = turn_of(HEARD)
+    await _route(Router(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
+    assert turn.intent == "opening_hours"
+    assert again.calls == 0
