@@ -24,6 +24,7 @@ from bot.pipeline.lookup_ask import LookupAsk
 from bot.pipeline.lookup_runner import LookupRunner
 from bot.pipeline.pipeline import Pipeline, Stage
 from bot.pipeline.prompts import PromptAudio
+from bot.pipeline.repeater import Repeater
 from bot.pipeline.responder import Responder
 from bot.pipeline.router import Router
 from bot.pipeline.speaker import Speaker
@@ -69,6 +70,7 @@ CALL_STAGES: tuple[Stage, ...] = (
     DigitCollector,  # keys and numbers first: a number being asked for is not a question
     LookupRunner,  # a collected number's lookup
     KeypadMenu,
+    Repeater,  # "could you repeat that?": the last answer again, word for word
     Router,  # cached answers first; the LLM gets the rest
     CollectTrigger,  # a number asked for after the intents that need one
     LookupAsk,  # a request for what a lookup is for: the lookup, not the model, answers

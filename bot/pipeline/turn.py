@@ -25,7 +25,8 @@ STAGES = (
 #: ``confirm``: the bot asked whether the caller meant an intent it was not sure of;
 #: ``confirmed``: the caller said yes, and the intent's answer played; ``keypad``: a menu
 #: key or a number keyed in; ``lookup``: a business lookup's answer; ``ask``: a request
-#: for what a lookup is for, answered by asking for the lookup's number (not the model).
+#: for what a lookup is for, answered by asking for the lookup's number (not the model);
+#: ``repeat``: the caller asked to hear the last answer again, and heard it.
 Route = Literal[
     "exact",
     "semantic",
@@ -33,6 +34,7 @@ Route = Literal[
     "confirmed",
     "knowledge",
     "small_talk",
+    "repeat",
     "llm",
     "fallback",
     "keypad",
