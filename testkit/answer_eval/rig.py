@@ -1,4 +1,5 @@
-"""The pipeline under evaluation, in-process: Router -> Responder -> AnswerGuard -> a tap.
+"""The pipeline under evaluation, in-process: Repeater -> Router -> Responder -> AnswerGuard
+-> a tap.
 
 The pieces are the bot's own, wired as a call session wires them (``bot.pipeline.session``)
 with the packaged embedder and LLM, an intent cache over a ``MemoryStore`` as a node without
@@ -24,6 +25,7 @@ from bot.pipeline.answer_guard import AnswerGuard
 from bot.pipeline.frames import CallAction, DataFrame, Frame, PlayAudio, ResponseDone, Speak
 from bot.pipeline.frames import Transcript as TranscriptFrame
 from bot.pipeline.processor import Collector, Processor
+from bot.pipeline.repeater import Repeater
 from bot.pipeline.responder import Responder
 from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
@@ -162,13 +164,15 @@ class Rig:
             private=(profile.system_prompt,),
         )
         tap = _Tap()
-        router.link(responder).link(guard).link(tap)
-        stages: list[Processor] = [router, responder, guard]
+        # The node says a repeated answer from its ready audio: here, as text to speak.
+        repeater = Repeater(lambda turn, text: Speak(turn=turn, text=text))
+        repeater.link(router).link(responder).link(guard).link(tap)
+        stages: list[Processor] = [repeater, router, responder, guard]
         for stage in stages:
             stage.start()
         try:
             return [
-                await self._turn(router, tap, case, n, text, input=input)
+                await self._turn(repeater, tap, case, n, text, input=input)
                 for n, text in enumerate(heard)
             ]
         finally:
@@ -176,13 +180,13 @@ class Rig:
                 await stage.stop()
 
     async def _turn(
-        self, router: Router, tap: _Tap, case: Case, n: int, text: str, *, input: str
+        self, first: Processor, tap: _Tap, case: Case, n: int, text: str, *, input: str
     ) -> TurnRecord:
         text = text.strip()
         if not text:  # the Transcriber drops a turn without words
             return TurnRecord(case, n, text, (), "none", input=input)
         started = time.perf_counter()
-        turn, frames, error = await self._feed(router, tap, case, text)
+        turn, frames, error = await self._feed(first, tap, case, text)
         asked = None
         for _ in range(MAX_QUESTIONS):
             if turn.route != "confirm" or error is not None:
@@ -191,7 +195,7 @@ class Rig:
             # to an intent's question may bring a question about a knowledge entry.
             asked = turn.intent
             reply = "Yes." if asked == case.asks[n].expect else "No."
-            turn, more, error = await self._feed(router, tap, case, reply)
+            turn, more, error = await self._feed(first, tap, case, reply)
             frames = frames + more
         ended = tap.finished.get(turn.index, time.perf_counter())
         topics = {e.answer: e.topic for e in self.profile.knowledge}
@@ -216,14 +220,14 @@ class Rig:
         )
 
     async def _feed(
-        self, router: Router, tap: _Tap, case: Case, text: str
+        self, first: Processor, tap: _Tap, case: Case, text: str
     ) -> tuple[Turn, list[Frame], str | None]:
         """One transcript through the stages, until its answer is flushed."""
         turn = Turn(call_id=f"answer-eval-{case.id}", transcript=text)
         turn.mark("transcript_ready")
         flushed = tap.flushed.setdefault(turn.index, asyncio.Event())
-        await router.put(TranscriptFrame(turn=turn, text=text))
-        await router.put(_Flushed(turn=turn))
+        await first.put(TranscriptFrame(turn=turn, text=text))
+        await first.put(_Flushed(turn=turn))
         error = None
         try:
             await asyncio.wait_for(flushed.wait(), TURN_TIMEOUT_S)
