@@ -75,10 +75,13 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    #: Whisper on a window fitted to the utterance (4-10 s) instead of its 30 s one: a third
-    #: of the time, same accuracy on the test set (serve/README.md has the figures).
-    #: "whisper" is the full window.
-    asr: str = "whisper-window"
+    #: Whisper tiny.en on a window fitted to the utterance (4-10 s) instead of its 30 s one
+    #: (a third of the time, same accuracy; serve/README.md), and Whisper base for a second
+    #: hearing of the turns whose transcript matched nothing (bot/pipeline/rehear.py: right
+    #: directly or after a question from speech 77.8% -> 84.3% on the default profile's
+    #: tuning split, ~0.2 GB more memory). "whisper-window": tiny.en alone; "whisper": the
+    #: full window.
+    asr: str = "whisper-window+base"
     asr_model_path: str | None = None
     llm: str = "llama-cpp"
     llm_model_path: str | None = None

@@ -51,7 +51,7 @@ def test_each_default_is_the_parts_own() -> None:
     assert settings.sip == EndpointConfig()
     assert (settings.sip.srtp, settings.sip.agent_srtp) == ("optional", "off")
     assert settings.models == ModelSpec()
-    assert (settings.models.asr, settings.models.embedder) == ("whisper-window", "minilm")
+    assert (settings.models.asr, settings.models.embedder) == ("whisper-window+base", "minilm")
 
 
 @pytest.mark.parametrize(

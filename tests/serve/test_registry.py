@@ -67,7 +67,10 @@ def test_unknown_name_lists_known_ones() -> None:
 
 def test_create_builds_unloaded_providers_from_spec() -> None:
     models = create_models(ModelSpec(asr_model_path="/models/whisper-large", threads=4))
-    assert models.asr.description == "whisper whisper-large, 4-10 s window"
+    # The model path is the first recognizer's; the second pass stays the packaged base.
+    assert models.asr.description == (
+        "whisper whisper-large, 4-10 s window; second pass whisper base, 4-10 s window"
+    )
     assert not models.asr.loaded
     assert models.embedder is not None
     assert create_models(ModelSpec(embedder=None)).embedder is None
