@@ -54,6 +54,34 @@ def new_words(text: str, context: str) -> list[str]:
     return out
 
 
+def topic_words(text: str) -> list[str]:
+    """The words of ``text`` that carry a topic (not function words nor pointing back)."""
+    return [w for w in _WORD.findall(text.lower()) if w not in _FUNCTION]
+
+
+def about_last_answer(text: str, answer: str) -> bool:
+    """Short words whose every topic word the last answer said: "Is the label free?" after
+    "... print the free return label." A request of its own brings a word of its own."""
+    words = _WORD.findall(text.lower())
+    topics = topic_words(text)
+    if not topics or len(words) > MAX_WORDS or is_small_talk(text):
+        return False
+    return not new_words(text, answer)
+
+
+def sentence_about(text: str, answer: str) -> str | None:
+    """The sentence of ``answer`` that says the most of the topic words of ``text`` (all of
+    them, or None): what a follow-up about part of the last answer asks for."""
+    wanted = {w.rstrip("s") for w in topic_words(text)}
+    best, best_count = None, 0
+    for sentence in (p for p in re.split(r"(?<=[.!?])\s+", answer.strip()) if p):
+        said = {w.rstrip("s") for w in _WORD.findall(sentence.lower())}
+        count = len(wanted & said)
+        if count > best_count:
+            best, best_count = sentence, count
+    return best if best is not None and best_count == len(wanted) else None
+
+
 def is_follow_up(text: str) -> bool:
     """Short words that lead like a follow-up or point back at the last answer."""
     words = _WORD.findall(text.lower())

@@ -10,13 +10,14 @@ from bot.intents.cache import IntentCache, Lookup
 from bot.intents.confirm import KEY_ANSWERS, Answer, read_answer
 from bot.intents.store import CacheEntry
 from bot.pipeline.end_of_turn import leads_with_answer
-from bot.pipeline.follow_up import is_follow_up, new_words
+from bot.pipeline.follow_up import about_last_answer, is_follow_up, new_words, sentence_about
 from bot.pipeline.frames import (
     CallAction,
     DataFrame,
     Dtmf,
     PlayAudio,
     ResponseDone,
+    Speak,
     SystemFrame,
     Transcript,
 )
@@ -157,6 +158,8 @@ class Router(Processor):
         turn.model_ms["intent_lookup"] = found.lookup_ms
         if found.match.route not in ("exact", "semantic"):
             found = await self._follow_up(previous, frame.text, found)
+        if found.match.route == "none" and await self._from_last_answer(turn, previous, frame.text):
+            return
         if found.match.route == "none" and self._rehearing is not None:
             found, frame = await self._heard_again(turn, frame, found, self._rehearing)
         match, entry = found.match, found.entry
@@ -215,6 +218,33 @@ class Router(Processor):
             log.debug("follow-up to %s: %r", previous.intent, text)
             return joined
         return found
+
+    async def _from_last_answer(self, turn: Turn, previous: Turn | None, text: str) -> bool:
+        """Short words about part of the answer this router just gave ("Is the label free?"
+        after "... print the free return label.") that match nothing on their own or joined
+        to the question: the sentence of that answer which says every one of their topic
+        words, in the operator's words (route ``repeat``). False: not such words."""
+        if (
+            previous is None
+            or previous.intent is None
+            or previous.route not in ("exact", "semantic", "confirmed")
+            or not previous.answer
+            or not about_last_answer(text, previous.answer)
+            # The same request again ("where is my order" twice) is not about a detail.
+            or not new_words(text, previous.transcript)
+        ):
+            return False
+        sentence = sentence_about(text, previous.answer)
+        if sentence is None:
+            return False
+        log.debug("turn %d: about the last answer of %s: %r", turn.index, previous.intent, text)
+        turn.route = "repeat"
+        turn.intent = previous.intent
+        turn.answer = sentence
+        turn.mark("route_decided")
+        await self.push(Speak(turn=turn, text=sentence))
+        await self.push(ResponseDone(turn=turn))
+        return True
 
     async def _heard_again(
         self, turn: Turn, frame: Transcript, found: Lookup, rehearing: Rehearing

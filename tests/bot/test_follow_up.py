@@ -15,8 +15,8 @@ import pytest
 
 from bot.intents.cache import IntentCache
 from bot.intents.store import MemoryStore
-from bot.pipeline.follow_up import is_follow_up, new_words
-from bot.pipeline.frames import PlayAudio, Transcript
+from bot.pipeline.follow_up import about_last_answer, is_follow_up, new_words, sentence_about
+from bot.pipeline.frames import PlayAudio, Speak, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
@@ -112,3 +112,42 @@ async def test_a_new_request_after_an_answer_is_not_joined_to_it(cache: IntentCa
     fresh.link(fresh_sink)
     alone = await _ask(fresh, fresh_sink, "And the fast one?")
     assert alone.intent is None or alone.route not in ("exact", "semantic")
+
+
+RETURNS = (
+    "You can return any item within thirty days. Start the return in My Orders on acme dot "
+    "com and print the free return label."
+)
+
+
+def test_words_about_part_of_the_last_answer_get_its_sentence() -> None:
+    assert about_last_answer("Is the label free?", RETURNS)
+    assert sentence_about("Is the label free?", RETURNS) == (
+        "Start the return in My Orders on acme dot com and print the free return label."
+    )
+    assert sentence_about("How many days?", RETURNS) == (
+        "You can return any item within thirty days."
+    )
+    # A word the answer did not say is a request of its own; small talk names no topic.
+    assert not about_last_answer("Is the label waterproof?", RETURNS)
+    assert not about_last_answer("Thank you.", RETURNS)
+    assert not about_last_answer("Is it?", RETURNS)
+    # Words the answer said, but in no one sentence together: no sentence is taken.
+    assert sentence_about("Free days?", RETURNS) is None
+
+
+async def test_a_question_about_part_of_an_answer_gets_that_sentence(cache: IntentCache) -> None:
+    router, sink = Router(cache), Collector()
+    router.link(sink)
+    first = await _ask(router, sink, "How do I return a lamp I bought?")
+    assert first.intent == "returns"
+    turn = await _ask(router, sink, "Is the label free?")
+    assert (turn.route, turn.intent) == ("repeat", "returns")
+    spoken = [f for f in sink.frames if isinstance(f, Speak) and f.turn is turn]
+    assert [s.text for s in spoken] == [
+        "Start the return in My Orders on acme dot com and print the free return label."
+    ]
+    assert not spoken[0].generated
+    # A question with a topic of its own after the same answer goes on as a new request.
+    other = await _ask(router, sink, "Is the label waterproof?")
+    assert other.route != "repeat"
