@@ -31,7 +31,7 @@ from typing import Literal
 
 from bot.answers.grounding import Vocabulary, key_words
 from bot.answers.not_answer import misplaced_apology, offer, self_talk, unkept_offer
-from bot.answers.text import SCALES, TENS, UNITS, WORD, words
+from bot.answers.text import SCALES, TENS, UNITS, WORD, sentences, words
 
 Reason = Literal[
     "unsupported_fact", "not_an_answer", "repeat", "unfinished", "not_speech", "prompt_leak"
@@ -144,15 +144,10 @@ def facts(text: str) -> set[str]:
     return found
 
 
-def _sentences(text: str) -> list[str]:
-    """The sentences of ``text``, split after a full stop, question or exclamation mark."""
-    return [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p]
-
-
 def names(text: str) -> set[str]:
     """Capitalized words inside a sentence (not its first word): likely proper names."""
     found: set[str] = set()
-    for sentence in _sentences(text):
+    for sentence in sentences(text):
         tokens = _WORD.findall(sentence)
         for tok in tokens[1:]:
             if tok[0].isupper() and tok.lower() not in _NOT_NAMES:
@@ -196,7 +191,7 @@ _COMMON = frozenset(
 )  # fmt: skip
 
 
-def _stems(text: str) -> set[str]:
+def stems(text: str) -> set[str]:
     """The uncommon words of ``text``, crudely stemmed ("loaded" and "load" meet)."""
     out: set[str] = set()
     for word in words(text):
@@ -210,17 +205,24 @@ def _stems(text: str) -> set[str]:
     return out
 
 
+def closest_sentence(entry: str, asked: set[str]) -> tuple[str | None, int]:
+    """The sentence of ``entry`` that shares the most of the ``asked`` stems (``stems``),
+    and how many it shares; (None, 0) when none shares any."""
+    best, best_overlap = None, 0
+    for sentence in sentences(entry):
+        overlap = len(asked & stems(sentence))
+        if overlap > best_overlap:
+            best, best_overlap = sentence, overlap
+    return best, best_overlap
+
+
 def recap(entry: str, question: str, known_names: Iterable[str] = ()) -> str:
     """``entry`` said again to a caller who heard it already and asks about it again: its
     sentence that shares the most words with ``question`` (the whole entry when none
     does), introduced as a repeat ("As I said, ..."). ``known_names`` keep their capital
     at the start of the sentence."""
-    asked = _stems(question)
-    best, best_overlap = entry.strip(), 0
-    for sentence in _sentences(entry):
-        overlap = len(asked & _stems(sentence))
-        if overlap > best_overlap:
-            best, best_overlap = sentence, overlap
+    closest, _ = closest_sentence(entry, stems(question))
+    best = closest or entry.strip()
     first = _WORD.match(best)
     word = "" if first is None else first.group(0)
     kept = {"i", *(n.lower() for n in known_names)}
@@ -232,7 +234,7 @@ def recap(entry: str, question: str, known_names: Iterable[str] = ()) -> str:
 def unsaid(entry: str, said: Iterable[str]) -> str:
     """The sentences of ``entry`` whose words were not all said together already."""
     earlier = [w for s in said for w in words(s)]  # clauses of one sentence joined again
-    kept = [s for s in _sentences(entry) if words(s) and not _contains_run(earlier, words(s))]
+    kept = [s for s in sentences(entry) if words(s) and not _contains_run(earlier, words(s))]
     return " ".join(kept)
 
 

@@ -27,3 +27,8 @@ def words(text: str) -> list[str]:
 def words_of(listed: str) -> frozenset[str]:
     """A word class written as one string, its words separated by white space."""
     return frozenset(listed.split())
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text``, split after a full stop, question or exclamation mark."""
+    return [p for p in re.split(r"(?<=[.!?])\s+", text.strip()) if p]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from bot.answers.guard import closest_sentence, stems
 from bot.answers.small_talk import is_small_talk
 
 #: Longer than this, the words are a request of their own.
@@ -70,16 +71,11 @@ def about_last_answer(text: str, answer: str) -> bool:
 
 
 def sentence_about(text: str, answer: str) -> str | None:
-    """The sentence of ``answer`` that says the most of the topic words of ``text`` (all of
-    them, or None): what a follow-up about part of the last answer asks for."""
-    wanted = {w.rstrip("s") for w in topic_words(text)}
-    best, best_count = None, 0
-    for sentence in (p for p in re.split(r"(?<=[.!?])\s+", answer.strip()) if p):
-        said = {w.rstrip("s") for w in _WORD.findall(sentence.lower())}
-        count = len(wanted & said)
-        if count > best_count:
-            best, best_count = sentence, count
-    return best if best is not None and best_count == len(wanted) else None
+    """The sentence of ``answer`` that says every topic word of ``text`` (None when no one
+    sentence does): what a follow-up about part of the last answer asks for."""
+    asked = stems(" ".join(topic_words(text)))
+    best, shared = closest_sentence(answer, asked)
+    return best if best is not None and shared == len(asked) else None
 
 
 def is_follow_up(text: str) -> bool:

@@ -7,12 +7,12 @@ went wrong, repeated it for the rest of the call.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from bot.answers.guard import facts
+from bot.answers.text import sentences
 from bot.profile import DEFAULT_PROFILE, load_profile
 from testkit.botproc import BotProcess
 from testkit.voices import speak, write_wav
@@ -38,7 +38,7 @@ GAP_S = 9.0  # silence after each question: room for the answer
 
 
 def _sentences(text: str) -> list[str]:
-    return [s.strip().lower() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+    return [s.lower() for s in sentences(text)]
 
 
 async def test_a_ten_question_call_invents_nothing_and_repeats_nothing(
