@@ -1,9 +1,11 @@
-"""Session fixtures: the suite's own PostgreSQL and Redis, started when a test first asks."""
+"""Session fixtures: the suite's own PostgreSQL and Redis, started when a test first asks;
+and the ``e2e`` marker on every test that runs a whole bot node."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,72 @@ from tests.support.services import PostgresServer, RedisServer, run_postgres, ru
 SERVICE_VARIABLES = frozenset({"SWITCHBOARD_DATABASE_URL", "SWITCHBOARD_REDIS_URL"})
 #: Nor the credentials, TLS files or signing key of a Redis in the shell.
 SERVICE_PREFIXES = ("SWITCHBOARD_INTENT_CACHE__",)
+
+TESTS = Path(__file__).resolve().parent
+#: Tests outside ``tests/e2e`` that start a whole bot node (``switchboard run``) and call it,
+#: over SIP or WebRTC: with ``tests/e2e`` they are the ``e2e`` group (``-m e2e``).
+E2E_ELSEWHERE = frozenset(
+    {
+        "admin/test_console_call.py",
+        "admin/test_console_try.py",
+        "admin/test_node.py",
+        "admin/test_webrtc.py",
+        "calllog/test_call_row.py",
+        "testkit/test_v2v_wire.py::test_one_call_one_cache_turn_on_the_wire",
+    }
+)
+
+
+def _module(item: pytest.Item) -> str:
+    """The test's module, relative to ``tests/`` (``admin/test_node.py``)."""
+    path = item.path.resolve()
+    return path.relative_to(TESTS).as_posix() if path.is_relative_to(TESTS) else str(path)
+
+
+def _is_e2e(item: pytest.Item) -> bool:
+    where = _module(item)
+    return (
+        where.startswith("e2e/")
+        or where in E2E_ELSEWHERE
+        or f"{where}::{item.name}" in E2E_ELSEWHERE
+    )
+
+
+def _group(item: pytest.Item, e2e: bool) -> str:
+    """The test's pytest-xdist group: the tests on the e2e package's shared node one group
+    (one node start), any other test its module (module fixtures made once)."""
+    if e2e and "bot" in item.fixturenames:
+        return "e2e-shared-node"
+    return _module(item)
+
+
+def _rank(item: pytest.Item) -> int:
+    """Biggest groups first: the shared node's tests, the other e2e tests, then the rest."""
+    if item.get_closest_marker("e2e") is None:
+        return 2
+    return 0 if "bot" in item.fixturenames else 1
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's: it reads the groups into node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the whole-node tests ``e2e`` (``-m e2e`` runs them, ``-m "not e2e"`` the rest).
+
+    Run by pytest-xdist with ``--dist loadgroup`` (``infra/test.sh``), every test gets a group
+    and a worker runs a group's tests one after another: the e2e tests on the package's
+    shared node one group (that node starts on one worker only), any other test its module's
+    (fixtures that load models once a module load them once). Groups go out in the order of
+    the items (``--no-loadscope-reorder``): the e2e groups, minutes each, first, so the
+    short modules fill the end of both workers.
+    """
+    grouped = getattr(config.option, "dist", "no") == "loadgroup"
+    for item in items:
+        e2e = _is_e2e(item)
+        if e2e:
+            item.add_marker(pytest.mark.e2e)
+        if grouped:
+            item.add_marker(pytest.mark.xdist_group(_group(item, e2e)))
+    if grouped:
+        items.sort(key=_rank)
 
 
 @pytest.fixture(scope="session", autouse=True)
