@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -15,10 +14,8 @@ from admin.api import accounts, calls, config, missed, webrtc
 from admin.api.metrics import metrics_router
 from admin.db import AdminDb
 from admin.http import SECURITY_HEADERS, BodyGuard, SecurityHeaders
-from admin.metrics import NodeMetrics
+from admin.node_port import NodePort
 from admin.settings import AdminSettings
-from admin.webrtc import WebRtcCalls
-from bot.calllog.calllog import LiveCallInfo
 
 API_TITLE = "Switchboard admin API"
 STATIC = Path(__file__).parent / "static"
@@ -29,16 +26,13 @@ def create_app(
     engine: AsyncEngine,
     settings: AdminSettings,
     *,
-    live_calls: Callable[[], list[LiveCallInfo]] | None = None,
-    try_utterance: config.TryUtterance | None = None,
-    matching_report: config.MatchingReport | None = None,
-    metrics: NodeMetrics | None = None,
-    webrtc_calls: WebRtcCalls | None = None,
+    node: NodePort | None = None,
     recordings_dir: Path | None = None,
 ) -> FastAPI:
-    """The app on the call log's database. ``live_calls``: the node's own calls, when the
-    app runs inside a node (``switchboard run``); without it, live calls come from the
-    database (``switchboard admin``, for a fleet). ``recordings_dir``: the folder whose
+    """The app on the call log's database. ``node``: the node the app runs inside
+    (``switchboard run``): its own live calls, metrics, matcher and models; without it
+    (``switchboard admin``, for a fleet) live calls come from the database and what needs
+    a node's models answers 503. ``recordings_dir``: the folder whose
     recordings the API may serve (none: recordings cannot be fetched here)."""
     app = FastAPI(
         title=API_TITLE,
@@ -50,11 +44,7 @@ def create_app(
     )
     app.state.db = AdminDb(engine)
     app.state.settings = settings
-    app.state.live_calls = live_calls
-    app.state.try_utterance = try_utterance
-    app.state.matching_report = matching_report
-    app.state.metrics = metrics
-    app.state.webrtc = webrtc_calls
+    app.state.node = node
     app.state.recordings_dir = recordings_dir
     app.include_router(accounts.router)
     app.include_router(calls.router)

@@ -5,7 +5,8 @@ FastAPI's own 422 carries each field's ``input``: a submitted password, or megab
 refused body, came back in the response. Here a 422 names the field, the reason and the
 type, never the value; every text in an error is cut to ``MAX_ERROR_TEXT`` characters (a
 reason quoting an example of 5 MB is cut, and so is a path or key it names). An exception
-nothing handled is answered 500 ``internal error`` (the server logs its traceback).
+nothing handled is answered 500 ``internal error`` (the server logs its traceback); a node
+that cannot do what was asked (``NodeUnavailable``) is a 503 with its reason.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from admin.http import SECURITY_HEADERS
+from admin.node_port import NodeUnavailable
 
 MAX_ERROR_TEXT = 300
 
@@ -64,6 +66,10 @@ async def _http(_request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _node_unavailable(_request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse({"detail": short(str(exc))}, status_code=503)
+
+
 async def _unhandled(request: Request, _exc: Exception) -> JSONResponse:
     # ServerErrorMiddleware, outside every other middleware, sends this one (so the security
     # headers are added here), then raises the exception again for the server to log.
@@ -77,4 +83,5 @@ def install(app: FastAPI) -> None:
     """Register the handlers on ``app``."""
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(HTTPException, _http)
+    app.add_exception_handler(NodeUnavailable, _node_unavailable)
     app.add_exception_handler(Exception, _unhandled)

@@ -1,5 +1,5 @@
-"""The admin tables: users, their sessions and API tokens, login failures, the audit log, and
-the bot configuration's versions.
+"""The admin tables: users, their sessions and API tokens, login failures, the audit log (the
+bot configuration's versions are ``bot.config.models``, on the same metadata).
 
 They live in the call log's database (one database, one Alembic history in ``migrations/``),
 with the same constraint naming, so migrations are the same on SQLite and PostgreSQL.
@@ -11,16 +11,18 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Integer, MetaData, String, Text, Uuid
+from sqlalchemy import JSON, ForeignKey, String, Uuid
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from bot.calllog.models import NAMING, UtcDateTime
+from bot.calllog.models import UtcDateTime
+from bot.config.models import ConfigBase
 
 
 class AdminBase(DeclarativeBase):
-    """Declarative base of the admin tables."""
+    """Declarative base of the admin tables. One metadata with the configuration's tables
+    (``bot.config.models``): one schema, one Alembic history."""
 
-    metadata = MetaData(naming_convention=NAMING)
+    metadata = ConfigBase.metadata
 
 
 class User(AdminBase):
@@ -97,41 +99,3 @@ class AuditEntry(AdminBase):
     target: Mapped[str] = mapped_column(String(255))
     before: Mapped[Any] = mapped_column(JSON, nullable=True)
     after: Mapped[Any] = mapped_column(JSON, nullable=True)
-
-
-class ConfigVersion(AdminBase):
-    """One version of the bot's configuration: the whole profile, validated, as JSON.
-
-    Versions only grow; the newest is the one nodes run. A call records the version it ran
-    with in ``calls.config_version``.
-    """
-
-    __tablename__ = "bot_config_versions"
-
-    version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
-    created_by: Mapped[str] = mapped_column(String(160))
-    #: What changed, in a few words (``intent.update opening_hours``).
-    comment: Mapped[str] = mapped_column(Text)
-    profile: Mapped[dict[str, Any]] = mapped_column(JSON)
-
-
-class NodeConfigState(AdminBase):
-    """What one node did with the configuration versions: the one it runs, and the last
-    one it could not apply (and why), written by the node, read by the console.
-
-    A version a node refused stays written (it is valid as a profile: only the node's own
-    check, such as embedding its examples in time, failed); the node keeps running the last
-    version it applied.
-    """
-
-    __tablename__ = "bot_config_nodes"
-
-    #: The node's name (``host:sip_port`` by default), as in ``calls.node``.
-    node: Mapped[str] = mapped_column(String(255), primary_key=True)
-    applied_version: Mapped[int | None] = mapped_column(Integer)
-    applied_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
-    failed_version: Mapped[int | None] = mapped_column(Integer)
-    #: Why the node could not apply ``failed_version`` (the error, shortened).
-    failed_reason: Mapped[str | None] = mapped_column(Text)
-    failed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

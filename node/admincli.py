@@ -11,14 +11,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from admin import config_store, limits
 from admin.accounts import AccountError, create_user
 from admin.app import create_app
+from admin.audit import record
 from admin.db import AdminDb
 from admin.security import Role, user_name_problem
 from admin.server import AdminServer, AdminServerError
 from bot.calllog.migrate import schema_state
 from bot.calllog.store import make_engine
+from bot.config import limits
+from bot.config import store as config_store
 from bot.profile import BotProfile, ProfileError, load_profile
 from node.calllog import database_url, recordings_dir
 from node.settings import Settings
@@ -130,6 +132,7 @@ async def _import_profile(settings: Settings, path: Path) -> int:
                 before={"version": base, **before},
                 after={"version": (base or 0) + 1, **after},
                 base=base,
+                audit=record,
             )
             await session.commit()
     except config_store.ConfigConflict as exc:

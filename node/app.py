@@ -14,14 +14,13 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
-from admin.api.config import IntentWarningRead, MatchingInUse, TryResult
 from admin.app import create_app
-from admin.config_store import Versioned
 from admin.metrics import NodeMetrics
 from admin.server import AdminServer
 from admin.webrtc import WebRtcCalls
 from bot.calllog import CallLog
 from bot.calllog.store import make_engine
+from bot.config.store import Versioned
 from bot.intents.cache import IntentCache
 from bot.intents.store import CacheStore, MemoryStore, RedisStore, redis_store
 from bot.knowledge.index import KnowledgeIndex
@@ -36,6 +35,7 @@ from bot.profile import BotProfile, load_profile
 from bot.queue.line import CallQueue
 from bot.queue.lobby import Lobby
 from bot.recording import CallRecorder, RecordedCall, recording_path
+from node.admin_port import AdminPort
 from node.calllog import database_url, node_name, open_call_log, recordings_dir
 from node.config_sync import ConfigSync
 from node.looplag import LoopLagMonitor
@@ -99,7 +99,7 @@ class Node:
             self.call_log.config_version = str(found.version)
         self._warn_unlisted_targets(self.profile)
         if self.settings.admin.enabled:
-            await self._start_admin(self.call_log)
+            await self._start_admin()
         spec = self.settings.models
         if not self.profile.intents and not self.profile.knowledge:
             # Sentence embeddings serve the intent cache and the knowledge base only.
@@ -253,64 +253,6 @@ class Node:
         kinds = {"asr": m.asr, "llm": m.llm, "tts": m.tts, "vad": m.vad, "embedder": m.embedder}
         return {kind: p.metrics() for kind, p in kinds.items() if p is not None}
 
-    def _matching_report(self) -> MatchingInUse:
-        """The intents' matching as fitted at load, for the admin API and console."""
-        fitted = None if self.intent_cache is None else self.intent_cache.fitted
-        if fitted is None:
-            return MatchingInUse(
-                threshold=None, confirm_threshold=None, background_lines=0, warnings=[]
-            )
-        return MatchingInUse(
-            threshold=round(fitted.rule.threshold, 4),
-            confirm_threshold=fitted.rule.confirm_threshold,
-            background_lines=len(fitted.background_texts),
-            warnings=[
-                IntentWarningRead(intent=w.intent, kind=w.kind, message=w.message)
-                for w in fitted.warnings
-            ],
-        )
-
-    async def _try_utterance(self, text: str) -> TryResult:
-        """What this node would do with ``text``: its intent cache, then its knowledge base."""
-        if self.intent_cache is not None:
-            found = await self.intent_cache.lookup(text)
-            m = found.match
-            if m.intent is not None:
-                return TryResult(
-                    route=m.route,
-                    intent=m.intent,
-                    score=round(m.score, 4),
-                    answer=found.entry.answer if found.entry is not None else None,
-                    reason=m.reason or "match",
-                )
-            if m.route == "confirm" and found.entry is not None:
-                # Not sure enough to answer: the caller would hear the intent's question.
-                return TryResult(
-                    route="confirm",
-                    intent=m.best,
-                    score=round(m.score, 4),
-                    answer=found.entry.confirm,
-                    reason=m.reason,
-                )
-            reason, best, score = m.reason or "no match", m.best, round(m.score, 4)
-        else:
-            reason, best, score = "no intents", None, None
-        if self.knowledge is not None:
-            hits = await self.knowledge.retrieve(text)
-            if hits:
-                top = hits[0]
-                direct = top.score >= self.profile.knowledge_matching.direct_score
-                return TryResult(
-                    route="knowledge" if direct else "llm",
-                    intent=best,
-                    score=score,
-                    answer=top.entry.answer if direct else None,
-                    reason=reason,
-                    knowledge_topic=top.entry.topic,
-                    knowledge_score=round(top.score, 4),
-                )
-        return TryResult(route="llm", intent=best, score=score, answer=None, reason=reason)
-
     def _cache_refused(self) -> int:
         store = None if self.intent_cache is None else self.intent_cache.store
         return store.refused if isinstance(store, RedisStore) else 0
@@ -326,17 +268,13 @@ class Node:
                 target,
             )
 
-    async def _start_admin(self, call_log: CallLog) -> None:
+    async def _start_admin(self) -> None:
         """The REST API and console, on the call log's database, in this event loop."""
         cfg = self.settings.admin
         app = create_app(
             make_engine(database_url(self.settings)),
             cfg,
-            live_calls=call_log.live_calls,
-            try_utterance=self._try_utterance,
-            matching_report=self._matching_report,
-            metrics=self.metrics,
-            webrtc_calls=self._webrtc_calls(),
+            node=AdminPort(self, self._webrtc_calls()),
             recordings_dir=recordings_dir(self.settings),
         )
         self.admin = AdminServer(app, cfg.host, cfg.port)

@@ -7,7 +7,7 @@ which uses it from its next call (and the intent cache from the next turn).
 
 A version the node cannot apply (its check fails: an intent's examples not embedded in
 time, say) leaves the node on the version it ran; the failure, with its reason, is written
-to ``bot_config_nodes`` for the console (``admin.node_config``), and the version is tried
+to ``bot_config_nodes`` for the console (``bot.config.nodes``), and the version is tried
 again at the next poll (the cause may pass) until a newer one replaces it.
 """
 
@@ -20,8 +20,10 @@ from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from admin import config_store, node_config
-from admin.config_store import Versioned
+from admin.audit import record
+from bot.config import nodes as node_config
+from bot.config import store as config_store
+from bot.config.store import Versioned
 from bot.profile import BotProfile
 
 log = logging.getLogger(__name__)
@@ -53,7 +55,7 @@ class ConfigSync:
         """The configuration to start with; None when the database is away (the file then)."""
         try:
             async with asyncio.timeout(SEED_TIMEOUT_S):
-                found = await config_store.seed(self.engine, profile, source)
+                found = await config_store.seed(self.engine, profile, source, audit=record)
         except Exception as exc:
             log.warning(
                 "configuration database unreachable at start, running %s until it is back: %s",

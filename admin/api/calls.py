@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +19,7 @@ from admin.api.pagination import ApiTime, DbText, Page, PageDep
 from admin.audit import record
 from admin.db import aware, now, to_utc
 from admin.deps import Editor, SessionDep, Viewer
-from bot.calllog.calllog import LiveCallInfo
+from admin.node_port import NodePort
 from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.pipeline.turn import STAGES
 from bot.recording.files import inside_folder, partial_path
@@ -239,9 +238,9 @@ def _turn_read(row: TurnRow) -> TurnRead:
 async def live_calls(request: Request, session: SessionDep, _who: Viewer) -> list[LiveCallRead]:
     """The node's own calls when the API runs inside one; otherwise the calls every node
     has answered and not yet ended (from the database)."""
-    source: Callable[[], list[LiveCallInfo]] | None = request.app.state.live_calls
-    if source is not None:
-        return [LiveCallRead.model_validate(c, from_attributes=True) for c in source()]
+    node: NodePort | None = request.app.state.node
+    if node is not None:
+        return [LiveCallRead.model_validate(c, from_attributes=True) for c in node.live_calls()]
     rows = await session.execute(
         select(Call, _turn_count()).where(Call.ended_at.is_(None)).order_by(Call.answered_at)
     )
@@ -342,7 +341,7 @@ async def summary(
         at_utc = aware(at)
         assert at_utc is not None
         hours[at_utc.replace(minute=0, second=0, microsecond=0)] += 1
-    live = request.app.state.live_calls
+    node: NodePort | None = request.app.state.node
     return Summary(
         since=since,
         until=until,
@@ -361,7 +360,7 @@ async def summary(
             for route in sorted(counts)
         ],
         calls_per_hour=[HourCount(hour=h, calls=n) for h, n in sorted(hours.items())],
-        live_calls=len(live()) if live is not None else None,
+        live_calls=len(node.live_calls()) if node is not None else None,
     )
 
 

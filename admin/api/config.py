@@ -7,7 +7,6 @@ its next call.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -15,14 +14,22 @@ from fastapi import APIRouter, HTTPException, Path, Request, status
 from pydantic import BaseModel, Field
 from sqlalchemy import func, select
 
-from admin import config_store, node_config
 from admin.api.pagination import Page, PageDep
-from admin.config_store import ConfigConflict, ConfigRejected, Versioned
+from admin.audit import record
 from admin.db import aware
 from admin.deps import Editor, SessionDep, Viewer
-from admin.models import ConfigVersion
+from admin.node_port import (
+    MatchingInUse,
+    NodePort,
+    SuggestionsRead,
+    TryResult,
+)
 from bot.answers.small_talk import SmallTalkReplies
 from bot.callflow import CallLimits, TransferTarget
+from bot.config import nodes as node_config
+from bot.config import store as config_store
+from bot.config.models import ConfigVersion
+from bot.config.store import ConfigConflict, ConfigRejected, Versioned
 from bot.profile import (
     BotProfile,
     EndpointingConfig,
@@ -156,48 +163,6 @@ class TryRequest(BaseModel):
     text: str = Field(min_length=1, max_length=1000)
 
 
-class TryResult(BaseModel):
-    """What the running node would do with these words."""
-
-    route: str
-    intent: str | None
-    score: float | None
-    answer: str | None
-    reason: str
-    knowledge_topic: str | None = None
-    knowledge_score: float | None = None
-
-
-#: The node's matcher for "try an utterance" (None when the API runs without a node).
-TryUtterance = Callable[[str], Awaitable[TryResult]]
-
-
-class IntentWarningRead(BaseModel):
-    """Something to fix in one intent, found when the node loaded the intents."""
-
-    intent: str
-    #: ``thin`` (few examples), ``close`` (an example nearer to another intent), ``raised``
-    #: (a common request the intents would answer raised the threshold).
-    kind: str
-    message: str
-
-
-class MatchingInUse(BaseModel):
-    """The intents' matching as the node fitted it to this configuration at load."""
-
-    #: The score an answer needs, after fitting (the configured one, or raised).
-    threshold: float | None
-    #: The score from which a caller is asked a confirmation question.
-    confirm_threshold: float | None
-    #: Background lines the node holds the intents to.
-    background_lines: int
-    warnings: list[IntentWarningRead]
-
-
-#: The node's report of its intents' matching (None when the API runs without a node).
-MatchingReport = Callable[[], MatchingInUse]
-
-
 def _rejected(exc: ConfigRejected) -> HTTPException:
     return HTTPException(
         status.HTTP_422_UNPROCESSABLE_CONTENT,
@@ -237,6 +202,7 @@ async def _write(
             before=before,
             after=after,
             base=base.version,
+            audit=record,
         )
     except ConfigRejected as exc:
         raise _rejected(exc) from None
@@ -568,23 +534,48 @@ async def delete_knowledge(topic: TopicName, session: SessionDep, who: Editor) -
 async def matching_in_use(request: Request, _who: Viewer) -> MatchingInUse:
     """The thresholds the running node fitted to the intents, and its warnings about them
     (thin intents, examples nearer to another intent, a raised threshold)."""
-    report: MatchingReport | None = request.app.state.matching_report
-    if report is None:
+    node: NodePort | None = request.app.state.node
+    if node is None:
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,
             detail="the matching in use is a node's: use the API of `switchboard run`",
         )
-    return report()
+    return node.matching_report()
 
 
 @router.post("/try", response_model=TryResult, summary="What the node would answer")
 async def try_utterance(body: TryRequest, request: Request, _who: Viewer) -> TryResult:
     """The running node's intent cache and knowledge base on these words (nothing is said)."""
-    matcher: TryUtterance | None = request.app.state.try_utterance
-    if matcher is None:
+    node: NodePort | None = request.app.state.node
+    if node is None:
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,
             detail="trying an utterance needs the models of a node: use the API of "
             "`switchboard run`",
         )
-    return await matcher(body.text)
+    return await node.try_utterance(body.text)
+
+
+@router.post(
+    "/intents/{name}/suggestions",
+    response_model=SuggestionsRead,
+    summary="Examples the node's model suggests for an intent",
+)
+async def suggest_intent_examples(
+    name: IntentName, request: Request, session: SessionDep, _who: Editor
+) -> SuggestionsRead:
+    """Paraphrases of the intent written by the node's language model, each checked by its
+    matcher against the other intents, the negatives and the background lines; the ones the
+    matcher gives to this intent uncontested are offered, with their score and whether the
+    intent answers them already. Nothing is added: an editor accepts a line with the
+    intent's PATCH (a new version, audited). 503 with the reason when the node cannot write
+    them (no node, no language model or intents, another suggestion under way)."""
+    _find_intent((await _current(session)).profile, name)
+    node: NodePort | None = request.app.state.node
+    if node is None:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            detail="suggesting examples needs the models of a node: use the API of "
+            "`switchboard run`",
+        )
+    return await node.suggest_examples(name)  # NodeUnavailable: a 503 with its reason

@@ -6,12 +6,12 @@ from fastapi import APIRouter, Depends, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from admin.deps import require
-from admin.metrics import NodeMetrics
+from admin.node_port import NodePort
 
 
 async def _metrics(request: Request) -> Response:
-    metrics: NodeMetrics | None = request.app.state.metrics
-    body = generate_latest(metrics.registry) if metrics is not None else b""
+    node: NodePort | None = request.app.state.node
+    body = generate_latest(node.metrics.registry) if node is not None else b""
     return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 

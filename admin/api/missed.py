@@ -17,11 +17,11 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 from sqlalchemy import select
 
-from admin import config_store
 from admin.api.pagination import Page, PageDep
 from admin.db import aware, now
 from admin.deps import SessionDep, Viewer
 from bot.calllog.models import TurnRow
+from bot.config import store as config_store
 from bot.intents.match import normalize
 from bot.profile import BotProfile
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, HTTPException, Request, status
 from pydantic import BaseModel, Field
 
 from admin.deps import SettingsDep, Viewer
+from admin.node_port import NodePort
 from admin.webrtc import CallRefused, WebRtcCalls
 
 router = APIRouter(prefix="/api/v1/webrtc", tags=["webrtc"])
@@ -30,7 +31,8 @@ async def offer(body: Offer, request: Request, who: Viewer, settings: SettingsDe
     """Answer a WebRTC offer; the call runs through the node's pipeline and call log, its
     caller ``webrtc:<user>``. 429 when the user already has ``webrtc_max_calls_per_user``
     browser calls; 503 when the node has ``webrtc_max_calls``, or is at its call limit."""
-    calls: WebRtcCalls | None = request.app.state.webrtc
+    node: NodePort | None = request.app.state.node
+    calls: WebRtcCalls | None = None if node is None else node.webrtc
     if calls is None:
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE,

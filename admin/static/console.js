@@ -546,9 +546,10 @@ async function intentsPage() {
     catch (e) { toast(e.message); }
   };
   // Edit opens the form in a row right below the one whose button was pressed.
-  const actions = (makeForm, path, name) => (canEdit() ? h("span", { class: "actions" },
+  const actions = (makeForm, path, name, more) => (canEdit() ? h("span", { class: "actions" },
     h("button", { class: "plain edit", type: "button", "data-name": name, onclick: (ev) => {
       ev.stopPropagation(); openEditor(ev.target.closest("tr"), makeForm()); } }, "Edit"),
+    more || null,
     h("button", { class: "danger", type: "button",
       onclick: (ev) => { ev.stopPropagation(); del(path, name); } }, "Delete")) : "");
   const newButton = (id, text, makeForm) => (canEdit() ? h("p", {}, h("button", {
@@ -564,7 +565,11 @@ async function intentsPage() {
       { title: "Examples", value: (i) => i.examples.length },
       { title: "Answer", value: (i) => i.answer },
       { title: "", value: (i) => actions(() => intentForm(i, reload),
-        `/config/intents/${encodeURIComponent(i.name)}`, i.name) },
+        `/config/intents/${encodeURIComponent(i.name)}`, i.name,
+        h("button", { class: "plain suggest-examples", type: "button", "data-name": i.name,
+          onclick: (ev) => { ev.stopPropagation();
+            openEditor(ev.target.closest("tr"), suggestionsCard(i, reload)); } },
+        "Suggest examples")) },
     ], intents.items)),
     newButton("new-intent", "New intent", () => intentForm(null, reload)),
     h("h2", {}, "Knowledge"),

@@ -17,10 +17,10 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.app import create_app
-from admin.config_store import seed
 from admin.http import SECURITY_HEADERS
 from admin.settings import AdminSettings
 from bot.calllog.store import make_engine
+from bot.config.store import seed
 from tests.admin.conftest import add_token, bearer
 from tests.admin.test_config import PROFILE
 

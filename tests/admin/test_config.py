@@ -6,7 +6,7 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from admin.config_store import seed
+from bot.config.store import seed
 from bot.profile import BotProfile
 from tests.admin.conftest import add_token, bearer
 

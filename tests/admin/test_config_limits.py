@@ -13,8 +13,8 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from admin import limits
-from admin.config_store import seed
+from bot.config import limits
+from bot.config.store import seed
 from tests.admin.conftest import add_token, bearer
 from tests.admin.test_config import PROFILE
 

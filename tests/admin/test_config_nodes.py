@@ -18,7 +18,7 @@ import numpy.typing as npt
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from admin.config_store import seed
+from bot.config.store import seed
 from bot.knowledge.index import KnowledgeIndex
 from node.app import Node
 from node.config_sync import ConfigSync

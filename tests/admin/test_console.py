@@ -14,9 +14,9 @@ from playwright.async_api import Browser, Page, async_playwright, expect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.app import create_app
-from admin.config_store import seed
 from admin.server import AdminServer
 from admin.settings import AdminSettings
+from bot.config.store import seed
 from tests.admin.conftest import PASSWORD, add_call, add_user, link_recording
 from tests.admin.test_config import PROFILE
 

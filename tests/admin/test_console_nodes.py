@@ -10,7 +10,7 @@ import pytest
 from playwright.async_api import Page, expect
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from admin import node_config
+from bot.config import nodes as node_config
 from tests.admin import test_console, test_console_config
 from tests.admin.test_console import CHROMIUM, VIEWPORTS, _shot
 

@@ -21,9 +21,9 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.app import create_app
-from admin.config_store import seed
 from admin.server import AdminServer
 from admin.settings import AdminSettings
+from bot.config.store import seed
 from tests.admin.conftest import PASSWORD, add_token, add_user, bearer
 from tests.admin.test_config import PROFILE
 

@@ -11,6 +11,7 @@ from admin.metrics import NodeMetrics, error_kind
 from admin.settings import AdminSettings
 from bot.pipeline.turn import Turn
 from tests.admin.conftest import add_token, bearer
+from tests.admin.fake_node import FakeNode
 
 
 def _turn(route: str, v2v_s: float | None, error: str | None = None) -> Turn:
@@ -53,7 +54,7 @@ async def test_metrics_need_a_token_and_show_what_the_node_observed(
         live_calls=lambda: 2,
         cache_refused=lambda: 3,
     )
-    app = create_app(admin_engine, AdminSettings(), metrics=metrics)
+    app = create_app(admin_engine, AdminSettings(), node=FakeNode(metrics=metrics))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="https://testserver") as client:
         assert (await client.get("/metrics")).status_code == 401
@@ -84,7 +85,7 @@ async def test_metrics_need_a_token_and_show_what_the_node_observed(
 
 
 async def test_metrics_can_be_public(admin_engine: AsyncEngine) -> None:
-    app = create_app(admin_engine, AdminSettings(metrics_public=True), metrics=NodeMetrics())
+    app = create_app(admin_engine, AdminSettings(metrics_public=True), node=FakeNode())
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="https://testserver") as client:
         assert (await client.get("/metrics")).status_code == 200

@@ -11,9 +11,9 @@ import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from admin.config_store import seed
 from admin.db import AdminDb
 from bot.calllog.models import TurnRow
+from bot.config.store import seed
 from tests.admin.conftest import add_call, add_token, bearer
 from tests.admin.test_config import PROFILE
 

@@ -20,6 +20,7 @@ from admin.app import create_app
 from admin.settings import AdminSettings
 from admin.webrtc import WebRtcCall, WebRtcCalls
 from tests.admin.conftest import add_token, bearer
+from tests.admin.fake_node import FakeNode
 
 OFFER = "/api/v1/webrtc/offer"
 
@@ -55,7 +56,7 @@ def node() -> _Node:
 @pytest.fixture
 async def api(admin_engine: AsyncEngine, node: _Node) -> AsyncIterator[httpx.AsyncClient]:
     settings = AdminSettings(webrtc_max_calls_per_user=2, webrtc_max_calls=3)
-    app = create_app(admin_engine, settings, webrtc_calls=node.calls)
+    app = create_app(admin_engine, settings, node=FakeNode(webrtc=node.calls))
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="https://testserver") as c:
         yield c

@@ -10,18 +10,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from admin import limits
-from admin.audit import record
-from admin.db import aware, now
-from admin.models import ConfigVersion
+from bot.config import limits
+from bot.config.models import ConfigVersion, aware, now
 from bot.profile import BotProfile
+
+
+class Audit(Protocol):
+    """Who writes a version's audit entry, in the version's own transaction (the admin's
+    audit log: ``admin.audit.record``)."""
+
+    def __call__(
+        self,
+        session: AsyncSession,
+        actor: str,
+        action: str,
+        target: str,
+        *,
+        before: Any = None,
+        after: Any = None,
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -68,7 +82,7 @@ def _control_characters(data: Any, loc: tuple[str | int, ...] = ()) -> list[Conf
 
 def validate(data: dict[str, Any]) -> BotProfile:
     """``data`` as a profile, or ``ConfigRejected`` naming each field and reason: a size
-    beyond what a node can apply (``admin.limits``) first, then the profile's own rules."""
+    beyond what a node can apply (``bot.config.limits``) first, then the profile's own rules."""
     too_large = limits.problems(data)
     if too_large:
         raise ConfigRejected([ConfigProblem(loc, msg) for loc, msg in too_large])
@@ -128,8 +142,10 @@ async def save(
     before: Any,
     after: Any,
     base: int | None,
+    audit: Audit,
 ) -> int:
-    """Write ``profile`` as the version after ``base`` (audited with it); the new number.
+    """Write ``profile`` as the version after ``base`` (audited with it, by ``audit``); the
+    new number.
 
     ``ConfigConflict`` when ``base`` is no longer the newest (another change won).
     """
@@ -145,7 +161,7 @@ async def save(
             profile=profile.model_dump(mode="json"),
         )
     )
-    record(session, actor, action, target, before=before, after=after)
+    audit(session, actor, action, target, before=before, after=after)
     try:
         await session.flush()
     except IntegrityError:
@@ -153,8 +169,23 @@ async def save(
     return version
 
 
-async def seed(engine: AsyncEngine, profile: BotProfile, source: str) -> Versioned:
-    """The newest configuration; an empty table first gets ``profile`` as version 1."""
+def _unaudited(
+    session: AsyncSession,
+    actor: str,
+    action: str,
+    target: str,
+    *,
+    before: Any = None,
+    after: Any = None,
+) -> None:
+    """No audit entry (a database without the admin's audit log in use)."""
+
+
+async def seed(
+    engine: AsyncEngine, profile: BotProfile, source: str, *, audit: Audit = _unaudited
+) -> Versioned:
+    """The newest configuration; an empty table first gets ``profile`` as version 1
+    (audited by ``audit``: the node passes the admin's audit log)."""
     async with AsyncSession(engine, expire_on_commit=False) as session:
         found = await latest(session)
         if found is not None:
@@ -169,6 +200,7 @@ async def seed(engine: AsyncEngine, profile: BotProfile, source: str) -> Version
                 before=None,
                 after={"name": profile.name},
                 base=None,
+                audit=audit,
             )
             await session.commit()
         except ConfigConflict:

@@ -15,8 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from admin.db import aware, now
-from admin.models import NodeConfigState
+from bot.config.models import NodeConfigState, aware, now
 
 #: A failure's reason is kept to this many characters (an exception's text can be long).
 MAX_REASON = 500
