@@ -423,9 +423,10 @@ function intentForm(intent, onSaved) {
   return form;
 }
 
-function knowledgeForm(entry, onSaved) {
+// ``start``: a new entry's first fields (the Missed questions page gives the question).
+function knowledgeForm(entry, onSaved, start) {
   const isNew = entry === null;
-  const k = entry || { topic: "", questions: [], answer: "", keywords: [] };
+  const k = entry || { topic: "", questions: [], answer: "", keywords: [], ...start };
   const err = h("p", { class: "error" });
   const form = h("form", { class: "card knowledge-form" },
     h("h2", {}, isNew ? "New knowledge entry" : `Edit ${k.topic}`),

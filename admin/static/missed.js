@@ -1,10 +1,14 @@
 // The Missed questions page: what callers asked that the bot did not answer (the honest
-// fallback, or only a confirmation question), most frequent first. An editor adds the words
-// as an example of an intent, or a question of a knowledge entry: a new configuration
-// version, audited, that every node uses from its next call.
+// fallback, only a confirmation question, or a person), grouped by meaning when the node
+// has a sentence embedder, most frequent first. An editor adds the words as an example of
+// an intent or a question of a knowledge entry, or starts a new knowledge entry from them:
+// a new configuration version, audited, that every node uses from its next call.
 "use strict";
 
 const MISSED_PAGE = 25;
+const MISSED_DAYS = [7, 30, 90, 365];
+const MISSED_ROUTE = { fallback: "not sure", confirm: "asked to confirm",
+  declined: "asked, caller said no", transfer: "put through" };
 
 function suggestForm(q, intents, knowledge, onSaved) {
   const err = h("p", { class: "error" });
@@ -46,31 +50,47 @@ function suggestForm(q, intents, knowledge, onSaved) {
 
 async function missedPage() {
   const offset = state.missedOffset || 0;
+  const days = state.missedDays || 30;
   const [data, intents, knowledge] = await Promise.all([
-    api("GET", `/missed-questions?limit=${MISSED_PAGE}&offset=${offset}`),
+    api("GET", `/missed-questions?days=${days}&limit=${MISSED_PAGE}&offset=${offset}`),
     canEdit() ? api("GET", "/config/intents?limit=200") : { items: [] },
     canEdit() ? api("GET", "/config/knowledge?limit=200") : { items: [] }]);
   const reload = () => missedPage();
-  const suggest = (q) => (canEdit() ? h("button", { class: "plain suggest", type: "button",
-    "data-text": q.normalized, onclick: (ev) => {
-      ev.stopPropagation();
-      openEditor(ev.target.closest("tr"),
-        suggestForm(q, intents.items, knowledge.items, reload));
-    } }, "Suggest as example") : "");
+  const actions = (q) => (canEdit() ? h("span", { class: "actions" },
+    h("button", { class: "plain suggest", type: "button", "data-text": q.normalized,
+      onclick: (ev) => {
+        ev.stopPropagation();
+        openEditor(ev.target.closest("tr"),
+          suggestForm(q, intents.items, knowledge.items, reload));
+      } }, "Suggest as example"),
+    h("button", { class: "plain new-entry", type: "button", "data-text": q.normalized,
+      onclick: (ev) => {
+        ev.stopPropagation();
+        openEditor(ev.target.closest("tr"), knowledgeForm(null, reload, { questions: [q.text] }));
+      } }, "New knowledge entry")) : "");
   const asked = (q) => Object.entries(q.routes).map(([r, n]) =>
-    `${r === "fallback" ? "not sure" : "asked to confirm"} ${n}`).join(", ");
+    `${MISSED_ROUTE[r] || r} ${n}`).join(", ");
+  const said = (q) => (q.variants.length ? h("span", {}, q.text,
+    h("span", { class: "muted variants" }, ` also: ${q.variants.join(" · ")}`)) : q.text);
+  const since = h("select", { id: "missed-days", onchange: (ev) => {
+    state.missedDays = Number(ev.target.value); state.missedOffset = 0; missedPage(); } },
+  MISSED_DAYS.map((d) => h("option", { value: d, selected: d === days }, `last ${d} days`)));
   page("Missed questions",
-    h("p", { class: "muted" }, "What callers said in the last 30 days that the bot did not " +
-      "answer from its intents or knowledge (it said it was not sure, or asked whether they " +
-      "meant something), most frequent first. Words already added as an example drop out."),
+    h("p", { class: "muted" }, "What callers said that the bot did not answer from its " +
+      "intents or knowledge (it said it was not sure, asked whether they meant something, " +
+      "or put them through to a person), most frequent first. Words already added as an " +
+      "example or a question drop out."),
+    h("p", { class: "missed-since" }, h("label", { for: "missed-days" }, "Asked in the"), since,
+      h("span", { class: "muted", id: "missed-grouping" }, data.grouped_by === "meaning"
+        ? "grouped by meaning" : "grouped by words (no sentence embedder here)")),
     data.total === 0 ? h("p", { class: "muted", id: "no-missed" }, "No missed questions.")
       : h("div", { id: "missed" }, table([
-        { title: "Caller said", value: (q) => q.text },
+        { title: "Caller said", value: said },
         { title: "Times", value: (q) => q.count },
         { title: "Last", value: (q) => fmtTime(q.last_seen) },
         { title: "Bot", value: asked },
         { title: "Nearest", value: (q) => q.nearest || "—" },
-        { title: "", value: suggest },
+        { title: "", value: actions },
       ], data.items)),
     pager(data.total, offset, MISSED_PAGE,
       (o) => { state.missedOffset = o; missedPage(); }, "question(s)"));

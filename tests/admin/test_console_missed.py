@@ -6,6 +6,8 @@ test-artifacts/console/."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 import pytest
 from playwright.async_api import Browser, Page, expect
@@ -104,3 +106,58 @@ async def test_a_viewer_sees_missed_questions_without_suggesting(
         await expect(viewer.locator("button.suggest")).to_have_count(0)
     finally:
         await context.close()
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+async def test_a_knowledge_entry_is_started_from_a_missed_question(
+    page: Page, console: str, admin_engine: AsyncEngine, api: httpx.AsyncClient, viewport: str
+) -> None:
+    await add_turns(
+        admin_engine,
+        [
+            ("Do you repair bikes?", "fallback", None, timedelta(days=40)),
+            ("Is there parking near the shop?", "fallback", None, 5 * MIN),
+            ("No", "fallback", None, 4 * MIN),
+        ],
+    )
+    await page.click("nav a[data-page=missed]")
+    rows = page.locator("#missed tbody tr")
+    # "No" answered nothing asked: it is a caller's words like any other here.
+    await expect(rows).to_have_count(2)
+    await expect(page.locator("#missed-grouping")).to_have_text(
+        "grouped by words (no sentence embedder here)"
+    )
+    # Further back: the days selector.
+    await page.select_option("#missed-days", "90")
+    await expect(rows).to_have_count(3)
+    await expect(page.locator("#missed")).to_contain_text("Do you repair bikes?")
+    await page.select_option("#missed-days", "7")
+    await expect(rows).to_have_count(2)
+    version = (await api.get("/config/settings")).json()["config_version"]
+
+    row = page.locator("#missed tr:has(td:text-is('Is there parking near the shop?'))")
+    await row.locator("button.new-entry").click()
+    form = page.locator(".knowledge-form")
+    await expect(form).to_be_visible()
+    await expect(page.locator("#k-questions")).to_have_value("Is there parking near the shop?")
+    await page.fill("#k-topic", "parking")
+    await page.fill("#k-answer", "There is free parking behind the shop.")
+    width = VIEWPORTS[viewport]["width"]
+    assert await page.evaluate("document.documentElement.scrollWidth") <= width
+    await _shot(page, f"{viewport}-missed-new-entry")
+    drawn = await page.query_selector("#missed")
+    await form.locator("button[type=submit]").click()
+    await page.wait_for_function("(el) => !el.isConnected", arg=drawn)
+    await expect(page.locator("#missed tbody tr")).to_have_count(1)
+    await expect(page.locator("#missed")).not_to_contain_text("parking")
+    held = (await api.get("/config/knowledge/parking")).json()
+    assert held["questions"] == ["Is there parking near the shop?"]
+    assert held["answer"] == "There is free parking behind the shop."
+    assert held["config_version"] == version + 1
+    (entry,) = (await api.get("/audit", params={"limit": 1})).json()["items"]
+    assert (entry["action"], entry["target"], entry["actor"]) == (
+        "knowledge.create",
+        "knowledge:parking",
+        "user:ada",
+    )
+    assert test_console_config._problems(page) == []

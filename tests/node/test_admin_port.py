@@ -85,3 +85,12 @@ async def test_the_embedder_gives_unit_vectors_in_batches(node: Any) -> None:
     vectors = np.array(await AdminPort(node, None).embed(texts))
     assert vectors.shape[0] == 40
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+
+
+async def test_missed_questions_of_one_meaning_are_above_the_threshold(node: Any) -> None:
+    from admin.api.missed import SAME_MEANING  # noqa: PLC0415
+
+    texts = ["do you sell gift cards", "can I buy a gift card", "do you sell bikes"]
+    gift, other_gift, bikes = np.array(await AdminPort(node, None).embed(texts))
+    assert float(gift @ other_gift) >= SAME_MEANING
+    assert float(gift @ bikes) < SAME_MEANING
