@@ -95,6 +95,8 @@ class Responder(Processor):
             profile,
             apology_pcm=ctx.prompts.get(profile.apology),
             knowledge=ctx.knowledge,
+            # The words it declares (``phrases``) were synthesized at start: played from there.
+            ready=ctx.prompts.find,
         )
 
     @classmethod

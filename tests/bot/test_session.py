@@ -155,3 +155,38 @@ async def test_turns_keep_conversation_history(n: int) -> None:
     assert len(turns) == n
     # The caller's earlier words, never the model's own answers (it would copy them).
     assert [m.role for m in llm.prompts[-1]] == ["system", "user", "user", "user"]
+
+
+async def test_a_knowledge_answer_plays_from_the_audio_made_at_start() -> None:
+    # The node synthesizes every stage's fixed words at start (fixed_phrases); the
+    # responder's knowledge answers were among them, yet were synthesized again on the call.
+    from bot.knowledge.index import KnowledgeIndex  # noqa: PLC0415
+    from bot.pipeline.session import fixed_phrases  # noqa: PLC0415
+    from bot.profile import KnowledgeEntry  # noqa: PLC0415
+    from tests.serve.fakes import FakeEmbedder  # noqa: PLC0415
+
+    entry = KnowledgeEntry(
+        topic="gift_cards",
+        questions=["do you sell gift cards"],
+        answer="Gift cards are sold on our website.",
+    )
+    profile = PROFILE.model_copy(update={"knowledge": [entry]})
+    tts, llm = ToneTTS(), ScriptedLLM(["The model answers."])
+    models = await fake_models(ScriptedASR("do you sell gift cards"), llm, tts)
+    embedder = FakeEmbedder()
+    await embedder.load()
+    knowledge = await KnowledgeIndex.build([entry], embedder, profile.knowledge_matching)
+    prompts = PromptAudio(8000)
+    for text in fixed_phrases(profile):
+        await prompts.add(tts, text)
+    assert entry.answer in tts.texts
+    made_at_start = len(tts.texts)
+    call, turns = MemoryCall(), []
+    session = CallSession(call, models, profile, prompts, on_turn=turns.append, knowledge=knowledge)
+    task = asyncio.create_task(session.run())
+    await call.play(silence(700) + tone(600) + silence(2000))
+    await finish(call, task)
+    assert [(t.route, t.answer) for t in turns] == [("knowledge", entry.answer)]
+    assert len(tts.texts) == made_at_start  # nothing synthesized on the call
+    assert not llm.prompts
+    assert voiced_ms(call.sent) == 300 + 7 * 100  # the greeting, then the ready answer
