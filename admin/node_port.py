@@ -14,8 +14,8 @@ from typing import Protocol
 from pydantic import BaseModel
 
 from admin.metrics import NodeMetrics
-from admin.webrtc import WebRtcCalls
 from bot.calllog.calllog import LiveCallInfo
+from telephony.webrtc import WebRtcCalls
 
 
 class NodeUnavailable(RuntimeError):

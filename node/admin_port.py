@@ -19,9 +19,9 @@ from admin.node_port import (
     SuggestionsRead,
     TryResult,
 )
-from admin.webrtc import WebRtcCalls
 from bot.calllog.calllog import LiveCallInfo
 from bot.intents.suggest import suggest_examples
+from telephony.webrtc import WebRtcCalls
 
 if TYPE_CHECKING:
     from node.app import Node

@@ -17,7 +17,6 @@ from threadpoolctl import threadpool_limits
 from admin.app import create_app
 from admin.metrics import NodeMetrics
 from admin.server import AdminServer
-from admin.webrtc import WebRtcCalls
 from bot.calllog import CallLog
 from bot.calllog.store import make_engine
 from bot.config.store import Versioned
@@ -44,6 +43,7 @@ from serve import ChatMessage, ModelSet, load_models
 from serve.registry import ModelSpec
 from telephony import SipServer
 from telephony.config import SAMPLE_RATE
+from telephony.webrtc import WebRtcCalls
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""SIP/RTP endpoint on pjsua2 exposing each call to asyncio as 20 ms PCM frames.
+"""SIP/RTP endpoint on pjsua2 exposing each call to asyncio as 20 ms PCM frames, and WebRTC
+calls (``telephony.webrtc``, aiortc) as the second transport of the same ``CallPort``.
 
 The package's contract (``telephony.events``, ``telephony.config``, ``telephony.stats``,
 ``telephony.remote_call``, ``telephony.server``) loads without pjsua2: only the worker

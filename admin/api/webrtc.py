@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from admin.deps import SettingsDep, Viewer
 from admin.node_port import NodePort
-from admin.webrtc import CallRefused, WebRtcCalls
+from telephony.webrtc import CallRefused, WebRtcCalls
 
 router = APIRouter(prefix="/api/v1/webrtc", tags=["webrtc"])
 

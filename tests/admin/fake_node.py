@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from admin.metrics import NodeMetrics
 from admin.node_port import MatchingInUse, NodeUnavailable, SuggestionsRead, TryResult
-from admin.webrtc import WebRtcCalls
 from bot.calllog.calllog import LiveCallInfo
+from telephony.webrtc import WebRtcCalls
 
 
 @dataclass

@@ -30,11 +30,11 @@ from admin.models import (
 )
 from admin.server import AdminServer
 from admin.settings import AdminSettings
-from admin.webrtc import WebRtcCall, WebRtcCalls
 from bot.calllog.migrate import upgrade
 from bot.calllog.store import make_engine
 from bot.config.models import ConfigVersion
 from bot.config.store import seed
+from telephony.webrtc import WebRtcCall, WebRtcCalls
 from tests.admin.conftest import T0, add_call, add_token
 from tests.admin.fake_node import FakeNode
 from tests.admin.test_config import PROFILE

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.app import create_app
 from admin.settings import AdminSettings
-from admin.webrtc import WebRtcCall, WebRtcCalls
+from telephony.webrtc import WebRtcCall, WebRtcCalls
 from tests.admin.conftest import add_token, bearer
 from tests.admin.fake_node import FakeNode
 

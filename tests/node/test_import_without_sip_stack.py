@@ -25,7 +25,7 @@ MODULES = (
     "bot.intents.cache",
     "admin.app",
     "admin.metrics",
-    "admin.webrtc",
+    "telephony.webrtc",
     "node.settings",
     "node.app",
 )

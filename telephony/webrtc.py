@@ -1,4 +1,5 @@
-"""A test call from the browser: WebRTC audio (aiortc) as a call of the same pipeline.
+"""WebRTC calls (aiortc): telephony's second transport, beside SIP, as a call of the same
+pipeline. The console's test call from the browser uses it.
 
 The console (or any WebRTC client) posts an SDP offer; the node answers it and runs a
 ``CallSession`` on a ``WebRtcCall``, the same ``CallPort`` a SIP call is: the same models,
