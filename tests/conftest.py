@@ -46,41 +46,11 @@ def _is_e2e(item: pytest.Item) -> bool:
     )
 
 
-def _group(item: pytest.Item, e2e: bool) -> str:
-    """The test's pytest-xdist group: the tests on the e2e package's shared node one group
-    (one node start), any other test its module (module fixtures made once)."""
-    if e2e and "bot" in item.fixturenames:
-        return "e2e-shared-node"
-    return _module(item)
-
-
-def _rank(item: pytest.Item) -> int:
-    """Biggest groups first: the shared node's tests, the other e2e tests, then the rest."""
-    if item.get_closest_marker("e2e") is None:
-        return 2
-    return 0 if "bot" in item.fixturenames else 1
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's: it reads the groups into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the whole-node tests ``e2e`` (``-m e2e`` runs them, ``-m "not e2e"`` the rest).
-
-    Run by pytest-xdist with ``--dist loadgroup`` (``infra/test.sh``), every test gets a group
-    and a worker runs a group's tests one after another: the e2e tests on the package's
-    shared node one group (that node starts on one worker only), any other test its module's
-    (fixtures that load models once a module load them once). Groups go out in the order of
-    the items (``--no-loadscope-reorder``): the e2e groups, minutes each, first, so the
-    short modules fill the end of both workers.
-    """
-    grouped = getattr(config.option, "dist", "no") == "loadgroup"
+    """Mark the whole-node tests ``e2e`` (``-m e2e`` runs them, ``-m "not e2e"`` the rest)."""
     for item in items:
-        e2e = _is_e2e(item)
-        if e2e:
+        if _is_e2e(item):
             item.add_marker(pytest.mark.e2e)
-        if grouped:
-            item.add_marker(pytest.mark.xdist_group(_group(item, e2e)))
-    if grouped:
-        items.sort(key=_rank)
 
 
 @pytest.fixture(scope="session", autouse=True)
