@@ -54,6 +54,11 @@ async def test_unacked_answers_end_free_their_slots_and_ban_their_source(
                 attacker.invite(dest, f"half-open-{i}")
             await wait_until(lambda: node.active_calls == 3, what="three calls answered")
             answered = time.monotonic()
+            # A call counts as answered once its 200 OK is sent; the caller reads it after.
+            await wait_until(
+                lambda: all(attacker.finals(f"half-open-{i}") for i in range(3)),
+                what="a final answer to each INVITE",
+            )
             assert all(attacker.finals(f"half-open-{i}") == [200] for i in range(3))
             res = await sipp(busy(helpers), node.config.port)  # the node is full
             assert res.ok, res.stdout + res.errors
