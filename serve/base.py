@@ -52,10 +52,14 @@ def shared_executor() -> PriorityPool:
 
 
 def _renice(nice: int) -> None:
-    """Set the calling thread's niceness (Linux: per thread; threads it starts inherit it)."""
+    """Make the calling thread ``nice`` steps nicer than the process (Linux: niceness is per
+    thread; threads it starts inherit it). Relative: a node started under ``nice`` keeps
+    the same order between its threads (set as an absolute value, a thread niceness below
+    the process's was refused, and one above it was less nice than asked)."""
     if nice:
         try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+            base = os.getpriority(os.PRIO_PROCESS, os.getpid())
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, base + nice))
         except (OSError, AttributeError):
             logger.warning("could not set thread niceness %d", nice)
 

@@ -59,8 +59,9 @@ class LlamaCppOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    #: Niceness of the LLM's thread (0-19): when every core is busy, the caller's speech
-    #: work (VAD, ASR, cached answers) runs first and the LLM takes what is left.
+    #: How much nicer than the process the LLM's thread runs (0-19 steps): when every core
+    #: is busy, the caller's speech work (VAD, ASR, cached answers) runs first and the LLM
+    #: takes what is left.
     nice: int = Field(10, ge=0, le=19)
     #: Longest wait before each token while callers' speech is being transcribed or looked
     #: up (ms; 0: never waits).

@@ -18,8 +18,9 @@ class PiperOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    #: Niceness of the synthesizer's own thread: a caller's finished turn is transcribed
-    #: before the next sentence of another call's LLM answer is synthesized.
+    #: How much nicer than the process the synthesizer's own thread runs: a caller's
+    #: finished turn is transcribed before the next sentence of another call's LLM answer
+    #: is synthesized.
     nice: int = Field(5, ge=0, le=19)
 
 
