@@ -10,18 +10,21 @@ The router tests run the default profile's intents through the real MiniLM embed
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.intents.store import MemoryStore
 from bot.pipeline.follow_up import about_last_answer, is_follow_up, new_words, sentence_about
 from bot.pipeline.frames import PlayAudio, Speak, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
-from tests.bot.fakes import ToneTTS
+from tests.bot.published import published
+
+if TYPE_CHECKING:
+    from serve.embed_minilm import MiniLMEmbedder
 
 pytestmark = pytest.mark.models
 
@@ -56,17 +59,9 @@ def test_new_words_are_the_topic_words_the_last_answer_did_not_have() -> None:
 
 
 @pytest.fixture(scope="module")
-async def cache() -> AsyncIterator[IntentCache]:
-    from serve.embed_minilm import MiniLMEmbedder  # noqa: PLC0415 - loads torch
-
-    embedder, tts = MiniLMEmbedder(timeout_s=30.0), ToneTTS()
-    await embedder.load()
-    await tts.load()
-    profile = load_profile(DEFAULT_PROFILE)
-    built = IntentCache(MemoryStore(), embedder, tts, voice="tone")
-    await built.publish(profile.intents, profile.intent_matching)
-    yield built
-    await built.stop()
+async def cache(minilm: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
+    async with published(load_profile(DEFAULT_PROFILE), minilm) as built:
+        yield built
 
 
 async def _ask(router: Router, sink: Collector, text: str) -> Turn:

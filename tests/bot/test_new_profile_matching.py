@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.intents.store import MemoryStore
 from bot.profile import load_profile
-from tests.bot.fakes import ToneTTS
+from tests.bot.published import published
+
+if TYPE_CHECKING:
+    from serve.embed_minilm import MiniLMEmbedder
 
 PROFILE = (
     Path(__file__).resolve().parents[2]
@@ -27,17 +30,11 @@ PROFILE = (
 
 
 @pytest.fixture(scope="module")
-async def cache() -> AsyncIterator[IntentCache]:
-    from serve.embed_minilm import MiniLMEmbedder  # noqa: PLC0415 - loads torch
-
-    embedder, tts = MiniLMEmbedder(timeout_s=30.0), ToneTTS()
-    await embedder.load()
-    await tts.load()
+async def cache(minilm: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
     profile = load_profile(PROFILE)
     assert profile.intent_matching == type(profile.intent_matching)()  # default settings
-    built = IntentCache(MemoryStore(), embedder, tts, voice="tone")
-    await built.publish(profile.intents, profile.intent_matching)
-    yield built
+    async with published(profile, minilm) as built:
+        yield built
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.intents.store import MemoryStore
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.frames import PlayAudio, Transcript
 from bot.pipeline.processor import Collector
@@ -23,7 +22,8 @@ from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from serve import TwoPassASR
 from serve.embed_minilm import MiniLMEmbedder
-from tests.bot.fakes import ScriptedASR, ToneTTS, silence
+from tests.bot.fakes import ScriptedASR, silence
+from tests.bot.published import published
 
 pytestmark = pytest.mark.models
 
@@ -40,27 +40,15 @@ async def two_pass(second: str, *, fail: bool = False) -> tuple[TwoPassASR, Scri
 
 
 @pytest.fixture(scope="module")
-async def embedder() -> AsyncIterator[MiniLMEmbedder]:
-    model = MiniLMEmbedder(timeout_s=30.0)
-    await model.load()
-    yield model
+async def cache(minilm: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
+    async with published(load_profile(DEFAULT_PROFILE), minilm) as built:
+        yield built
 
 
 @pytest.fixture(scope="module")
-async def cache(embedder: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
-    tts = ToneTTS()
-    await tts.load()
+async def knowledge(minilm: MiniLMEmbedder) -> KnowledgeIndex:
     profile = load_profile(DEFAULT_PROFILE)
-    built = IntentCache(MemoryStore(), embedder, tts, voice="tone")
-    await built.publish(profile.intents, profile.intent_matching)
-    yield built
-    await built.stop()
-
-
-@pytest.fixture(scope="module")
-async def knowledge(embedder: MiniLMEmbedder) -> KnowledgeIndex:
-    profile = load_profile(DEFAULT_PROFILE)
-    return await KnowledgeIndex.build(profile.knowledge, embedder, profile.knowledge_matching)
+    return await KnowledgeIndex.build(profile.knowledge, minilm, profile.knowledge_matching)
 
 
 def turn_of(text: str) -> Turn:

@@ -9,14 +9,18 @@ real MiniLM embedder.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.intents.store import MemoryStore
 from bot.intents.suggest import lines_of, suggest_examples
 from bot.profile import DEFAULT_PROFILE, load_profile
-from tests.bot.fakes import ScriptedLLM, ToneTTS
+from tests.bot.fakes import ScriptedLLM
+from tests.bot.published import published
+
+if TYPE_CHECKING:
+    from serve.embed_minilm import MiniLMEmbedder
 
 pytestmark = pytest.mark.models
 
@@ -45,17 +49,9 @@ def test_the_models_lines_are_read_as_requests() -> None:
 
 
 @pytest.fixture(scope="module")
-async def cache() -> AsyncIterator[IntentCache]:
-    from serve.embed_minilm import MiniLMEmbedder  # noqa: PLC0415 - loads torch
-
-    embedder, tts = MiniLMEmbedder(timeout_s=30.0), ToneTTS()
-    await embedder.load()
-    await tts.load()
-    profile = load_profile(DEFAULT_PROFILE)
-    built = IntentCache(MemoryStore(), embedder, tts, voice="tone")
-    await built.publish(profile.intents, profile.intent_matching)
-    yield built
-    await built.stop()
+async def cache(minilm: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
+    async with published(load_profile(DEFAULT_PROFILE), minilm) as built:
+        yield built
 
 
 async def test_only_lines_the_matcher_gives_to_the_intent_are_offered(
