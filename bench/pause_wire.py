@@ -12,7 +12,10 @@ questions (flite). From the capture and the bot's call log:
 - voice-to-voice on the finished questions (the last voiced packet of the question to the
   bot's first voiced packet after it), and the end-of-turn wait the bot logged.
 
-    .venv/bin/python -m bench.pause_wire [--voices en-us,en-gb+f3,en-gb-scotland]
+    .venv/bin/python -m bench.pause_wire [--voices en-us,en-gb+f3,en-gb-scotland] [--held-out]
+
+``--held-out`` asks requests written apart from the ones the end-of-turn rules were
+worked on, in other voices: read once, when a change is done.
 
 The same command, run from a checkout of an earlier commit (with this file and
 ``testkit/paused_speech.py`` copied in), gives the figures before a change.
@@ -62,6 +65,26 @@ PAUSED = (
     ("The tracking number is", "nine eight seven six five."),
     ("I'd like to cancel", "the second item on my order."),
 )
+#: Requests of the same kind, written apart and kept out of all tuning: read only with
+#: ``--held-out``, in voices of their own (``HELD_OUT_VOICES``). Some halves read as whole
+#: sentences ("The parcel was left", "I think I was charged").
+PAUSED_HELD_OUT = (
+    ("Can you send me", "a copy of my last invoice?"),
+    ("I ordered a jacket and", "it still hasn't arrived."),
+    ("My account number is", "three one four one five nine."),
+    ("Is it possible to", "pay for my order in instalments?"),
+    ("I'd like to know", "when my next delivery is due."),
+    ("The parcel was left", "with my neighbour at number twelve."),
+    ("Would you be able to", "change the size of my order?"),
+    ("I think I was charged", "twice for the same order."),
+    ("Where can I find", "the returns label for my parcel?"),
+    ("I've been waiting for", "my refund for two weeks."),
+    ("Do you have any", "gift cards for sale?"),
+    ("I need help with", "logging into my account."),
+    ("My email address is", "anna at example dot com."),
+    ("Could you tell me", "whether my order has shipped?"),
+)
+HELD_OUT_VOICES = ("en-gb-x-rp", "en-029", "en-us+f4")
 PAUSES_MS = (500, 700, 1000, 1200, 1500)
 _SEP = " | "
 
@@ -90,11 +113,13 @@ def _pause_at(pcm: bytes) -> tuple[float, float]:
     return (voiced[i] + 1) * FRAME_MS / 1000, voiced[i + 1] * FRAME_MS / 1000
 
 
-def plan(voice: str, index: int, finished: int) -> list[tuple[str, str]]:
+def plan(
+    voice: str, index: int, finished: int, paused: Sequence[tuple[str, str]] = PAUSED
+) -> list[tuple[str, str]]:
     """A caller's requests: every paused one (pauses cycling), then finished questions."""
     out = []
-    for j, (before, after) in enumerate(PAUSED):
-        pause = PAUSES_MS[(index * len(PAUSED) + j) % len(PAUSES_MS)]
+    for j, (before, after) in enumerate(paused):
+        pause = PAUSES_MS[(index * len(paused) + j) % len(PAUSES_MS)]
         out.append((f"{before}{_SEP}{after}{_SEP}{pause}", "paused"))
     for j in range(finished):
         out.append((CACHE_QUESTIONS[(index * finished + j) % len(CACHE_QUESTIONS)], "cache"))
@@ -104,13 +129,20 @@ def plan(voice: str, index: int, finished: int) -> list[tuple[str, str]]:
 def say(text: str, voice: str) -> bytes:
     """A paused request in the caller's espeak-ng voice; a finished question in flite."""
     if _SEP not in text:
-        flite = FLITE_VOICES[ESPEAK_VOICES.index(voice) % len(FLITE_VOICES)]
+        known = (*ESPEAK_VOICES, *HELD_OUT_VOICES)
+        at = known.index(voice) if voice in known else 0
+        flite = FLITE_VOICES[at % len(FLITE_VOICES)]
         return speak(text, voice=flite)
     before, after, pause = text.split(_SEP)
     return say_with_pause(before, after, int(pause), voice=voice)
 
 
-async def run(voices: Sequence[str], finished: int, answer_window_s: float) -> list[Outcome]:
+async def run(
+    voices: Sequence[str],
+    finished: int,
+    answer_window_s: float,
+    paused: Sequence[tuple[str, str]] = PAUSED,
+) -> list[Outcome]:
     exe = shutil.which("baresip")
     if exe is None:
         raise RuntimeError("baresip is not installed (apt-get install baresip-core)")
@@ -134,7 +166,7 @@ async def run(voices: Sequence[str], finished: int, answer_window_s: float) -> l
                 capture.filter.add(bot.port)
                 for i, voice in enumerate(voices):
                     script = build_script(
-                        plan(voice, i, finished),
+                        plan(voice, i, finished, paused),
                         voice,
                         lead_s=6.0,
                         answer_window_s=answer_window_s,
@@ -242,12 +274,19 @@ def report(outcomes: list[Outcome]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--voices", default=",".join(ESPEAK_VOICES), help="espeak-ng voices")
+    parser.add_argument("--voices", default=None, help="espeak-ng voices (comma-separated)")
+    parser.add_argument(
+        "--held-out",
+        action="store_true",
+        help="the held-out requests, in their own voices (read once, at the end of a change)",
+    )
     parser.add_argument("--finished", type=int, default=4, help="finished questions a caller")
     parser.add_argument("--answer-window", type=float, default=8.0, help="s after each request")
     args = parser.parse_args(argv)
-    voices = [v for v in args.voices.split(",") if v]
-    outcomes = asyncio.run(run(voices, args.finished, args.answer_window))
+    default = HELD_OUT_VOICES if args.held_out else ESPEAK_VOICES
+    voices = [v for v in (args.voices or ",".join(default)).split(",") if v]
+    paused = PAUSED_HELD_OUT if args.held_out else PAUSED
+    outcomes = asyncio.run(run(voices, args.finished, args.answer_window, paused))
     for o in outcomes:
         print(
             f"{o.voice:15s} {o.pause_ms:5d} cut={o.cut!s:5s} overlap={o.overlap_ms:4.0f} "

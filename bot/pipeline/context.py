@@ -14,6 +14,7 @@ from bot.pipeline.digit_collector import DigitCollector
 from bot.pipeline.frames import DataFrame, PlayAudio, Speak
 from bot.pipeline.processor import Processor
 from bot.pipeline.prompts import PromptAudio
+from bot.pipeline.rehear import Rehearing
 from bot.pipeline.speculation import Speculator
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import TurnSink
@@ -70,7 +71,12 @@ class CallContext:
         #: The warm handoff's spoken summary for the agent (empty: a plain bridge).
         self.summarize = summarize
         #: Transcription and intent lookup while the caller pauses (speculation.py).
-        self.speculator = Speculator(models.asr, sample_rate=self.sample_rate, cache=intent_cache)
+        #: A second hearing of words that lead nowhere (None: a one-pass recognizer): in
+        #: the caller's pause, for the end of turn, and in the router (rehear.py).
+        self.rehearing = Rehearing.of(models.asr, sample_rate=self.sample_rate, knowledge=knowledge)
+        self.speculator = Speculator(
+            models.asr, sample_rate=self.sample_rate, cache=intent_cache, rehearing=self.rehearing
+        )
         self._stages: list[Processor] = []
         self._line: list[Processor] = []
 

@@ -55,27 +55,44 @@ class Rehearing:
             return None
         return cls(asr, sample_rate=sample_rate, knowledge=knowledge)
 
-    async def again(self, turn: Turn, text: str) -> str | None:
-        """The turn's second transcript, when the first leads nowhere and the second says
-        other words; None otherwise (small talk, a knowledge entry for the first words, no
-        audio, the same words, or a failed second pass: the first transcript stands)."""
-        if not turn.audio or is_small_talk(text):
-            return None
+    async def worth(self, text: str) -> bool:
+        """Whether words that matched no intent are worth a second hearing: not small talk,
+        and no knowledge entry for them (the responder has one)."""
+        if not text.strip() or is_small_talk(text):
+            return False
         if self._knowledge is not None:
             try:
                 if await self._knowledge.retrieve(text):
-                    return None  # the responder has an entry for these words
+                    return False
             except ProviderError:
-                return None
-        timings = StageTimings()
+                return False
+        return True
+
+    async def hear(self, pcm: bytes, *, timings: StageTimings | None = None) -> str | None:
+        """What the second recognizer makes of ``pcm`` (None: the pass failed)."""
         try:
-            result = await self._asr.second_pass(turn.audio, self._rate, timings=timings)
+            result = await self._asr.second_pass(pcm, self._rate, timings=timings)
         except ProviderError as exc:
-            log.warning("second pass failed on turn %d of %s: %s", turn.index, turn.call_id, exc)
+            log.warning("second pass failed: %s", exc)
             return None
-        finally:
+        return result.text.strip()
+
+    async def again(self, turn: Turn, text: str) -> str | None:
+        """The turn's second transcript, when the first leads nowhere and the second says
+        other words; None otherwise (small talk, a knowledge entry for the first words, no
+        audio, the same words, or a failed second pass: the first transcript stands).
+
+        A turn heard again while the caller paused (``Speculation.second``, the same
+        audio) is not decoded a third time."""
+        if not turn.audio or not await self.worth(text):
+            return None
+        spec = turn.speculation
+        if spec is not None and spec.second is not None:
+            second: str | None = spec.second
+        else:
+            timings = StageTimings()
+            second = await self.hear(turn.audio, timings=timings)
             turn.model_ms.update(timings.durations_ms)
-        second = result.text.strip()
         if not second or normalize(second) == normalize(text):
             return None
         return second

@@ -91,10 +91,7 @@ class Router(Processor):
     def build(cls, ctx: CallContext) -> Router | None:
         if ctx.intent_cache is None:
             return None
-        rehearing = Rehearing.of(
-            ctx.models.asr, sample_rate=ctx.sample_rate, knowledge=ctx.knowledge
-        )
-        return cls(ctx.intent_cache, offer=ctx.profile.unsure, rehearing=rehearing)
+        return cls(ctx.intent_cache, offer=ctx.profile.unsure, rehearing=ctx.rehearing)
 
     def confirming(self) -> bool:
         """Whether a confirmation question about the caller's words waits for its answer."""

@@ -21,12 +21,15 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from bot.intents.cache import Lookup
 from bot.pipeline.end_of_turn import judge
 from serve import ASR, ProviderError, StageTimings
 from serve.priority_pool import Priority, Urgency, priority
+
+if TYPE_CHECKING:
+    from bot.pipeline.rehear import Rehearing
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,11 @@ class Speculation:
     #: What the model heard, even when it doubted there was speech at all (a fragment cut
     #: at a pause often reads as noise to it): for the end of turn only, never answered.
     heard: str = ""
+    #: What the second recognizer heard in the same audio (None: not heard again). Asked
+    #: for words that read as finished but that no intent answers: a fragment the first
+    #: recognizer misheard as a whole sentence ("Could you check if" as "Can you hack
+    #: it?"). The end of turn reads these words too; the router reuses them.
+    second: str | None = None
     no_speech_prob: float = 1.0
     #: Time inside each model call of the pass (``asr``...).
     model_ms: dict[str, float] = field(default_factory=dict)
@@ -102,8 +110,10 @@ class Speculator:
         sample_rate: int,
         cache: IntentLookup | None = None,
         max_no_speech_prob: float = 0.8,
+        rehearing: Rehearing | None = None,
     ) -> None:
         self._asr = asr
+        self._rehearing = rehearing
         self._rate = sample_rate
         self._cache = cache
         self._max_no_speech = max_no_speech_prob
@@ -194,6 +204,8 @@ class Speculator:
                     except ProviderError as exc:
                         log.debug("speculative lookup failed: %s", exc)
                 spec.sentence_done = looks_complete(text)
+                if spec.sentence_done and not spec.hit:
+                    await self._hear_again(spec, audio, text, timings)
         except ProviderError as exc:
             log.debug("speculative transcription failed: %s", exc)
             spec.failed = True
@@ -201,3 +213,18 @@ class Speculator:
             spec.model_ms = dict(timings.durations_ms)
             spec.finished_at = time.monotonic()
         return spec
+
+    async def _hear_again(
+        self, spec: Speculation, audio: bytes, text: str, timings: StageTimings
+    ) -> None:
+        """Hear the pause's audio again with the second recognizer (a two-pass ASR), when
+        words that read as finished lead nowhere: no intent answers them, no knowledge entry
+        covers them, they are not small talk. The router would hear such a turn again once
+        it ends; heard here, the end of turn can read the better words too, and the router
+        reuses them. A pass the caller has spoken over is not heard again."""
+        rehearing = self._rehearing
+        if rehearing is None or self._current is not spec:
+            return
+        if not await rehearing.worth(text) or self._current is not spec:
+            return
+        spec.second = await rehearing.hear(audio, timings=timings)

@@ -230,6 +230,12 @@ class TurnDetector(Processor):
             self._verdict = "open"  # the turn is transcribed again when it ends
         else:
             self._verdict = self._thought(done.heard) if done.heard else "unfinished"
+            if self._verdict == "finished" and done.second:
+                # The second recognizer heard the same pause: where it hears a thought
+                # still going, the first one made a sentence of a fragment.
+                again = self._thought(done.second)
+                if again in ("unfinished", "hold"):
+                    self._verdict = again
         reply = self._cfg.hold_reply
         if self._verdict == "hold" and not self._hold_said and reply and self._say is not None:
             self._hold_said = True

@@ -13,10 +13,13 @@ from bot.intents.match import Match
 from bot.intents.store import CacheEntry
 from bot.pipeline.frames import CallerAudio, EndOfTurn, Transcript
 from bot.pipeline.processor import Collector
+from bot.pipeline.rehear import Rehearing
 from bot.pipeline.speculation import Speculator, looks_complete
 from bot.pipeline.transcriber import Transcriber
+from bot.pipeline.turn import Turn
 from bot.pipeline.turn_detector import TurnDetector
 from bot.profile import EndpointingConfig
+from serve import ASR, TwoPassASR
 from serve.base import SHARED_WORKERS, shared_executor
 from serve.priority_pool import Urgency
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, ScriptedASR, silence, tone
@@ -61,11 +64,16 @@ class FakeLookup:
 
 
 async def drive(
-    pcm: bytes, asr: ScriptedASR, lookup: FakeLookup | None, cfg: EndpointingConfig = CFG
+    pcm: bytes,
+    asr: ASR,
+    lookup: FakeLookup | None,
+    cfg: EndpointingConfig = CFG,
+    *,
+    rehearing: Rehearing | None = None,
 ) -> tuple[list[object], int | None, Speculator]:
     """Feed 20 ms frames; return the frames out and the silence (ms) at the end of turn."""
     await asr.load()
-    spec = Speculator(asr, sample_rate=8000, cache=lookup)
+    spec = Speculator(asr, sample_rate=8000, cache=lookup, rehearing=rehearing)
     ep = TurnDetector(EnergyStream(), cfg, call_id="c", bot_speaking=lambda: False, speculator=spec)
     sink = Collector()
     ep.link(sink)
@@ -137,6 +145,62 @@ async def test_an_unfinished_sentence_waits_for_the_longer_silence() -> None:
     frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, FakeLookup(None))
     assert turn_of(frames).turn.eot_reason == "silence"
     assert ended_at == 1500
+
+
+def two_pass(first: str, second: str) -> tuple[TwoPassASR, ScriptedASR, Rehearing]:
+    """A two-pass recognizer whose first pass hears ``first`` and second ``second``."""
+    again = ScriptedASR(second)
+    asr = TwoPassASR(ScriptedASR(first), again)
+    rehearing = Rehearing.of(asr, sample_rate=8000)
+    assert rehearing is not None
+    return asr, again, rehearing
+
+
+async def test_a_fragment_misheard_as_a_sentence_is_heard_again_and_waited_for() -> None:
+    # "Could you check if | my refund has gone through yet?": tiny.en made a whole
+    # question of the first half; the second recognizer hears the sentence still going.
+    asr, again, rehearing = two_pass("Can you hack it?", "Could you check if")
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing
+    )
+    assert again.calls == 1
+    assert turn_of(frames).turn.eot_reason == "silence"
+    assert ended_at == 1500  # not 300: the unfinished limit
+
+
+async def test_a_finished_sentence_heard_again_the_same_ends_early_and_is_not_heard_thrice() -> (
+    None
+):
+    asr, again, rehearing = two_pass("What is your fax number?", "What is your fax number")
+    frames, ended_at, spec = await drive(
+        tone(600) + silence(600), asr, FakeLookup(None), rehearing=rehearing
+    )
+    end = turn_of(frames)
+    assert end.turn.eot_reason == "early"
+    assert ended_at == 300
+    assert again.calls == 1
+    # The router's second hearing of the ended turn reuses the pause's: same audio.
+    result = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
+    assert result is not None and result.second == "What is your fax number"
+    turn = Turn(call_id="c", audio=end.turn.audio, speculation=result)
+    assert await rehearing.again(turn, "What is your fax number?") is None  # same words
+    turn.speculation = dataclasses.replace(result, second="Where is your fax number?")
+    assert await rehearing.again(turn, "What is your fax number?") == "Where is your fax number?"
+    assert again.calls == 1
+
+
+async def test_words_an_intent_answers_or_that_dangle_are_not_heard_again() -> None:
+    asr, again, rehearing = two_pass("Where's my parcel?", "Where is my parcel?")
+    frames, _, _ = await drive(
+        tone(600) + silence(600), asr, FakeLookup("Where's my parcel?"), rehearing=rehearing
+    )
+    assert turn_of(frames).turn.eot_reason == "early"
+    asr, again2, rehearing = two_pass("I want to", "I want to")
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing
+    )
+    assert ended_at == 1500
+    assert again.calls == 0 and again2.calls == 0
 
 
 async def test_words_that_say_neither_wait_for_the_usual_silence() -> None:
