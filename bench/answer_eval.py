@@ -82,7 +82,7 @@ async def spoken_inputs(
     progress(f"ASR {spec.asr} ({asr.description}), setup {setup.key}: {todo} to transcribe")
     if todo:
         await asr.load()
-        await asr.warmup()
+        await asr.warm()
     started = time.monotonic()
     result = await transcribe(
         texts, VOICES, setup, asr if todo else None, cache=args.transcripts, progress=progress

@@ -76,7 +76,7 @@ async def main(levels: list[int], tokens: int) -> None:
     batched = BatchedLlamaCppLLM(sequences=max(levels), n_threads=1, timeout_s=120.0)
     for llm in (single, batched):
         await llm.load()
-        await llm.warmup()
+        await llm.warm()
         await answer(llm, QUESTIONS[0], 4)  # the system prompt in the cache, as in a call
     for n in levels:
         for llm in (single, batched):

@@ -100,7 +100,7 @@ async def main(backends: list[str], count: int, max_tokens: int) -> None:
         llm.timeout_s = 300.0  # figures, not the node's limit
         started = time.monotonic()
         await llm.load()
-        await llm.warmup()
+        await llm.warm()
         load_s = time.monotonic() - started
         warm = [system, ChatMessage("user", "Hello")]  # as the node: the system prompt cached
         async with aclosing(llm.stream(warm, max_tokens=1)) as it:

@@ -78,7 +78,7 @@ async def _load(provider: Provider) -> Provider:
     started = time.monotonic()
     await provider.load()
     loaded = time.monotonic()
-    await provider.warmup()
+    await provider.warm()
     print(
         f"load {provider.description}: {loaded - started:.2f} s "
         f"(+ warm-up {time.monotonic() - loaded:.2f} s)"

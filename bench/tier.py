@@ -83,7 +83,7 @@ async def main(calls: int) -> None:
         local = MiniLMEmbedder(threads=1)
         for embedder in (local, remote):
             await embedder.load()
-            await embedder.warmup()
+            await embedder.warm()
             times = []
             for i in range(calls // 4):
                 begun = time.monotonic()

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -26,6 +27,13 @@ from serve.timing import StageTimings
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: The time a warm-up call may take. A model's first inference does one-time work (graph
+#: optimization, allocations) and, with another model loading or another node starting
+#: beside it on a small machine, takes far longer than a call's ``timeout_s``: a warm-up
+#: is not a caller waiting, so it is not held to a caller's timeout.
+WARMUP_TIMEOUT_S = 120.0
+_warming: ContextVar[bool] = ContextVar("provider_warming", default=False)
 
 SHARED_WORKERS = 2
 """Worker threads shared by all thread-safe providers: one per core on the reference machine."""
@@ -119,6 +127,14 @@ class Provider(abc.ABC):
     async def warmup(self) -> None:
         """Run one real tiny inference so that the first call is fast."""
 
+    async def warm(self) -> None:
+        """``warmup`` under ``WARMUP_TIMEOUT_S`` instead of each call's ``timeout_s``."""
+        token = _warming.set(True)
+        try:
+            await self.warmup()
+        finally:
+            _warming.reset(token)
+
     async def load(self) -> None:
         """Load the model off the event loop; a second call does nothing."""
         if self.loaded:
@@ -175,8 +191,10 @@ class Provider(abc.ABC):
         return ProviderError(f"{self.name} failed: {exc!r}")
 
     async def _attempt(self, work: Callable[[], Awaitable[T]]) -> T:
-        """One try of ``work`` under ``timeout_s``, with library errors wrapped."""
-        deadline = asyncio.timeout(self.timeout_s)
+        """One try of ``work`` under ``timeout_s`` (``WARMUP_TIMEOUT_S`` in ``warm``), with
+        library errors wrapped."""
+        limit = max(self.timeout_s, WARMUP_TIMEOUT_S) if _warming.get() else self.timeout_s
+        deadline = asyncio.timeout(limit)
         try:
             async with deadline:
                 return await work()
@@ -186,7 +204,7 @@ class Provider(abc.ABC):
             # The abandoned thread runs on to the end of its current step: Python cannot stop
             # a thread; streams are told to stop through their stop event instead.
             if deadline.expired():
-                raise ProviderTimeout(f"{self.name} timed out after {self.timeout_s:g}s") from None
+                raise ProviderTimeout(f"{self.name} timed out after {limit:g}s") from None
             raise self._wrap(exc) from exc
 
     def _observe(self, started: float, timings: StageTimings | None, stage: str) -> None:

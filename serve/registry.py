@@ -373,7 +373,7 @@ async def load_models(
             continue
         started = time.monotonic()
         await provider.load()
-        await provider.warmup()
+        await provider.warm()
         if progress is not None:
             elapsed = time.monotonic() - started
             progress(f"loading {kind} ({provider.description})... {elapsed:.1f}s")

@@ -78,7 +78,9 @@ def describe(rule: IntentMatchingConfig) -> str:
         f"action threshold {rule.action_threshold:g}, margin {rule.margin:g}, "
         f"negative margin {rule.negative_margin:g}, background margin "
         f"{rule.background_margin:g}, confirm threshold {rule.confirm_threshold:g}, "
-        f"confirm background margin {rule.confirm_background_margin:g}"
+        f"confirm background margin {rule.confirm_background_margin:g}, confirm margin "
+        f"{rule.confirm_margin:g}, clear margin {rule.clear_margin:g}, clear background "
+        f"margin {rule.clear_background_margin:g}"
     )
 
 
@@ -92,7 +94,7 @@ async def run(args: argparse.Namespace) -> int:
     embedder = embedder_backends.create(args.embedder, ModelSpec(threads=args.threads))
     embedder.timeout_s = 120.0
     await embedder.load()
-    await embedder.warmup()
+    await embedder.warm()
     index, fitted = await build_index(profile, embedder)
     rule = fitted.rule
 
@@ -260,7 +262,7 @@ async def add_transcripts(
         except KeyError:
             if not loaded:
                 await asr.load()
-                await asr.warmup()
+                await asr.warm()
                 if args.asr_prompt:
                     with_prompt(asr, args.asr_prompt)
                 loaded = True
@@ -320,7 +322,7 @@ async def add_second_pass(
         except KeyError:
             if not loaded:
                 await asr.load()
-                await asr.warmup()
+                await asr.warm()
                 loaded = True
             result = await asr_transcripts(items, setup, asr, args.transcripts)
         again = await embed_queries(embedder, result.texts)

@@ -165,7 +165,7 @@ async def connect_tier(
     for provider in providers:
         if provider is not None:
             await provider.load()
-            await provider.warmup()
+            await provider.warm()
     return Tier(models=models, started_local=started_local, tier=tier)
 
 

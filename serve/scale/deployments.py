@@ -51,7 +51,7 @@ class _Replica:
         self.provider = provider
         self._tier = TierSettings.model_validate(tier)
         await provider.load()
-        await provider.warmup()
+        await provider.warm()
         self._board = load_board(self._tier)
 
     async def check_health(self) -> None:

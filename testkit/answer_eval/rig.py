@@ -118,7 +118,7 @@ class Rig:
         for provider in (embedder, llm):
             started = time.monotonic()
             await provider.load()
-            await provider.warmup()
+            await provider.warm()
             if progress is not None:
                 elapsed = time.monotonic() - started
                 progress(f"loaded {provider.description} in {elapsed:.1f}s")

@@ -302,3 +302,13 @@ async def test_vad_streams_are_independent_and_rates_checked() -> None:
     a, b = vad.create_stream(8000), vad.create_stream(8000)
     a.push(bytes(320))
     assert a is not b
+
+
+async def test_a_warm_up_is_not_held_to_a_call_s_timeout() -> None:
+    # A first inference slowed down by a busy machine (another node loading beside it) is
+    # no caller waiting: ``warm`` lets it finish; a call after it keeps its timeout.
+    asr = await loaded(FakeASR(delays_s=[0.3, 0.3], timeout_s=0.1, retries=0))
+    await asr.warm()
+    assert asr.calls == 1
+    with pytest.raises(ProviderTimeout, match=r"after 0\.1s"):
+        await asr.transcribe(b"\x00\x00" * 160, 8000)

@@ -77,7 +77,7 @@ async def test_a_second_pass_decodes_the_turn_again(
     assert asr.description == f"whisper tiny.en, 4-10 s window; second pass {second}"
     asr.first.timeout_s = asr.second.timeout_s = LOADED_MACHINE_S
     await asr.load()
-    await asr.warmup()
+    await asr.warm()
     timings = StageTimings()
     first = await asr.transcribe(speech, RATE, timings=timings)
     again = await asr.second_pass(speech, RATE, timings=timings)
