@@ -15,7 +15,9 @@ veto a match whose words are nearer to one of them than to the intent's nearest 
 ``background_margin`` for an answer, ``confirm_background_margin`` for a question), and a
 best intent that is not sure enough to answer but scores at least ``confirm_threshold`` is
 offered to the caller as a question ("Do you want to know where your order is?") instead of
-being dropped.
+being dropped. A question needs the best intent to lead the runner-up by ``confirm_margin``;
+one that scores as a hit and leads it by ``clear_margin`` is asked about even when a
+background line is up to ``-clear_background_margin`` nearer than its nearest example.
 """
 
 from __future__ import annotations
@@ -124,6 +126,17 @@ class IntentMatchingConfig(BaseModel):
     #: A question needs the intent's similarity to lead the nearest background line's by this
     #: (may be negative: more lenient than ``background_margin``).
     confirm_background_margin: float = Field(0.0, ge=-1.0, le=1.0)
+    #: A question needs the best intent's score to lead the best other intent's by this: of
+    #: two intents about as near, the question would be a coin toss.
+    confirm_margin: float = Field(0.03, ge=0.0, le=1.0)
+    #: A best intent that scores as a hit (``threshold``) and leads the best other intent by
+    #: ``clear_margin`` is asked about even when a background line is nearer than its
+    #: nearest example, by up to ``-clear_background_margin``: with three examples an
+    #: intent, a line worded like the caller ("I want to buy a car." for "I need a loan to
+    #: buy a car.") is often nearer than any example, though the intent is clearly the one.
+    #: ``clear_background_margin`` at or above ``confirm_background_margin``: never.
+    clear_margin: float = Field(0.15, ge=0.0, le=1.0)
+    clear_background_margin: float = Field(-0.1, ge=-1.0, le=1.0)
 
     @model_validator(mode="after")
     def _confirm_below_threshold(self) -> IntentMatchingConfig:
@@ -303,6 +316,13 @@ class IntentIndex:
         # best example (docs/intent-cache.md).
         nearest = similarity if scores.nearest is None else float(scores.nearest[best])
         lead = nearest - scores.background if scores.background > -1.0 else np.inf
+        # Clearly this intent, though a background line is a little nearer: worth a question
+        # (held to ``threshold``, not ``action_threshold``: a question acts on nothing).
+        clear = (
+            score >= rule.threshold
+            and score - runner_up >= rule.clear_margin
+            and lead >= rule.clear_background_margin
+        )
         askable = False
         unanswered = False
         if negative >= similarity - rule.negative_margin:
@@ -314,6 +334,7 @@ class IntentIndex:
             )
         elif lead < min(rule.background_margin, rule.confirm_background_margin):
             reason = "background closer"
+            askable = clear
         elif score < needed:
             reason = "below threshold"
             askable = True
@@ -332,7 +353,8 @@ class IntentIndex:
                 askable
                 and rule.confirm_threshold > 0.0
                 and score >= rule.confirm_threshold
-                and lead >= rule.confirm_background_margin
+                and score - runner_up >= rule.confirm_margin
+                and (lead >= rule.confirm_background_margin or clear)
             ):
                 route = "confirm"
         return Match(

@@ -123,3 +123,54 @@ def test_a_background_line_is_held_to_the_intents_nearest_example() -> None:
     # Held to the mean, as before, the line would have kept the caller from the intent.
     found = index.judge(replace(scores, nearest=None), rule)
     assert (found.route, found.reason) == ("none", "background closer"), found
+
+
+def _two_intents(background: np.ndarray) -> IntentIndex:
+    return IntentIndex(
+        [
+            IntentVectors("loan", ("x",), (), unit([1, 0, 0, 0]), NO_NEGATIVES),
+            IntentVectors("card", ("y",), (), unit([0, 1, 0, 0]), NO_NEGATIVES),
+        ],
+        background=background,
+    )
+
+
+def test_a_question_needs_the_intent_ahead_of_the_runner_up() -> None:
+    index = _two_intents(unit([0, 0, 0, 1]))
+    rule = bare(threshold=0.9, margin=0.1, negative_margin=0.0, top_k=1)
+    rule = rule.model_copy(update={"confirm_threshold": 0.3, "confirm_margin": 0.03})
+    # Below the threshold, well ahead of "card": asked about.
+    found = index.semantic(unit([1, 0.5, 0, 0])[0], rule)
+    assert (found.route, found.best) == ("confirm", "loan"), found
+    # As near to "card" as to "loan" (a lead of 0.01): a coin toss, not asked.
+    found = index.semantic(unit([1, 0.98, 0, 0])[0], rule)
+    assert found.score - found.runner_up_score < rule.confirm_margin
+    assert (found.route, found.intent) == ("none", None), found
+    # Without the check, it was asked about.
+    found = index.semantic(unit([1, 0.98, 0, 0])[0], rule.model_copy(update={"confirm_margin": 0}))
+    assert found.route == "confirm", found
+
+
+def test_a_clear_intent_is_asked_about_when_a_background_line_is_a_little_nearer() -> None:
+    # The line ("I want to buy a car.") is worded like the caller ("I need a loan to buy a
+    # car."), nearer than the intent's example, though the caller clearly means the intent.
+    index = _two_intents(unit([1, 0, 0, 0.6]))
+    query = unit([1, 0.1, 0, 0.3])[0]
+    rule = IntentMatchingConfig(top_k=1, threshold=0.45, margin=0.1)
+    scores = index.scores(query, rule.top_k)
+    assert scores.nearest is not None
+    lead = float(scores.nearest[0]) - scores.background
+    assert rule.clear_background_margin <= lead < 0.0
+    found = index.judge(scores, rule)
+    assert (found.route, found.best, found.intent) == ("confirm", "loan", None), found
+    assert found.reason == "background closer"
+    # The same words with a nearer line, or an intent not clearly ahead: no question.
+    nearer = replace(
+        scores, background=float(scores.nearest[0]) - rule.clear_background_margin + 0.01
+    )
+    assert index.judge(nearer, rule).route == "none"
+    tied = rule.model_copy(update={"clear_margin": 0.9})
+    assert index.judge(scores, tied).route == "none"
+    # Turned off (the line held to ``confirm_background_margin`` alone): no question.
+    off = rule.model_copy(update={"clear_background_margin": 0.0})
+    assert index.judge(scores, off).route == "none"
