@@ -66,6 +66,12 @@ class EndpointingConfig(BaseModel):
     #: number is", "I'd like to change", digits still to come): callers pause mid-sentence
     #: to look something up. 0: no longer than ``end_silence_ms``.
     unfinished_silence_ms: int = Field(2500, ge=0, le=10_000)
+    #: Silence the turn waits for when words that no cached intent answers were heard
+    #: again in the pause (a two-pass recognizer) and the second recognizer heard no end to
+    #: them either (no final punctuation, or no words): as often a misheard fragment
+    #: ("Could you check if" heard as "Come you packet") as a whole request. 0: no longer
+    #: than ``end_silence_ms``.
+    unsure_silence_ms: int = Field(1200, ge=0, le=10_000)
     #: Silence the turn waits for after "hold on", "just a second", "let me find it".
     hold_silence_ms: int = Field(10_000, ge=0, le=60_000)
     #: Said once a turn when the caller asks for time (None: nothing is said).

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from bot.answers.small_talk import is_small_talk
 from bot.intents.cache import Lookup
 from bot.pipeline.end_of_turn import judge
 from serve import ASR, ProviderError, StageTimings
@@ -61,9 +62,9 @@ class Speculation:
     #: at a pause often reads as noise to it): for the end of turn only, never answered.
     heard: str = ""
     #: What the second recognizer heard in the same audio (None: not heard again). Asked
-    #: for words that read as finished but that no intent answers: a fragment the first
-    #: recognizer misheard as a whole sentence ("Could you check if" as "Can you hack
-    #: it?"). The end of turn reads these words too; the router reuses them.
+    #: for words that read as finished, or say neither, but that no intent answers: a
+    #: fragment the first recognizer misheard as a whole sentence ("Could you check if" as
+    #: "Can you hack it?"). The end of turn reads these words too; the router reuses them.
     second: str | None = None
     no_speech_prob: float = 1.0
     #: Time inside each model call of the pass (``asr``...).
@@ -203,8 +204,9 @@ class Speculator:
                         spec.lookup = await self._cache.lookup(text)
                     except ProviderError as exc:
                         log.debug("speculative lookup failed: %s", exc)
-                spec.sentence_done = looks_complete(text)
-                if spec.sentence_done and not spec.hit:
+                thought = judge(text)
+                spec.sentence_done = thought == "finished"
+                if thought in ("finished", "open") and not spec.hit:
                     await self._hear_again(spec, audio, text, timings)
         except ProviderError as exc:
             log.debug("speculative transcription failed: %s", exc)
@@ -218,13 +220,12 @@ class Speculator:
         self, spec: Speculation, audio: bytes, text: str, timings: StageTimings
     ) -> None:
         """Hear the pause's audio again with the second recognizer (a two-pass ASR), when
-        words that read as finished lead nowhere: no intent answers them, no knowledge entry
-        covers them, they are not small talk. The router would hear such a turn again once
-        it ends; heard here, the end of turn can read the better words too, and the router
-        reuses them. A pass the caller has spoken over is not heard again."""
+        words that read as finished (or say neither) lead to no cached answer and are not
+        small talk: a fragment the first recognizer made a sentence of ("Could you check
+        if" heard as "Can you hack it?", "Do you deliver to" as "You believe her too"). The
+        end of turn reads the second words too, and the router reuses them. A pass the
+        caller has spoken over is not heard again."""
         rehearing = self._rehearing
-        if rehearing is None or self._current is not spec:
-            return
-        if not await rehearing.worth(text) or self._current is not spec:
+        if rehearing is None or self._current is not spec or is_small_talk(text):
             return
         spec.second = await rehearing.hear(audio, timings=timings)

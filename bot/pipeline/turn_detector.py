@@ -62,6 +62,9 @@ class TurnDetector(Processor):
       ``sentence_end_silence_ms``, without waiting out ``end_silence_ms``;
     - an unfinished one ("my order number is", digits still to come) keeps listening for
       up to ``unfinished_silence_ms``: nothing is looked up, cached or said on a fragment;
+    - words that lead to no cached answer are heard again by a second recognizer, if the
+      ASR has one, and its words decide; where neither hears an end to them (no final
+      punctuation), the turn waits up to ``unsure_silence_ms``;
     - "hold on" keeps listening for up to ``hold_silence_ms``, after ``hold_reply`` once;
     - while the pass is still running, the turn waits for it (up to the unfinished limit):
       the transcript it makes is what the turn would wait for anyway.
@@ -110,6 +113,8 @@ class TurnDetector(Processor):
         self._say = say
         #: What the finished pass of this pause heard (None: no pass finished yet).
         self._verdict: Thought | None = None
+        #: Neither recognizer heard an end to the words (see ``unsure_silence_ms``).
+        self._unsure = False
         self._hold_said = False
         #: Silence after which this pause's pass is made again (0: no second pass).
         self._again_at_ms = 0
@@ -198,6 +203,7 @@ class TurnDetector(Processor):
             self._speculator.discard()
         self._speculating = False
         self._verdict = None
+        self._unsure = False
         self._again_at_ms = 0
         self._pause_id += 1
 
@@ -230,12 +236,13 @@ class TurnDetector(Processor):
             self._verdict = "open"  # the turn is transcribed again when it ends
         else:
             self._verdict = self._thought(done.heard) if done.heard else "unfinished"
-            if self._verdict == "finished" and done.second:
+            if self._verdict in ("finished", "open") and done.second is not None:
                 # The second recognizer heard the same pause: where it hears a thought
-                # still going, the first one made a sentence of a fragment.
-                again = self._thought(done.second)
-                if again in ("unfinished", "hold"):
-                    self._verdict = again
+                # still going, the first one made a sentence of a fragment; where it hears
+                # no end either (no final punctuation), the turn waits a little longer.
+                again = self._thought(done.second) if done.second else "open"
+                self._verdict = again
+                self._unsure = again == "open"
         reply = self._cfg.hold_reply
         if self._verdict == "hold" and not self._hold_said and reply and self._say is not None:
             self._hold_said = True
@@ -250,6 +257,8 @@ class TurnDetector(Processor):
             return max(cfg.end_silence_ms, cfg.unfinished_silence_ms)
         if self._verdict == "hold":
             return max(cfg.end_silence_ms, cfg.hold_silence_ms)
+        if self._unsure:
+            return max(cfg.end_silence_ms, cfg.unsure_silence_ms)
         return cfg.end_silence_ms
 
     def _early_end_ready(self) -> bool:
@@ -276,6 +285,7 @@ class TurnDetector(Processor):
         self._in_speech = False
         self._speculating = False
         self._verdict = None
+        self._unsure = False
         self._again_at_ms = 0
         self._voiced_run_ms = 0
         self._audio = bytearray()

@@ -26,12 +26,14 @@ from bot.pipeline.frames import (
     Transcript,
 )
 from bot.pipeline.processor import Collector
+from bot.pipeline.rehear import Rehearing
 from bot.pipeline.speculation import Speculator
 from bot.pipeline.transcriber import Transcriber
 from bot.pipeline.turn import Turn
 from bot.pipeline.turn_detector import SpeechDetector, TurnDetector
 from bot.profile import EndpointingConfig
-from serve import ASR, ProviderError, Transcription, WhisperASR
+from serve import ASR, ModelSpec, ProviderError, Transcription, WhisperASR
+from serve.registry import asr_backends
 from serve.vad_silero import SileroVAD
 from testkit.paused_speech import ESPEAK_VOICES, say_with_pause
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, silence, tone
@@ -192,11 +194,12 @@ async def drive(
     vad: SpeechDetector | None = None,
     judge_with: ThoughtJudge | None = None,
     cfg: EndpointingConfig = CFG,
+    rehearing: Rehearing | None = None,
 ) -> tuple[list[Frame], list[int], Said]:
     """Feed 20 ms frames on a virtual clock (each pass finishes within its frame); return
     the frames out, the silence (ms) at each end of turn, and what the bot said."""
     await asr.load()
-    spec = Speculator(asr, sample_rate=8000)
+    spec = Speculator(asr, sample_rate=8000, rehearing=rehearing)
     said = Said()
     ep = TurnDetector(
         vad or EnergyStream(),
@@ -345,6 +348,35 @@ async def test_recorded_requests_with_a_pause_inside_are_one_turn(
             (whole if len(ends) == 1 else cut).append((voice, before, transcripts(frames)))
     assert len(whole) >= 10, cut
     assert all(before == "Could you check if" for _, before, _ in cut), cut
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def two_pass() -> ASR:
+    """The bot's default recognizer: tiny.en on every pass, Whisper base to hear again."""
+    asr = asr_backends.create("whisper-window+base", ModelSpec())
+    await asr.load()
+    return asr
+
+
+@pytest.mark.models
+async def test_fragments_misheard_as_sentences_are_heard_again_and_kept_whole(
+    two_pass: ASR, silero: SileroVAD
+) -> None:
+    # The same twelve requests with the bot's default two-pass recognizer: the words tiny.en
+    # made a sentence of ("Can you hack it?") are heard again by Whisper base in the pause.
+    rehearing = Rehearing.of(two_pass, sample_rate=8000)
+    assert rehearing is not None
+    cut: list[tuple[str, str, list[str]]] = []
+    for voice in ESPEAK_VOICES:
+        for before, after in PAUSED:
+            pcm = say_with_pause(before, after, 1000, voice=voice) + silence(1000)
+            frames, ends, said = await drive(
+                pcm, two_pass, vad=silero.create_stream(8000), rehearing=rehearing
+            )
+            assert said.texts == []
+            if len(ends) != 1:
+                cut.append((voice, before, transcripts(frames)))
+    assert cut == []
 
 
 @pytest.mark.models

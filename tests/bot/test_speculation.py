@@ -156,10 +156,20 @@ def two_pass(first: str, second: str) -> tuple[TwoPassASR, ScriptedASR, Rehearin
     return asr, again, rehearing
 
 
-async def test_a_fragment_misheard_as_a_sentence_is_heard_again_and_waited_for() -> None:
-    # "Could you check if | my refund has gone through yet?": tiny.en made a whole
-    # question of the first half; the second recognizer hears the sentence still going.
-    asr, again, rehearing = two_pass("Can you hack it?", "Could you check if")
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        # "Could you check if | my refund has gone through yet?": tiny.en made a whole
+        # question of the first half; the second recognizer hears the sentence still going.
+        ("Can you hack it?", "Could you check if"),
+        # Words with no final punctuation say neither (they would wait the usual silence).
+        ("You believe her too", "Do you deliver to"),
+    ],
+)
+async def test_a_fragment_misheard_as_a_sentence_is_heard_again_and_waited_for(
+    first: str, second: str
+) -> None:
+    asr, again, rehearing = two_pass(first, second)
     frames, ended_at, _ = await drive(
         tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing
     )
@@ -168,10 +178,33 @@ async def test_a_fragment_misheard_as_a_sentence_is_heard_again_and_waited_for()
     assert ended_at == 1500  # not 300: the unfinished limit
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "ends_at"),
+    [
+        # neither recognizer heard an end: misheard fragments, and some whole requests
+        ("Come you packet", "C'mon you package", 1200),
+        ("Can you hack it?", "Cognus Packet", 1200),
+        ("Can you hack it?", "", 1200),
+        # the second heard a finished sentence where the first put no full stop
+        ("Where is my parcel", "Where is my parcel?", 300),
+    ],
+)
+async def test_words_heard_again_without_an_end_wait_a_little_longer(
+    first: str, second: str, ends_at: int
+) -> None:
+    asr, again, rehearing = two_pass(first, second)
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing
+    )
+    assert again.calls == 1
+    assert ended_at == ends_at
+    assert turn_of(frames).turn.eot_reason == ("early" if ends_at == 300 else "silence")
+
+
 async def test_a_finished_sentence_heard_again_the_same_ends_early_and_is_not_heard_thrice() -> (
     None
 ):
-    asr, again, rehearing = two_pass("What is your fax number?", "What is your fax number")
+    asr, again, rehearing = two_pass("What is your fax number?", "What is your fax number?")
     frames, ended_at, spec = await drive(
         tone(600) + silence(600), asr, FakeLookup(None), rehearing=rehearing
     )
@@ -181,7 +214,7 @@ async def test_a_finished_sentence_heard_again_the_same_ends_early_and_is_not_he
     assert again.calls == 1
     # The router's second hearing of the ended turn reuses the pause's: same audio.
     result = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
-    assert result is not None and result.second == "What is your fax number"
+    assert result is not None and result.second == "What is your fax number?"
     turn = Turn(call_id="c", audio=end.turn.audio, speculation=result)
     assert await rehearing.again(turn, "What is your fax number?") is None  # same words
     turn.speculation = dataclasses.replace(result, second="Where is your fax number?")
