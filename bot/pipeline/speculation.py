@@ -70,8 +70,6 @@ class Speculation:
     #: Time inside each model call of the pass (``asr``...).
     model_ms: dict[str, float] = field(default_factory=dict)
     lookup: Lookup | None = None
-    #: The words read as a finished sentence (see ``looks_complete``).
-    sentence_done: bool = False
     finished_at: float | None = None
     failed: bool = False
     #: Where the pass's jobs stand in the shared pool's queue: behind turns that have
@@ -204,9 +202,7 @@ class Speculator:
                         spec.lookup = await self._cache.lookup(text)
                     except ProviderError as exc:
                         log.debug("speculative lookup failed: %s", exc)
-                thought = judge(text)
-                spec.sentence_done = thought == "finished"
-                if thought in ("finished", "open") and not spec.hit:
+                if judge(text) in ("finished", "open") and not spec.hit:
                     await self._hear_again(spec, audio, text, timings)
         except ProviderError as exc:
             log.debug("speculative transcription failed: %s", exc)
