@@ -331,6 +331,27 @@ async def silero() -> SileroVAD:
     return vad
 
 
+async def paused_requests(
+    asr: ASR, silero: SileroVAD, rehearing: Rehearing | None = None
+) -> tuple[int, list[tuple[str, str, list[str]]]]:
+    """Each of ``PAUSED`` said in each voice with a 1 s pause inside, through the end of
+    turn: how many were one turn, and (voice, first half, transcripts) of those cut."""
+    whole = 0
+    cut: list[tuple[str, str, list[str]]] = []
+    for voice in ESPEAK_VOICES:
+        for before, after in PAUSED:
+            pcm = say_with_pause(before, after, 1000, voice=voice) + silence(1000)
+            frames, ends, said = await drive(
+                pcm, asr, vad=silero.create_stream(8000), rehearing=rehearing
+            )
+            assert said.texts == []
+            if len(ends) == 1:
+                whole += 1
+            else:
+                cut.append((voice, before, transcripts(frames)))
+    return whole, cut
+
+
 @pytest.mark.models
 async def test_recorded_requests_with_a_pause_inside_are_one_turn(
     whisper: WhisperASR, silero: SileroVAD
@@ -338,15 +359,8 @@ async def test_recorded_requests_with_a_pause_inside_are_one_turn(
     # Whisper tiny.en mishears espeak-ng's "Could you check if" in two voices ("Come you
     # packet", "Can you hack it?"): words that read as finished. The other ten are kept
     # whole; before the words were read, each was cut at its pause.
-    whole: list[tuple[str, str, list[str]]] = []
-    cut: list[tuple[str, str, list[str]]] = []
-    for voice in ESPEAK_VOICES:
-        for before, after in PAUSED:
-            pcm = say_with_pause(before, after, 1000, voice=voice) + silence(1000)
-            frames, ends, said = await drive(pcm, whisper, vad=silero.create_stream(8000))
-            assert said.texts == []
-            (whole if len(ends) == 1 else cut).append((voice, before, transcripts(frames)))
-    assert len(whole) >= 10, cut
+    whole, cut = await paused_requests(whisper, silero)
+    assert whole >= 10, cut
     assert all(before == "Could you check if" for _, before, _ in cut), cut
 
 
@@ -366,17 +380,9 @@ async def test_fragments_misheard_as_sentences_are_heard_again_and_kept_whole(
     # made a sentence of ("Can you hack it?") are heard again by Whisper base in the pause.
     rehearing = Rehearing.of(two_pass, sample_rate=8000)
     assert rehearing is not None
-    cut: list[tuple[str, str, list[str]]] = []
-    for voice in ESPEAK_VOICES:
-        for before, after in PAUSED:
-            pcm = say_with_pause(before, after, 1000, voice=voice) + silence(1000)
-            frames, ends, said = await drive(
-                pcm, two_pass, vad=silero.create_stream(8000), rehearing=rehearing
-            )
-            assert said.texts == []
-            if len(ends) != 1:
-                cut.append((voice, before, transcripts(frames)))
+    whole, cut = await paused_requests(two_pass, silero, rehearing)
     assert cut == []
+    assert whole == len(ESPEAK_VOICES) * len(PAUSED)
 
 
 @pytest.mark.models
