@@ -68,10 +68,11 @@ class EndpointingConfig(BaseModel):
     unfinished_silence_ms: int = Field(2500, ge=0, le=10_000)
     #: Silence the turn waits for when words that no cached intent answers were heard
     #: again in the pause (a two-pass recognizer) and the second recognizer heard no end to
-    #: them either (no final punctuation, or no words): as often a misheard fragment
-    #: ("Could you check if" heard as "Come you packet") as a whole request. 0: no longer
-    #: than ``end_silence_ms``.
-    unsure_silence_ms: int = Field(1200, ge=0, le=10_000)
+    #: them either (no final punctuation, or no words), or another sentence than the first
+    #: one: as often a misheard fragment ("Could you check if" heard as "Come you packet")
+    #: as a whole request. Longer than the pauses of 0.5-1.2 s callers make mid-sentence.
+    #: 0: no longer than ``end_silence_ms``.
+    unsure_silence_ms: int = Field(1500, ge=0, le=10_000)
     #: Silence the turn waits for after "hold on", "just a second", "let me find it".
     hold_silence_ms: int = Field(10_000, ge=0, le=60_000)
     #: Said once a turn when the caller asks for time (None: nothing is said).

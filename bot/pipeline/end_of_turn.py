@@ -14,6 +14,7 @@ speech and scored mid-sentence fragments as finished (0.90-0.96); it is not used
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -222,6 +223,25 @@ def judge(text: str, digits: Digits | None = None) -> Thought:
     if _dangles(words, question=stripped.endswith("?")):
         return "unfinished"
     return "finished" if stripped[-1] in ".?!" else "open"
+
+
+#: Below this share of words in common (difflib's ratio over the word lists), two
+#: recognizers made different sentences of the same audio. Measured on espeak-ng requests
+#: and flite questions over G.711 through tiny.en and base: a fragment misheard as a
+#: sentence by both ("What can not you" and "What time do you have?" for "What time does
+#: your") at 0.44; most whole requests heard by both at 0.6-1.0.
+AGREEMENT = 0.5
+
+
+def heard_alike(first: str, second: str) -> bool:
+    """Whether two recognizers' words for the same audio are much the same sentence.
+
+    When they are not, neither is to be trusted on where the caller's thought ends: a
+    full stop put after words nobody said is no sign that the caller has finished."""
+    a, b = _words(first), _words(second)
+    if not a or not b:
+        return False
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= AGREEMENT
 
 
 def leads_with_answer(text: str) -> bool:

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from bot.pipeline.end_of_turn import Thought, ThoughtJudge, expected_digits, judge
+from bot.pipeline.end_of_turn import (
+    Thought,
+    ThoughtJudge,
+    expected_digits,
+    heard_alike,
+    judge,
+)
 from bot.pipeline.frames import (
     CallerAudio,
     DataFrame,
@@ -64,7 +70,8 @@ class TurnDetector(Processor):
       up to ``unfinished_silence_ms``: nothing is looked up, cached or said on a fragment;
     - words that lead to no cached answer are heard again by a second recognizer, if the
       ASR has one, and its words decide; where neither hears an end to them (no final
-      punctuation), the turn waits up to ``unsure_silence_ms``;
+      punctuation), or the two heard different sentences, the turn waits up to
+      ``unsure_silence_ms``;
     - "hold on" keeps listening for up to ``hold_silence_ms``, after ``hold_reply`` once;
     - while the pass is still running, the turn waits for it (up to the unfinished limit):
       the transcript it makes is what the turn would wait for anyway.
@@ -239,8 +246,11 @@ class TurnDetector(Processor):
             if self._verdict in ("finished", "open") and done.second is not None:
                 # The second recognizer heard the same pause: where it hears a thought
                 # still going, the first one made a sentence of a fragment; where it hears
-                # no end either (no final punctuation), the turn waits a little longer.
+                # no end either (no final punctuation), or another sentence than the first
+                # one heard (the words are a guess), the turn waits a little longer.
                 again = self._thought(done.second) if done.second else "open"
+                if again == "finished" and not heard_alike(done.heard, done.second or ""):
+                    again = "open"
                 self._verdict = again
                 self._unsure = again == "open"
         reply = self._cfg.hold_reply

@@ -12,6 +12,7 @@ from bot.pipeline.end_of_turn import (
     Digits,
     ThoughtJudge,
     expected_digits,
+    heard_alike,
     judge,
     leads_with_answer,
     strip_hold,
@@ -403,3 +404,26 @@ async def test_recorded_fragments_read_as_unfinished_and_requests_never_do(
     assert unfinished >= 8
     held = (await whisper.transcribe(say_with_pause("Hold on, let me find it.", "", 0), 8000)).text
     assert judge(held) == "hold", held
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "alike"),
+    [
+        ("I forgot my password", "I forgot my password.", True),
+        ("How long will my recent take?", "How long will my Rasant take?", True),
+        (
+            "Can I speak to someone about an image?",
+            "Can I speak to someone about a damaged parcel?",
+            True,
+        ),
+        # a fragment each recognizer made a different sentence of
+        ("What can not you", "What time do you have?", False),
+        ("Can you hack it?", "Come you package", False),
+        ("You're nearly my good friends", "Will you deliver the France?", False),
+        ("Can you hack it?", "", False),
+    ],
+)
+def test_two_recognizers_heard_alike_only_when_most_words_are_the_same(
+    first: str, second: str, alike: bool
+) -> None:
+    assert heard_alike(first, second) is alike

@@ -30,6 +30,7 @@ CFG = EndpointingConfig(
     speculate_after_ms=160,
     sentence_end_silence_ms=300,
     unfinished_silence_ms=1500,
+    unsure_silence_ms=1200,
     barge_in_ms=200,
 )
 
@@ -185,11 +186,22 @@ async def test_a_fragment_misheard_as_a_sentence_is_heard_again_and_waited_for(
         ("Come you packet", "C'mon you package", 1200),
         ("Can you hack it?", "Cognus Packet", 1200),
         ("Can you hack it?", "", 1200),
+        # two different sentences of the same audio: "What time does your | customer
+        # service open?" said with a pause, both recognizers guessing at the fragment
+        ("What can not you", "What time do you have?", 1200),
+        ("You will be my group.", "Do you believe in me?", 1200),
         # the second heard a finished sentence where the first put no full stop
         ("Where is my parcel", "Where is my parcel?", 300),
+        # much the same sentence, a word or two apart: the words are trusted
+        ("Can I pay with people?", "Can I pay with PayPal?", 300),
+        (
+            "I need to make the phone number on my account.",
+            "I need to update the phone number on my account.",
+            300,
+        ),
     ],
 )
-async def test_words_heard_again_without_an_end_wait_a_little_longer(
+async def test_words_heard_again_without_an_end_or_unlike_the_first_wait_a_little_longer(
     first: str, second: str, ends_at: int
 ) -> None:
     asr, again, rehearing = two_pass(first, second)
