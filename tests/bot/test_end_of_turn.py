@@ -341,7 +341,8 @@ async def paused_requests(
     cut: list[tuple[str, str, list[str]]] = []
     for voice in ESPEAK_VOICES:
         for before, after in PAUSED:
-            pcm = say_with_pause(before, after, 1000, voice=voice) + silence(1000)
+            # Silence after it past the longest limit a whole request may wait (unfinished).
+            pcm = say_with_pause(before, after, 1000, voice=voice) + silence(2600)
             frames, ends, said = await drive(
                 pcm, asr, vad=silero.create_stream(8000), rehearing=rehearing
             )
