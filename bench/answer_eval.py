@@ -175,8 +175,8 @@ async def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     threadpool_limits(limits=1, user_api="blas")  # as a node runs (node/app.py)
     profile = load_profile(args.profile)
-    if args.extractive:
-        matching = profile.knowledge_matching.model_copy(update={"extractive": True})
+    if args.extractive is not None:
+        matching = profile.knowledge_matching.model_copy(update={"extractive": args.extractive})
         profile = profile.model_copy(update={"knowledge_matching": matching})
     cases = [c for c in load_cases(profile, args.questions) if c.split in args.splits]
     if args.cases:
@@ -256,8 +256,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--extractive",
-        action="store_true",
-        help="answer in extractive mode (knowledge_matching.extractive), whatever the profile",
+        action=argparse.BooleanOptionalAction,
+        help="answer in extractive mode (knowledge_matching.extractive), or with the model "
+        "wording entries (--no-extractive), whatever the profile (default: the profile's)",
     )
     parser.add_argument(
         "--guard-heldout",

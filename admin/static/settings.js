@@ -67,10 +67,12 @@ const SETTING_LABELS = {
   "intent_matching.top_k": ["Examples scored an intent"],
   "intent_matching.calibration": ["Calibration"],
   "knowledge_matching.min_score": ["Retrieve from a score of"],
-  "knowledge_matching.max_entries": ["Entries given to the model"],
+  "knowledge_matching.max_entries": ["Entries given to the model",
+    "When the model words business answers."],
   "knowledge_matching.direct_score": ["Speak the entry as written from"],
   "knowledge_matching.extractive": ["Business answers only as written",
-    "Entries between the two scores are asked about, not worded by the model."],
+    "On (the default): entries between the two scores are asked about and spoken as " +
+    "written on a yes. Off: the model words them."],
 };
 // Long texts get a text area.
 const LONG_TEXTS = new Set(["greeting", "apology", "unsure", "decline", "system_prompt",

@@ -34,10 +34,12 @@ def said(record: TurnRecord) -> list[str]:
 
 @pytest.mark.models
 async def test_extractive_mode_asks_about_an_entry_and_never_generates() -> None:
-    rig = await Rig.load(PROFILE)
-    config = PROFILE.knowledge_matching.model_copy(update={"extractive": True})
-    index = await KnowledgeIndex.build(PROFILE.knowledge, rig.embedder, config)
-    extractive = dataclasses.replace(rig, knowledge=index)
+    extractive = await Rig.load(PROFILE)
+    assert extractive.knowledge.config.extractive  # the default profile's mode
+    # The model-worded mode, set apart (extractive = false), to compare.
+    config = PROFILE.knowledge_matching.model_copy(update={"extractive": False})
+    index = await KnowledgeIndex.build(PROFILE.knowledge, extractive.embedder, config)
+    worded = dataclasses.replace(extractive, knowledge=index)
     payment, gifts = ENTRIES["payment_methods"], ENTRIES["gift_cards"]
 
     # Between min_score and direct_score (payment methods, ~0.63): asked, said on a yes.
@@ -46,14 +48,14 @@ async def test_extractive_mode_asks_about_an_entry_and_never_generates() -> None
     assert yes.asked == "payment_methods"
     assert said(yes) == [topic_question(payment), payment.answer]
     assert yes.route == "confirmed" and not any(s.generated for s in yes.said)
-    # The same question in the default mode goes to the model with the entry.
-    [generated] = await rig.converse(case((apple_pay, "payment_methods")), [apple_pay])
+    # The same question in the model-worded mode goes to the model with the entry.
+    [generated] = await worded.converse(case((apple_pay, "payment_methods")), [apple_pay])
     assert generated.route == "llm" and generated.asked is None
 
     # At direct_score but about another thing (gift wrapping is not gift cards): asked in
     # both modes, and a no gets the honest fallback, not the gift-card entry.
     wrapping = "Do you do gift wrapping?"
-    for bot in (extractive, rig):
+    for bot in (extractive, worded):
         [no] = await bot.converse(case((wrapping, None)), [wrapping])
         assert no.asked == "gift_cards", no
         assert said(no) == [topic_question(gifts), PROFILE.unsure]

@@ -136,9 +136,12 @@ async def test_the_model_never_reads_its_own_answers_back() -> None:
 
 
 async def _knowledge_responder(
-    script: list[str], ready: dict[str, bytes] | None = None, direct_score: float = 0.65
+    script: list[str],
+    ready: dict[str, bytes] | None = None,
+    direct_score: float = 0.65,
+    extractive: bool = True,
 ) -> tuple[Responder, ScriptedLLM, Collector]:
-    config = KnowledgeConfig(direct_score=direct_score)
+    config = KnowledgeConfig(direct_score=direct_score, extractive=extractive)
     index = await KnowledgeIndex.build(entries(), await _loaded(TableEmbedder()), config)
     llm = ScriptedLLM(script)
     await llm.load()
@@ -167,9 +170,10 @@ async def test_a_close_entry_is_spoken_as_written_without_the_model() -> None:
 
 
 async def test_the_model_gets_the_entries_and_its_clauses_are_marked_for_the_guard() -> None:
-    # "refund question" scores ~0.80 to a refund entry: retrieved, but below this bar.
+    # "refund question" scores ~0.80 to a refund entry: retrieved, but below this bar. The
+    # model words it only with extractive = false (the LLM route with entries, tested here).
     responder, llm, sink = await _knowledge_responder(
-        ["It takes 5 to 7 days", " usually"], direct_score=0.9
+        ["It takes 5 to 7 days", " usually"], direct_score=0.9, extractive=False
     )
     turn = Turn(call_id="c", transcript="refund question")
     await responder.process(Transcript(turn=turn, text="refund question"))
@@ -179,6 +183,20 @@ async def test_the_model_gets_the_entries_and_its_clauses_are_marked_for_the_gua
     assert turn.route == "llm" and turn.knowledge[0] == "Refunds take 5 to 7 working days."
     spoken = [f for f in sink.frames if isinstance(f, Speak)]
     assert spoken and all(f.generated for f in spoken) and spoken[-1].final
+    await responder.stop()
+
+
+async def test_in_extractive_mode_an_entry_below_the_bar_is_asked_about_not_worded() -> None:
+    # The default: the same retrieved entry as above gets the topic question, no model.
+    responder, llm, _sink = await _knowledge_responder(["Never."], direct_score=0.9)
+    turn = Turn(call_id="c", transcript="refund question")
+    await responder.process(Transcript(turn=turn, text="refund question"))
+    assert llm.prompts == []
+    assert (turn.route, turn.intent) == ("confirm", "refund_time")
+    yes = Turn(call_id="c", transcript="Yes please.")
+    await responder.process(Transcript(turn=yes, text="Yes please."))
+    assert llm.prompts == []
+    assert (yes.route, yes.answer) == ("confirmed", "Refunds take 5 to 7 working days.")
     await responder.stop()
 
 

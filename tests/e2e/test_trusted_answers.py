@@ -3,6 +3,10 @@
 Before the knowledge base and the answer guard, the packaged model answered such a call
 with invented prices and policies ("The literary cost is $10.00.") and, once one answer
 went wrong, repeated it for the rest of the call.
+
+The call is made to a node with the model wording retrieved entries
+(``knowledge_matching.extractive = false``): it checks the answer guard on the model's own
+words, which the default extractive mode keeps to small talk.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import pytest
 from bot.answers.guard import facts
 from bot.answers.text import sentences
 from bot.profile import DEFAULT_PROFILE, load_profile
-from testkit.botproc import BotProcess
+from testkit.botproc import run_bot
 from testkit.voices import speak, write_wav
 from tests.support.baresip import baresip_call
 
@@ -41,20 +45,28 @@ def _sentences(text: str) -> list[str]:
     return [s.lower() for s in sentences(text)]
 
 
-async def test_a_ten_question_call_invents_nothing_and_repeats_nothing(
-    bot: BotProcess, tmp_path: Path
-) -> None:
-    profile = load_profile(DEFAULT_PROFILE)
+def model_worded(path: Path) -> Path:
+    """The default profile with the model wording the entries below ``direct_score``
+    (``extractive = false``), so that the guard on the model's text is what this call tests."""
+    text, on = DEFAULT_PROFILE.read_text(), "\nextractive = true\n"
+    assert text.count(on) == 1, "the default profile states extractive = true once"
+    path.write_text(text.replace(on, "\nextractive = false\n"))
+    return path
+
+
+async def test_a_ten_question_call_invents_nothing_and_repeats_nothing(tmp_path: Path) -> None:
+    profile_path = model_worded(tmp_path / "profile.toml")
+    profile = load_profile(profile_path)
+    assert not profile.knowledge_matching.extractive
     audio = bytes(int(4.5 * RATE) * 2)
     for question in QUESTIONS:
         audio += speak(question, voice="awb") + bytes(int(GAP_S * RATE) * 2)
     source = tmp_path / "caller.wav"
     write_wav(source, audio)
-    first_line = len(bot.lines)
-    baresip_call(bot.uri, source, tmp_path / "baresip", timeout_s=160)
-
-    texts = bot.records("turn_text", since=first_line)
-    turns = {r["turn"]: r for r in bot.records("turn", since=first_line)}
+    with run_bot(profile=profile_path) as bot:
+        baresip_call(bot.uri, source, tmp_path / "baresip", timeout_s=160)
+        texts = bot.records("turn_text")
+        turns = {r["turn"]: r for r in bot.records("turn")}
     assert len(texts) >= 8, f"the bot heard {len(texts)} of 10 questions: {texts}"
     # What the operator wrote, and what the caller said: the only places a fact may come from.
     written = [
