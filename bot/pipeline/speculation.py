@@ -88,6 +88,14 @@ class Speculation:
         )
 
     @property
+    def doubtful(self) -> bool:
+        """The intent cache would only ask about these words ("Just to check, ...?"): a
+        weak match, as often made on a fragment ("My parcel arrived and" heard as "My
+        parcel arrived done") as on a whole request."""
+        found = self.lookup
+        return self.hit and found is not None and found.match.route == "confirm"
+
+    @property
     def hit(self) -> bool:
         """The intent cache would answer these words."""
         found = self.lookup
@@ -202,7 +210,10 @@ class Speculator:
                         spec.lookup = await self._cache.lookup(text)
                     except ProviderError as exc:
                         log.debug("speculative lookup failed: %s", exc)
-                if judge(text) in ("finished", "open") and not spec.hit:
+                thought = judge(text)
+                if (thought == "finished" and not spec.hit) or (
+                    thought == "open" and (not spec.hit or spec.doubtful)
+                ):
                     await self._hear_again(spec, audio, text, timings)
         except ProviderError as exc:
             log.debug("speculative transcription failed: %s", exc)
@@ -217,7 +228,8 @@ class Speculator:
     ) -> None:
         """Hear the pause's audio again with the second recognizer (a two-pass ASR), when
         words that read as finished (or say neither) lead to no cached answer and are not
-        small talk: a fragment the first recognizer made a sentence of ("Could you check
+        small talk, or say neither and lead only to a question about an intent
+        (``doubtful``): a fragment the first recognizer made a sentence of ("Could you check
         if" heard as "Can you hack it?", "Do you deliver to" as "You believe her too"). The
         end of turn reads the second words too, and the router reuses them. A pass the
         caller has spoken over is not heard again."""

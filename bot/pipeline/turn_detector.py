@@ -275,8 +275,8 @@ class TurnDetector(Processor):
         if not (self._speculating and self._cfg.early_end and self._speculator is not None):
             return False
         done = self._speculator.ready(self._pause_id)
-        if done is None or self._verdict in ("unfinished", "hold"):
-            return False  # no cached answer on a fragment
+        if done is None or self._verdict in ("unfinished", "hold") or self._unsure:
+            return False  # no cached answer on a fragment, nor on words heard as a guess
         finished = self._verdict == "finished"
         if done.hit and not done.acts and finished:
             return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
+from typing import Literal
 
 import pytest
 
@@ -38,8 +39,11 @@ CFG = EndpointingConfig(
 class FakeLookup:
     """The intent cache's answer for one phrase (the boundary the speculator calls)."""
 
-    def __init__(self, hit_text: str | None) -> None:
+    def __init__(
+        self, hit_text: str | None, route: Literal["semantic", "confirm"] = "semantic"
+    ) -> None:
         self.hit_text = hit_text
+        self.route = route
         self.calls: list[str] = []
 
     async def lookup(self, text: str) -> Lookup:
@@ -60,7 +64,7 @@ class FakeLookup:
             audio=b"\x00\x00" * 160,
             sample_rate=8000,
         )
-        match = Match(route="semantic", intent="order_status", score=0.8)
+        match = Match(route=self.route, intent="order_status", score=0.8)
         return Lookup(match=match, entry=entry, lookup_ms=1)
 
 
@@ -211,6 +215,42 @@ async def test_words_heard_again_without_an_end_or_unlike_the_first_wait_a_littl
     assert again.calls == 1
     assert ended_at == ends_at
     assert turn_of(frames).turn.eot_reason == ("early" if ends_at == 300 else "silence")
+
+
+@pytest.mark.parametrize(
+    ("second", "ends_at", "reason"),
+    [
+        # "My parcel arrived and | the box was crushed": the fragment, heard with no end,
+        # is only close to an intent (a question would be asked): heard again
+        ("My parcel arrived and", 1500, "silence"),  # unfinished: the longer limit
+        ("My parcel arrived done", 1200, "silence"),  # still no end: a little longer
+        ("My parcel arrived damaged.", 0, "early"),  # a finished sentence: at once
+    ],
+)
+async def test_words_with_no_end_that_an_intent_only_asks_about_are_heard_again(
+    second: str, ends_at: int, reason: str
+) -> None:
+    first = "My parcel arrived damaged"
+    asr, again, rehearing = two_pass(first, second)
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, FakeLookup(first, route="confirm"), rehearing=rehearing
+    )
+    assert again.calls == 1
+    assert turn_of(frames).turn.eot_reason == reason
+    if ends_at:
+        assert ended_at == ends_at
+    else:
+        assert ended_at is not None and ended_at < 300
+
+
+async def test_words_with_no_end_that_an_intent_answers_are_not_heard_again() -> None:
+    asr, again, rehearing = two_pass("Where is my parcel", "Where is my parcel?")
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, FakeLookup("Where is my parcel"), rehearing=rehearing
+    )
+    assert again.calls == 0
+    assert turn_of(frames).turn.eot_reason == "early"
+    assert ended_at == 300
 
 
 async def test_a_finished_sentence_heard_again_the_same_ends_early_and_is_not_heard_thrice() -> (
