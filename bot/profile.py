@@ -122,10 +122,12 @@ class IntentConfig(BaseModel):
 
 
 class KnowledgeEntry(BaseModel):
-    """One fact the operator wrote for the LLM to answer from (``bot.knowledge``).
+    """One fact the operator wrote for the bot to answer from (``bot.knowledge``).
 
-    Unlike an intent's answer, it is not played by itself: it is retrieved for the caller's
-    question and given to the LLM, which may answer only from what it was given.
+    It is retrieved for the caller's question: spoken as written when it is close to the
+    question, asked about ("Just to check, is this about: ...?") and spoken on a yes when
+    it is less close (extractive mode, the default), or given to the LLM to word, which
+    may answer only from what it was given (``knowledge_matching.extractive = false``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -166,11 +168,12 @@ class KnowledgeConfig(BaseModel):
     measured with MiniLM on the default profile (tests/bot/test_knowledge.py)."""
 
     model_config = ConfigDict(extra="forbid")
-    #: An entry scoring at least this is retrieved and given to the LLM. Unrelated words
-    #: ("tell me a joke", "do you have it in stock") scored at most 0.44; rewordings of an
-    #: entry's questions at least 0.54 (one vague one 0.48), mostly over 0.6.
+    #: An entry scoring at least this is retrieved (asked about, or given to the LLM when
+    #: not ``extractive``). Unrelated words ("tell me a joke", "do you have it in stock")
+    #: scored at most 0.44; rewordings of an entry's questions at least 0.54 (one vague one
+    #: 0.48), mostly over 0.6.
     min_score: float = Field(0.5, gt=0.0, le=1.0)
-    #: At most this many entries, best first, are given to the LLM: a question between two
+    #: At most this many entries, best first, are retrieved: a question between two
     #: entries ("what ways can I pay": payment methods, paying by phone) gets both.
     max_entries: int = Field(2, ge=1, le=10)
     #: At or above this the best entry's own answer may be spoken as is, without the LLM: no
