@@ -9,7 +9,7 @@ import pytest
 
 from bot.knowledge import KnowledgeIndex
 from bot.knowledge.index import topic_question
-from bot.pipeline.frames import ResponseDone, Transcript
+from bot.pipeline.frames import PlayAudio, ResponseDone, Speak, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.responder import Responder
 from bot.pipeline.turn import Turn
@@ -93,6 +93,29 @@ async def test_a_topic_question_is_forgotten_once_another_answer_was_given() -> 
         await responder.process(Transcript(turn=yes, text="Yes."))
         assert ENTRIES["gift_cards"].answer not in yes.answer
         assert yes.route != "confirmed"
+    finally:
+        await responder.stop()
+
+
+@pytest.mark.models
+async def test_the_topic_question_plays_from_audio_synthesized_ahead() -> None:
+    rig = await Rig.load(PROFILE)
+    question = topic_question(ENTRIES["gift_cards"])
+    assert question in Responder.phrases(PROFILE)  # the node synthesizes it at start
+    ahead = {question: b"\x01\x02" * 80}
+    responder = Responder(
+        rig.llm, PROFILE, apology_pcm=b"", knowledge=rig.knowledge, ready=ahead.get
+    )
+    sink = Collector()
+    responder.link(sink)
+    responder.start()
+    try:
+        asked = Turn(call_id="c", transcript="Do you do gift wrapping?")
+        await responder.process(Transcript(turn=asked, text=asked.transcript))
+        assert asked.route == "confirm"
+        played = [f for f in sink.frames if isinstance(f, PlayAudio)]
+        assert [(f.text, f.pcm) for f in played] == [(question, ahead[question])]
+        assert not [f for f in sink.frames if isinstance(f, Speak)]  # nothing synthesized
     finally:
         await responder.stop()
 

@@ -14,6 +14,7 @@ from bot.callflow import (
     MenuConfig,
     MenuOption,
 )
+from bot.knowledge.index import topic_question
 from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.context import CallContext
 from bot.pipeline.frames import DataFrame, Speak
@@ -121,6 +122,7 @@ def test_the_phrases_of_each_feature_are_declared() -> None:
         "colleague. How can I help?",  # small talk (the responder)
         "Thank you for calling. Goodbye.",
         "Returns are free within 30 days.",  # a knowledge answer
+        *(topic_question(entry) for entry in FULL.knowledge),  # asked before an entry
         "Nine to five.",  # an intent a menu key answers
         "Your order, then.",
         "Your number",
