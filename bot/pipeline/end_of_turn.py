@@ -15,6 +15,7 @@ speech and scored mid-sentence fragments as finished (0.90-0.96); it is not used
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,6 +72,20 @@ _PARTICLE_VERBS = frozenset((
     "log", "logged", "sign", "signed", "check", "checked", "turn", "switch", "come", "go",
     "get", "put", "carry", "move", "plug", "drop", "pick", "set", "hang", "call", "hold",
     "stop", "pop", "swing",
+))
+#: Of those, the verbs that cannot end a sentence without their object unless a wh-word
+#: was it ("what do I need?"): "how do I pay?" is whole, "where can I find?" is not.
+_NEEDS_OBJECT = frozenset((
+    "change", "update", "get", "send", "give", "tell", "find", "make", "track", "reset",
+    "add", "remove", "buy", "arrange", "move", "modify", "amend", "exchange", "renew",
+    "replace", "request", "need", "want", "like", "discuss", "query", "use", "put",
+))
+#: Words before a "to" that starts a verb still to come ("able to", "how to"), not a
+#: preposition whose object came first ("who am I talking to").
+_INFINITIVE_LEAD = frozenset((
+    "able", "unable", "going", "gonna", "trying", "try", "hoping", "planning", "supposed",
+    "allowed", "meant", "want", "wants", "wanted", "need", "needs", "like", "love", "how",
+    "what", "where", "when", "whether",
 ))
 _WH = frozenset(("what", "where", "when", "which", "who", "whom", "whose", "how", "why"))
 _WH_OBJECTS = frozenset(("what", "where", "which", "who", "whom", "whose"))
@@ -179,6 +194,8 @@ def _dangles(words: list[str], question: bool = False) -> bool:
     if last in _AUX:
         reply = len(words) <= 3 and all(w in _REPLY | _PRONOUNS | _AUX for w in words)
         return not (reply or _wh_before(words))
+    if last == "to" and before in _INFINITIVE_LEAD:
+        return True  # "what would you be able to", "I'm trying to", "how to"
     if last in _PREP:
         if last in ("in", "on", "by", "over") and before in _PARTICLE_VERBS:
             return False
@@ -188,8 +205,16 @@ def _dangles(words: list[str], question: bool = False) -> bool:
         whole_question = question and words[0] in _AUX and len(words) >= 5
         return not (whole_question or _wh_before(words, _WH_OBJECTS))
     if last in _TRANSITIVE and before in _VERB_LEAD:
+        if last in _NEEDS_OBJECT:
+            # Only an object's wh-word ("what", "how much") can be the verb's object.
+            return not (_wh_before(words, _WH_OBJECTS - {"where"}) or _how_much(words))
         return not _wh_before(words)
     return False
+
+
+def _how_much(words: list[str]) -> bool:
+    """A "how much", "how many" or "how long" asked about: what the verb takes."""
+    return any(a == "how" and b in _WH_TAIL for a, b in itertools.pairwise(words))
 
 
 def judge(text: str, digits: Digits | None = None) -> Thought:
