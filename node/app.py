@@ -28,6 +28,7 @@ from bot.pipeline.call_control import overflow_targets
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CallSession, fixed_phrases
+from bot.pipeline.speech_cache import SpeechCache
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import TurnSink, log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile
@@ -55,7 +56,8 @@ class Node:
         self.settings = settings
         self.profile = profile
         self.models: ModelSet | None = None
-        self.prompts = PromptAudio(sample_rate=SAMPLE_RATE)
+        self.speech_cache = SpeechCache.from_settings(settings.speech_cache, settings.data_dir)
+        self.prompts = PromptAudio(sample_rate=SAMPLE_RATE, speech_cache=self.speech_cache)
         self.endpoint: SipServer | None = None
         self.call_log: CallLog | None = None
         self.intent_cache: IntentCache | None = None
@@ -298,6 +300,7 @@ class Node:
             stale_after_s=cfg.stale_after_s,
             heartbeat_s=cfg.heartbeat_s,
             retry_max_s=cfg.retry_max_s,
+            speech_cache=self.speech_cache,
         )
         await cache.publish(profile.intents, profile.intent_matching)
         cache.start()

@@ -25,6 +25,7 @@ from pydantic_settings import SettingsError as PydanticSettingsError
 from admin.settings import AdminSettings
 from bot.calllog.settings import CallLogSettings
 from bot.intents.settings import IntentCacheSettings
+from bot.pipeline.speech_cache import SpeechCacheSettings
 from bot.profile import DEFAULT_PROFILE
 from bot.queue.settings import QueueSettings
 from bot.recording.settings import RecordingSettings
@@ -87,6 +88,8 @@ class Settings(BaseSettings):
     recordings: RecordingSettings = RecordingSettings()
     #: The call queue: conversations at once, and callers waiting beyond them.
     queue: QueueSettings = QueueSettings()
+    #: Pre-synthesized phrases kept on disk for the next start (same voice, same words).
+    speech_cache: SpeechCacheSettings = SpeechCacheSettings()
 
     @model_validator(mode="after")
     def _queue_fits_sip_slots(self) -> Settings:

@@ -33,6 +33,13 @@ class TTS(Provider):
             timings,
         )
 
+    @property
+    def cache_key(self) -> str | None:
+        """Who speaks, for caching synthesized audio on disk: a string that changes whenever
+        the same text at the same sample rate would sound different. None (the default):
+        the output is not known to repeat (a remote or sampling synthesizer), never cached."""
+        return None
+
     async def warmup(self) -> None:
         """Synthesize one short word."""
         async with aclosing(self.synthesize("Hello.")) as chunks:

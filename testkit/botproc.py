@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +21,18 @@ from typing import Any
 from testkit.ports import free_udp_port
 
 ROOT = Path(__file__).resolve().parents[1]
+SPEECH_CACHE_VARIABLE = "SWITCHBOARD_SPEECH_CACHE__DIR"
+_speech_cache: str | None = None
+
+
+def shared_speech_cache() -> str:
+    """One speech-cache folder for every node this process starts (removed at exit): each
+    node has a data folder of its own, but only the first synthesizes the fixed phrases."""
+    global _speech_cache  # noqa: PLW0603 - one folder per process, made on first use
+    if _speech_cache is None:
+        _speech_cache = tempfile.mkdtemp(prefix="switchboard-speech-")
+        atexit.register(shutil.rmtree, _speech_cache, ignore_errors=True)
+    return _speech_cache
 
 
 @dataclass
@@ -72,6 +86,8 @@ def run_bot(
         "SWITCHBOARD_ADMIN__PORT": "0",
         **(env or {}),
     }
+    if SPEECH_CACHE_VARIABLE not in full_env:
+        full_env[SPEECH_CACHE_VARIABLE] = shared_speech_cache()
     if profile is not None:
         full_env["SWITCHBOARD_PROFILE"] = str(profile)
     cmd = [sys.executable, "-m", "node.cli", "run", "--host", "127.0.0.1", "--port", str(port)]

@@ -42,6 +42,7 @@ from bot.intents.store import (
     StoreRefused,
     StoreUnavailable,
 )
+from bot.pipeline.speech_cache import SpeechCache, pre_synthesized
 from bot.profile import IntentConfig
 from serve import TTS, Embedder
 from telephony.config import SAMPLE_RATE
@@ -104,6 +105,7 @@ class IntentCache:
         stale_after_s: float = _DEFAULTS.stale_after_s,
         heartbeat_s: float = _DEFAULTS.heartbeat_s,
         retry_max_s: float = _DEFAULTS.retry_max_s,
+        speech_cache: SpeechCache | None = None,
     ) -> None:
         self.store = store
         self._embedder = embedder
@@ -113,6 +115,8 @@ class IntentCache:
         self.stale_after_s = stale_after_s
         self.heartbeat_s = heartbeat_s
         self.retry_max_s = retry_max_s
+        #: Answer and confirmation audio of earlier starts, read instead of synthesizing.
+        self.speech_cache = speech_cache
         self._state: _State | None = None
         self._pending: CacheIndex | None = None  # published locally, not yet to the store
         self._pending_entries: list[CacheEntry] = []
@@ -317,6 +321,19 @@ class IntentCache:
         )
 
     async def _synthesize(self, text: str) -> bytes:
+        started = time.monotonic()
+        audio, from_disk = await pre_synthesized(
+            self.speech_cache, self._tts, text, self.sample_rate, lambda: self._speak(text)
+        )
+        log.debug(
+            "intent cache: pre-synthesized %r in %.0f ms%s",
+            text[:40],
+            (time.monotonic() - started) * 1000,
+            " (from disk)" if from_disk else "",
+        )
+        return audio
+
+    async def _speak(self, text: str) -> bytes:
         async with aclosing(self._tts.synthesize(text, sample_rate=self.sample_rate)) as chunks:
             return b"".join([chunk async for chunk in chunks])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+from bot.pipeline.speech_cache import SpeechCache, pre_synthesized
 from serve import TTS, ProviderError
 
 log = logging.getLogger(__name__)
@@ -18,27 +19,38 @@ ATTEMPTS = 3
 class PromptAudio:
     """Ready telephone audio for fixed phrases, keyed by their text."""
 
-    def __init__(self, sample_rate: int) -> None:
+    def __init__(self, sample_rate: int, *, speech_cache: SpeechCache | None = None) -> None:
         self.sample_rate = sample_rate
+        #: Audio of earlier starts, read instead of synthesizing (None: always synthesize).
+        self.speech_cache = speech_cache
         self._audio: dict[str, bytes] = {}
 
     async def add(self, tts: TTS, text: str) -> bytes:
-        """Synthesize ``text`` (once) and keep it."""
+        """Synthesize ``text`` (once, or read it from the speech cache) and keep it."""
         if text not in self._audio:
             started = time.monotonic()
-            for attempt in range(1, ATTEMPTS + 1):
-                try:
-                    chunks = [c async for c in tts.synthesize(text, sample_rate=self.sample_rate)]
-                    break
-                except ProviderError as exc:
-                    if attempt == ATTEMPTS:
-                        raise
-                    log.warning("pre-synthesis of %r failed (%s); trying again", text[:40], exc)
-            self._audio[text] = b"".join(chunks)
+            audio, from_disk = await pre_synthesized(
+                self.speech_cache, tts, text, self.sample_rate, lambda: self._synthesize(tts, text)
+            )
+            self._audio[text] = audio
             log.info(
-                "pre-synthesized %r in %.0f ms", text[:40], (time.monotonic() - started) * 1000
+                "pre-synthesized %r in %.0f ms%s",
+                text[:40],
+                (time.monotonic() - started) * 1000,
+                " (from disk)" if from_disk else "",
             )
         return self._audio[text]
+
+    async def _synthesize(self, tts: TTS, text: str) -> bytes:
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                chunks = [c async for c in tts.synthesize(text, sample_rate=self.sample_rate)]
+                return b"".join(chunks)
+            except ProviderError as exc:
+                if attempt == ATTEMPTS:
+                    raise
+                log.warning("pre-synthesis of %r failed (%s); trying again", text[:40], exc)
+        raise AssertionError("unreachable")
 
     def find(self, text: str) -> bytes | None:
         """The audio for ``text``, or None if it was never added."""
