@@ -10,6 +10,7 @@ from contextlib import aclosing
 from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from serve import (
@@ -312,3 +313,40 @@ async def test_a_warm_up_is_not_held_to_a_call_s_timeout() -> None:
     assert asr.calls == 1
     with pytest.raises(ProviderTimeout, match=r"after 0\.1s"):
         await asr.transcribe(b"\x00\x00" * 160, 8000)
+
+
+class CountingEmbedder(FakeEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    def _embed_impl(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        self.batches.append(list(texts))
+        return super()._embed_impl(texts)
+
+
+async def test_a_single_text_embedded_lately_is_answered_from_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("serve.embed.MEMO_SIZE", 2)
+    emb = CountingEmbedder()
+    await emb.load()  # the warm-up's "hello" is not remembered
+    emb.batches.clear()
+    first = await emb.embed(["where is my order"])
+    first[0, 0] = 99.0  # a caller's copy: changing it changes nothing remembered
+    again = await emb.embed(["where is my order"])
+    assert emb.batches == [["where is my order"]] and emb.memo_hits == 1
+    assert again[0, 0] != 99.0 and np.isclose(np.linalg.norm(again[0]), 1.0)
+    # batches are always embedded; the oldest single text is forgotten beyond the size
+    await emb.embed(["a", "b"])
+    await emb.embed(["a", "b"])
+    await emb.embed(["hello"])
+    await emb.embed(["open hours"])
+    await emb.embed(["where is my order"])
+    assert emb.batches[1:] == [
+        ["a", "b"],
+        ["a", "b"],
+        ["hello"],
+        ["open hours"],
+        ["where is my order"],
+    ]
