@@ -8,7 +8,10 @@ which uses it from its next call (and the intent cache from the next turn).
 A version the node cannot apply (its check fails: an intent's examples not embedded in
 time, say) leaves the node on the version it ran; the failure, with its reason, is written
 to ``bot_config_nodes`` for the console (``bot.config.nodes``), and the version is tried
-again at the next poll (the cause may pass) until a newer one replaces it.
+again (the cause may pass) until a newer one replaces it: after one poll, then after twice
+as long each time, up to ``RETRY_MAX_S``. Applying a version embeds its examples and
+synthesizes its answers; retried at every poll, a version that keeps failing would take
+that work from live calls every two seconds. A newer version is tried at once.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -30,6 +34,8 @@ log = logging.getLogger(__name__)
 
 #: How long start-up waits for the database before running the profile file.
 SEED_TIMEOUT_S = 5.0
+#: The longest wait before a refused version is tried again.
+RETRY_MAX_S = 300.0
 
 Apply = Callable[[Versioned], Awaitable[None]]
 
@@ -38,9 +44,19 @@ class ConfigSync:
     """Seeds, then follows, the configuration versions of one database."""
 
     def __init__(
-        self, engine: AsyncEngine, *, poll_s: float, apply: Apply, node: str | None = None
+        self,
+        engine: AsyncEngine,
+        *,
+        poll_s: float,
+        apply: Apply,
+        node: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.engine = engine
+        self._clock = clock
+        #: When the refused version may be tried again, and the wait after that.
+        self._retry_at = 0.0
+        self._retry_wait = poll_s
         self.poll_s = poll_s
         self._apply = apply
         #: The name this node reports its versions under (None: it reports nothing).
@@ -92,9 +108,16 @@ class ConfigSync:
             found = await config_store.get_version(session, newest)
         if found is None:  # pragma: no cover - versions are never deleted
             return False
+        refused_before = self.refused is not None and self.refused[0] == found.version
+        if refused_before and self._clock() < self._retry_at:
+            return False  # refused lately: tried again after the wait
         try:
             await self._apply(found)
         except Exception as exc:
+            if not refused_before:
+                self._retry_wait = self.poll_s
+            self._retry_at = self._clock() + self._retry_wait
+            self._retry_wait = min(self._retry_wait * 2, RETRY_MAX_S)
             await self._report_failed(found.version, node_config.reason_of(exc))
             raise
         self.version = found.version

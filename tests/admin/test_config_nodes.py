@@ -49,9 +49,24 @@ class SlowOnWord(Embedder):
         return np.array([[len(t), 1.0, 0.5] for t in texts], dtype=np.float32)
 
 
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
 @pytest.fixture
 async def node(
-    admin_engine: AsyncEngine, admin_db_url: str, tmp_path: Path
+    admin_engine: AsyncEngine, admin_db_url: str, tmp_path: Path, clock: Clock
 ) -> AsyncIterator[tuple[Node, ConfigSync]]:
     """A node on version 1 with its models loaded (fakes), following the database."""
     settings = Settings(database_url=admin_db_url, node_name="node-a:5060", data_dir=tmp_path)
@@ -63,7 +78,9 @@ async def node(
         assert model is not None
         await model.load()
     n.models = models
-    sync = ConfigSync(admin_engine, poll_s=60, apply=n._apply_config, node="node-a:5060")
+    sync = ConfigSync(
+        admin_engine, poll_s=60, apply=n._apply_config, node="node-a:5060", clock=clock
+    )
     found = await sync.initial(PROFILE, "profile:test.toml")
     assert found is not None and found.version == 1
     # As the node's start builds them.
@@ -80,7 +97,10 @@ async def node(
 
 
 async def test_a_version_the_node_refuses_is_shown_not_applied_and_the_last_stays(
-    client: httpx.AsyncClient, admin_engine: AsyncEngine, node: tuple[Node, ConfigSync]
+    client: httpx.AsyncClient,
+    admin_engine: AsyncEngine,
+    node: tuple[Node, ConfigSync],
+    clock: Clock,
 ) -> None:
     n, sync = node
     editor = bearer(await add_token(admin_engine, "ed", "editor"))
@@ -122,8 +142,16 @@ async def test_a_version_the_node_refuses_is_shown_not_applied_and_the_last_stay
     assert (state["applied_version"], state["failed_version"]) == (1, 3)
     assert "ProviderTimeout" in state["failed_reason"], state
     assert state["failed_at"] is not None
-    # Tried again at the next poll (the cause may pass): the same failure is not rewritten.
+    # Tried again (the cause may pass) after a poll's wait, then twice as long each time;
+    # the same failure is not rewritten.
     first_failed_at = state["failed_at"]
+    assert await sync.check() is False  # within the wait: not applied again
+    clock.now += sync.poll_s
+    with pytest.raises(ProviderTimeout):
+        await sync.check()
+    clock.now += sync.poll_s
+    assert await sync.check() is False  # the wait doubled
+    clock.now += sync.poll_s
     with pytest.raises(ProviderTimeout):
         await sync.check()
     again = (await client.get("/api/v1/config/nodes", headers=editor)).json()["nodes"][0]
