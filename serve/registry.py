@@ -10,6 +10,7 @@ the backend's name.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -359,7 +360,10 @@ def create_models(spec: ModelSpec) -> ModelSet:
 async def load_models(
     spec: ModelSpec, *, progress: Callable[[str], None] | None = None
 ) -> ModelSet:
-    """Create, load and warm every model of ``spec``, one after another."""
+    """Create, load and warm every model of ``spec``, side by side: each loads on a thread
+    of its own, and most of a load is importing a library (sentence-transformers alone took
+    ~5 s of a node's start) or reading weights. ``progress`` hears of each as it is ready;
+    the first failure is raised once every load has ended."""
     models = create_models(spec)
     kinds: list[tuple[str, Provider | None]] = [
         ("vad", models.vad),
@@ -368,13 +372,18 @@ async def load_models(
         ("llm", models.llm),
         ("tts", models.tts),
     ]
-    for kind, provider in kinds:
-        if provider is None:
-            continue
+
+    async def ready(kind: str, provider: Provider) -> None:
         started = time.monotonic()
         await provider.load()
         await provider.warm()
         if progress is not None:
             elapsed = time.monotonic() - started
             progress(f"loading {kind} ({provider.description})... {elapsed:.1f}s")
+
+    loads = [ready(kind, provider) for kind, provider in kinds if provider is not None]
+    outcomes = await asyncio.gather(*loads, return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
     return models

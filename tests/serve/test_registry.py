@@ -153,6 +153,28 @@ async def test_gpu_backends_fail_clearly_without_their_library() -> None:
             await provider.load()
 
 
+class BrokenEmbedder(FakeEmbedder):
+    def _load(self) -> None:
+        raise OSError("weights missing")
+
+
+async def test_a_model_that_fails_to_load_fails_the_load_after_the_others_end(
+    fake_backends: ModelSpec,
+) -> None:
+    embedder_backends.unregister(FAKE)
+    embedder_backends.register(FAKE, lambda s: BrokenEmbedder())
+    messages: list[str] = []
+    with pytest.raises(ProviderUnavailable, match="weights missing"):
+        await load_models(fake_backends, progress=messages.append)
+    # the others were loaded side by side and reported; none is left loading
+    assert sorted(m.split(" (")[0] for m in messages) == [
+        "loading asr",
+        "loading llm",
+        "loading tts",
+        "loading vad",
+    ]
+
+
 async def test_load_models_loads_warms_and_reports(fake_backends: ModelSpec) -> None:
     messages: list[str] = []
     models = await load_models(fake_backends, progress=messages.append)
@@ -162,12 +184,13 @@ async def test_load_models_loads_warms_and_reports(fake_backends: ModelSpec) -> 
     assert isinstance(models.llm, FakeLLM)
     assert models.llm.calls == 1  # warmed with one real (fake) inference
     assert models.llm.metrics()["count"] == 0  # warm-up does not count as traffic
-    assert [m.split(" (")[0] for m in messages] == [
-        "loading vad",
+    # side by side: each is reported as it is ready, in whatever order that is
+    assert sorted(m.split(" (")[0] for m in messages) == [
         "loading asr",
         "loading embedder",
         "loading llm",
         "loading tts",
+        "loading vad",
     ]
-    assert messages[1].startswith("loading asr (fake-asr)... ")
-    assert messages[1].endswith("s")
+    [asr] = [m for m in messages if m.startswith("loading asr")]
+    assert asr.startswith("loading asr (fake-asr)... ") and asr.endswith("s")
