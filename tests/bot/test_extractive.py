@@ -3,7 +3,9 @@ guard with the packaged MiniLM and language model (``testkit.answer_eval.rig``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -30,6 +32,18 @@ def case(*asks: tuple[str, str | None]) -> Case:
 
 def said(record: TurnRecord) -> list[str]:
     return [s.text for s in record.said]
+
+
+@contextlib.asynccontextmanager
+async def running(responder: Responder) -> AsyncIterator[Collector]:
+    """``responder`` started, what it sends kept; stopped after."""
+    sink = Collector()
+    responder.link(sink)
+    responder.start()
+    try:
+        yield sink
+    finally:
+        await responder.stop()
 
 
 @pytest.mark.models
@@ -77,10 +91,7 @@ async def test_extractive_mode_asks_about_an_entry_and_never_generates() -> None
 async def test_a_topic_question_is_forgotten_once_another_answer_was_given() -> None:
     rig = await Rig.load(PROFILE)
     responder = Responder(rig.llm, PROFILE, apology_pcm=b"", knowledge=rig.knowledge)
-    sink = Collector()
-    responder.link(sink)
-    responder.start()
-    try:
+    async with running(responder):
         asked = Turn(call_id="c", transcript="Do you do gift wrapping?")
         await responder.process(Transcript(turn=asked, text=asked.transcript))
         assert (asked.route, asked.intent) == ("confirm", "gift_cards")
@@ -93,8 +104,6 @@ async def test_a_topic_question_is_forgotten_once_another_answer_was_given() -> 
         await responder.process(Transcript(turn=yes, text="Yes."))
         assert ENTRIES["gift_cards"].answer not in yes.answer
         assert yes.route != "confirmed"
-    finally:
-        await responder.stop()
 
 
 @pytest.mark.models
@@ -106,18 +115,13 @@ async def test_the_topic_question_plays_from_audio_synthesized_ahead() -> None:
     responder = Responder(
         rig.llm, PROFILE, apology_pcm=b"", knowledge=rig.knowledge, ready=ahead.get
     )
-    sink = Collector()
-    responder.link(sink)
-    responder.start()
-    try:
+    async with running(responder) as sink:
         asked = Turn(call_id="c", transcript="Do you do gift wrapping?")
         await responder.process(Transcript(turn=asked, text=asked.transcript))
         assert asked.route == "confirm"
         played = [f for f in sink.frames if isinstance(f, PlayAudio)]
         assert [(f.text, f.pcm) for f in played] == [(question, ahead[question])]
         assert not [f for f in sink.frames if isinstance(f, Speak)]  # nothing synthesized
-    finally:
-        await responder.stop()
 
 
 def test_the_topic_question_is_the_operators_or_made_from_the_first_question() -> None:
