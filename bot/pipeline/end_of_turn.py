@@ -97,6 +97,8 @@ _HESITATIONS = frozenset(("um", "uh", "er", "erm", "hmm", "oh", "well", "ah"))
 _ANSWER_LEAD = _REPLY | {"yup", "please", "absolutely", "definitely", "correct", "alright", "not"}
 _SUBJECTS = frozenset(("i", "it", "we", "you", "they", "he", "she"))
 _PRONOUNS = frozenset(("i", "it", "we", "you", "they", "he", "she", "that", "there", "not"))
+#: Words of a caller who did not hear the bot, before a bare "what?" ("sorry, what?").
+_REPAIR_LEAD = frozenset(("sorry", "pardon", "excuse", "me", "huh", "eh"))
 #: Words that say the caller means a number, so one digit is already a number read out.
 _NUMBER_WORDS = frozenset((
     "number", "code", "pin", "account", "postcode", "zip", "phone", "reference",
@@ -188,7 +190,8 @@ def _dangles(words: list[str], question: bool = False) -> bool:
     if last in _DANGLING or all(w in _SUBJECTS for w in words):
         return True  # "You": what Whisper makes of words it cannot hear
     if last in _WH and len(words) > 1 and last != "why":
-        return True
+        # "Sorry, what?" asks the bot to say it again; "can you tell me what" is not done.
+        return not (question and all(w in _REPAIR_LEAD for w in words[:-1]))
     if last == "me" and before in _ME_VERBS:
         return True
     if last in _AUX:

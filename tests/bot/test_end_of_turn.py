@@ -98,6 +98,11 @@ CFG = EndpointingConfig(
         ("Can you help me?", "finished"),
         ("Yes I do.", "finished"),
         ("Yes.", "finished"),
+        # a caller who did not hear the bot: the question is whole
+        ("Sorry, what?", "finished"),
+        ("Excuse me, what?", "finished"),
+        ("Um, what?", "unfinished"),
+        ("And what?", "unfinished"),
         # the caller asks for time
         ("Hold on.", "hold"),
         ("Hold on, let me find it.", "hold"),
