@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from telephony import EndpointConfig, SipServer
-from testkit.ports import free_udp_port
+from testkit.ports import free_udp_block, free_udp_port
 from testkit.sipp_load import echo, sipp_counts
 
 FAILOVER = """<?xml version="1.0" encoding="ISO-8859-1" ?>
@@ -245,7 +245,7 @@ async def drive(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         proc = await asyncio.create_subprocess_exec(
             sipp, "-sf", "scenario.xml", "-m", str(calls), "-r", f"{args.rate:g}",
             "-i", "127.0.0.1", "-mi", "127.0.0.1", "-p", str(free_udp_port()),
-            "-mp", str(random.randrange(20000, 28000, 4)),
+            "-mp", str(free_udp_block()),
             "-timeout", f"{int(args.attempts_s + args.hold_s * 4 + 90)}s", "-timeout_error",
             "-trace_stat", "-stf", str(stat), "-fd", "1", "-trace_err", "-nostdin",
             f"127.0.0.1:{a.port}",

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import random
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from testkit.ports import free_udp_port
+from testkit.ports import free_udp_block, free_udp_port
 
 SIPP = shutil.which("sipp")
 
@@ -45,7 +44,7 @@ async def run_sipp(xml: str, target_port: int, workdir: Path, *, timeout_s: floa
         "-i", "127.0.0.1",
         "-mi", "127.0.0.1",
         "-p", str(free_udp_port()),
-        "-mp", str(random.randrange(20000, 29000, 4)),
+        "-mp", str(free_udp_block()),
         "-timeout", f"{timeout_s:.0f}s",
         "-timeout_error",
         "-trace_err",

@@ -19,6 +19,7 @@ import pytest
 
 from telephony import CallHandle, EndpointConfig, SipEndpoint, SipServer
 from telephony.dialer import DialResult
+from testkit.ports import free_udp_block
 from tests.telephony.nodekit import alive
 
 SIPP = shutil.which("sipp")
@@ -221,7 +222,7 @@ def sipp(tmp_path: Path, free_udp_port: Callable[[], int]) -> Callable[..., Awai
             "-i", "127.0.0.1",
             "-mi", "127.0.0.1",
             "-p", str(free_udp_port()),
-            "-mp", str(random.randrange(20000, 29000, 4)),
+            "-mp", str(free_udp_block()),
             "-timeout", "20s",
             "-timeout_error",
             "-trace_err",
