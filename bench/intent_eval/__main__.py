@@ -13,6 +13,7 @@ import numpy as np
 
 from bot.intents.match import IntentIndex, IntentMatchingConfig, Vectors
 from bot.knowledge.index import KnowledgeIndex
+from bot.pipeline.rehear import leads_somewhere, other_words, worth_hearing_again
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
 from serve import Embedder
 from serve.registry import ModelSpec, asr_backends, embedder_backends
@@ -141,7 +142,7 @@ async def run(args: argparse.Namespace) -> int:
     if second:
         print(
             f"\n### Second pass ({args.second_pass}) on the turns whose transcript matched "
-            "nothing (no intent, no knowledge entry)\n"
+            "nothing (no intent, not small talk, no knowledge entry)\n"
         )
         print("| split | utterances | second passes | second transcript taken | ASR P50/P95 ms |")
         print("|---|---|---|---|---|")
@@ -282,7 +283,8 @@ class SecondPass:
     """What the second pass did on one split."""
 
     utterances: int = 0
-    #: Turns whose first transcript matched nothing: the bot decodes them again.
+    #: Turns whose first transcript led nowhere and is worth hearing again (not small
+    #: talk, no knowledge entry): the bot decodes them again.
     passes: int = 0
     #: Of those, the turns whose second transcript matched: the bot goes on with it.
     taken: int = 0
@@ -301,9 +303,10 @@ async def add_second_pass(
     rule: IntentMatchingConfig,
     inputs: dict[str, dict[str, tuple[Items, Vectors]]],
 ) -> dict[str, SecondPass]:
-    """The bot's rule (``bot.pipeline.rehear``) on the Whisper transcripts: a turn whose
-    transcript matched no intent and retrieved no knowledge entry is decoded again by
-    ``--second-pass``'s recognizer, and the second transcript is taken when it matches."""
+    """The bot's rule (``bot.pipeline.rehear``'s functions, as the router applies them) on
+    the Whisper transcripts: a turn whose transcript matched no intent, is not small talk and
+    retrieved no knowledge entry is decoded again by ``--second-pass``'s recognizer, and the
+    second transcript is taken when it says other words and they match."""
     spec = ModelSpec(asr=args.second_pass)
     asr = asr_backends.create(spec.asr, spec)
     setup = asr_setup(spec.asr, asr)
@@ -331,11 +334,14 @@ async def add_second_pass(
         for k, ((text, truth), second) in enumerate(zip(heard, result.texts, strict=True)):
             first = index.exact(text) or index.semantic(vectors[k], rule)
             taken = text
-            if first.route == "none" and not (knowledge and await knowledge.retrieve(text)):
+            if not leads_somewhere(first) and await worth_hearing_again(text, knowledge):
                 sp.passes += 1
-                if (index.exact(second) or index.semantic(again[k], rule)).route != "none":
+                words = other_words(text, second)
+                if words is not None and leads_somewhere(
+                    index.exact(words) or index.semantic(again[k], rule)
+                ):
                     sp.taken += 1
-                    taken = second
+                    taken = words
             chosen.append((taken, truth))
         inputs[split][f"{ASR} + second pass"] = (
             chosen,

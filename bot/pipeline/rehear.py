@@ -11,6 +11,10 @@ Measured (``python -m bench.intent_eval --asr --second-pass whisper-base-window`
 profile, tuning split, flite voices at 8 kHz): right directly or after one question 77.8% ->
 84.3%, 0 false accepts, a second pass on 87 of 207 utterances (most of them requests the
 profile does not cover) at ~150-200 ms each.
+
+The rule is the three functions below (``leads_somewhere``, ``worth_hearing_again``,
+``other_words``): ``Rehearing`` and the router apply them to a call's audio, and
+``bench.intent_eval --second-pass`` to cached transcripts, so both read the same rule.
 """
 
 from __future__ import annotations
@@ -19,12 +23,42 @@ import logging
 from typing import Protocol, runtime_checkable
 
 from bot.answers.small_talk import is_small_talk
-from bot.intents.match import normalize
+from bot.intents.match import Match, normalize
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.turn import Turn
 from serve import ASR, ProviderError, StageTimings, Transcription
 
 log = logging.getLogger(__name__)
+
+
+def leads_somewhere(match: Match) -> bool:
+    """Whether a transcript's match leads somewhere (an answer, or a question about an
+    intent): a first transcript that leads nowhere may be heard again, and second words
+    are taken only when they lead somewhere."""
+    return match.route != "none"
+
+
+async def worth_hearing_again(text: str, knowledge: KnowledgeIndex | None) -> bool:
+    """Whether words that matched no intent are worth a second hearing: not small talk,
+    and no knowledge entry for them (the responder has one). A failed retrieval: not worth
+    it either."""
+    if not text.strip() or is_small_talk(text):
+        return False
+    if knowledge is not None:
+        try:
+            if await knowledge.retrieve(text):
+                return False
+        except ProviderError:
+            return False
+    return True
+
+
+def other_words(first: str, second: str | None) -> str | None:
+    """``second`` when the second recognizer heard other words than ``first``; None when it
+    heard nothing, failed (None) or heard the same words (after normalization)."""
+    if not second or normalize(second) == normalize(first):
+        return None
+    return second
 
 
 @runtime_checkable
@@ -56,17 +90,8 @@ class Rehearing:
         return cls(asr, sample_rate=sample_rate, knowledge=knowledge)
 
     async def worth(self, text: str) -> bool:
-        """Whether words that matched no intent are worth a second hearing: not small talk,
-        and no knowledge entry for them (the responder has one)."""
-        if not text.strip() or is_small_talk(text):
-            return False
-        if self._knowledge is not None:
-            try:
-                if await self._knowledge.retrieve(text):
-                    return False
-            except ProviderError:
-                return False
-        return True
+        """``worth_hearing_again`` with this call's knowledge base."""
+        return await worth_hearing_again(text, self._knowledge)
 
     async def hear(self, pcm: bytes, *, timings: StageTimings | None = None) -> str | None:
         """What the second recognizer makes of ``pcm`` (None: the pass failed)."""
@@ -93,6 +118,4 @@ class Rehearing:
             timings = StageTimings()
             second = await self.hear(turn.audio, timings=timings)
             turn.model_ms.update(timings.durations_ms)
-        if not second or normalize(second) == normalize(text):
-            return None
-        return second
+        return other_words(text, second)

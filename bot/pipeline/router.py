@@ -22,7 +22,7 @@ from bot.pipeline.frames import (
     Transcript,
 )
 from bot.pipeline.processor import Processor
-from bot.pipeline.rehear import Rehearing
+from bot.pipeline.rehear import Rehearing, leads_somewhere
 from bot.pipeline.turn import Turn
 from serve import ProviderError
 
@@ -157,7 +157,7 @@ class Router(Processor):
             found = await self._follow_up(previous, frame.text, found)
         if found.match.route == "none" and await self._from_last_answer(turn, previous, frame.text):
             return
-        if found.match.route == "none" and self._rehearing is not None:
+        if self._rehearing is not None and not leads_somewhere(found.match):
             found, frame = await self._heard_again(turn, frame, found, self._rehearing)
         match, entry = found.match, found.entry
         again = entry is not None and entry.name in self._questioned
@@ -256,7 +256,7 @@ class Router(Processor):
         except ProviderError:
             return found, frame
         turn.model_ms["intent_lookup"] += again.lookup_ms
-        if again.match.route == "none":
+        if not leads_somewhere(again.match):
             log.debug("turn %d: heard again as %r, no match either", turn.index, second)
             return found, frame
         log.info("turn %d of %s: heard again as %r", turn.index, turn.call_id, second)

@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.intents.cache import IntentCache
+from bot.intents.match import Match
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.frames import PlayAudio, Transcript
 from bot.pipeline.processor import Collector
-from bot.pipeline.rehear import Rehearing
+from bot.pipeline.rehear import Rehearing, leads_somewhere, other_words, worth_hearing_again
 from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
@@ -59,6 +60,21 @@ async def test_only_a_recognizer_with_a_second_pass_gets_one() -> None:
     assert Rehearing.of(ScriptedASR(), sample_rate=RATE) is None
     asr, _ = await two_pass(HEARD)
     assert Rehearing.of(asr, sample_rate=RATE) is not None
+
+
+async def test_the_rule_the_router_and_the_bench_share(knowledge: KnowledgeIndex) -> None:
+    """``bench.intent_eval --second-pass`` applies these to cached transcripts."""
+    assert not leads_somewhere(Match(route="none", intent=None, score=0.2))
+    assert leads_somewhere(Match(route="confirm", intent=None, score=0.4, best="returns"))
+    assert leads_somewhere(Match(route="semantic", intent="returns", score=0.7))
+    assert await worth_hearing_again(MISHEARD, None)
+    assert await worth_hearing_again(MISHEARD, knowledge)
+    assert not await worth_hearing_again(" ", None)
+    assert not await worth_hearing_again("Hi there.", None)  # small talk
+    assert not await worth_hearing_again("Can I pay with a gift card from your shop?", knowledge)
+    assert other_words(MISHEARD, HEARD) == HEARD
+    assert other_words(MISHEARD, MISHEARD.lower().rstrip("?")) is None
+    assert other_words(MISHEARD, "") is None and other_words(MISHEARD, None) is None
 
 
 async def test_the_second_words_are_given_only_when_they_differ() -> None:
