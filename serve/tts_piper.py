@@ -42,6 +42,7 @@ class PiperTTS(TTS):
         super().__init__(timeout_s=timeout_s, retries=retries, name=name)
         self.voice_path = voice_path
         self._voice: Any = None
+        self._cache_key: str | None = None
 
     @property
     def description(self) -> str:
@@ -51,13 +52,16 @@ class PiperTTS(TTS):
     @property
     def cache_key(self) -> str | None:
         """The voice's model and config files (path, size, modification time) and
-        piper-tts's version: Piper speaks the same text the same way with these unchanged."""
+        piper-tts's version: Piper speaks the same text the same way with these unchanged.
+        Read once at load (the loaded voice stays what it was); None before."""
+        return self._cache_key
+
+    def _voice_key(self, path: str) -> str | None:
         try:
-            path = self._model_path()
             files = [path, f"{path}.json"]
             stats = [os.stat(f) for f in files if f == path or os.path.exists(f)]
             library = version("piper-tts")
-        except (ProviderUnavailable, OSError, PackageNotFoundError):
+        except (OSError, PackageNotFoundError):
             return None
         found = "|".join(f"{s.st_size}:{s.st_mtime_ns}" for s in stats)
         return f"{self.description}|{path}|{found}|piper-tts {library}"
@@ -78,7 +82,11 @@ class PiperTTS(TTS):
             from piper import PiperVoice  # noqa: PLC0415 - optional library
         except ImportError as exc:
             raise ProviderUnavailable("piper-tts is not installed") from exc
-        self._voice = PiperVoice.load(self._model_path())
+        path = self._model_path()
+        # Read before the voice: a file replaced meanwhile is never keyed with the old audio.
+        key = self._voice_key(path)
+        self._voice = PiperVoice.load(path)
+        self._cache_key = key
 
     def _synthesize_impl(self, text: str, sample_rate: int) -> Iterator[bytes]:
         for chunk in self._voice.synthesize(text):

@@ -2,8 +2,9 @@
 and the same phrases reads their audio instead of synthesizing it.
 
 Only a synthesizer whose ``cache_key`` is not None is cached: one whose output is the same
-for the same voice, text and sample rate (Piper). Remote or non-deterministic ones (the Ray
-tier's client, Coqui) say None and are always asked.
+for the same voice, text and sample rate (Piper, flite; the key is read once at load).
+Remote or non-deterministic ones (the Ray tier's client, Coqui) say None and are always
+asked.
 
 One file per phrase, ``<sha256>.pcm``: a short header (magic, audio length, the audio's
 sha256) and the 16-bit PCM. A file that cannot be read, is short or does not match its
