@@ -142,8 +142,14 @@ def read_transcripts(path: Path) -> dict[str, Any]:
 
 
 def write_transcripts(path: Path, known: dict[str, Any], current: AsrSetup) -> None:
-    """Keep the setups whose code is the current one; the others can never match again."""
-    kept = {k: v for k, v in known.items() if v["setup"].get("sources") == current.sources}
+    """Drop the setups of ``current``'s backend made with other code (they can never match
+    again); keep other backends' (a run with a second recognizer writes both in turn)."""
+    kept = {
+        k: v
+        for k, v in known.items()
+        if v["setup"].get("backend", current.backend) != current.backend
+        or v["setup"].get("sources") == current.sources
+    }
     path.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 

@@ -4,6 +4,7 @@ and its machinery (the sweep decides as the matcher does, the transcript cache k
 from __future__ import annotations
 
 import difflib
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -216,14 +217,17 @@ def test_transcripts_are_keyed_by_everything_they_depend_on(tmp_path: Path) -> N
     ]
     keys = {base.key, *(v.key for v in variants)}
     assert len(keys) == len(variants) + 1
-    # The cache keeps the setups of the current code only.
+    # The cache drops a backend's setups of older code, and keeps another backend's (the
+    # second recognizer of a two-pass run, written in turn with the first).
     path = tmp_path / "t.json"
+    second = AsrSetup("whisper-base-window", "whisper base", "s9", "v1")
     known = {
-        base.key: {"setup": {"sources": "s1"}, "transcripts": {"slt|Hi": "hi"}},
-        variants[2].key: {"setup": {"sources": "s2"}, "transcripts": {"slt|Hi": "high"}},
+        base.key: {"setup": asdict(base), "transcripts": {"slt|Hi": "hi"}},
+        variants[2].key: {"setup": asdict(variants[2]), "transcripts": {"slt|Hi": "high"}},
+        second.key: {"setup": asdict(second), "transcripts": {"slt|Hi": "hi"}},
     }
     write_transcripts(path, known, base)
-    assert list(read_transcripts(path)) == [base.key]
+    assert sorted(read_transcripts(path)) == sorted([base.key, second.key])
 
 
 def test_voices_take_turns_within_a_split() -> None:
