@@ -61,7 +61,7 @@ function resetPasswordForm(user) {
       closeEditor();
       toast(`New password set for ${user.name}`);
       if (user.name === state.me.name) await refreshMe();
-      else usersPage();
+      else redraw(usersPage);
     } catch (e) { err.textContent = e.message; }
   });
   return form;
@@ -71,7 +71,7 @@ async function changeUser(user, change, what) {
   const self = user.name === state.me.name;
   if (self && (change.disabled || (change.role && change.role !== "admin")) &&
       !confirm(`This is your own account: ${what} takes your admin rights away. Go on?`)) {
-    usersPage();
+    redraw(usersPage);
     return;
   }
   try {
@@ -79,7 +79,7 @@ async function changeUser(user, change, what) {
     toast(`${user.name}: ${what}`);
     if (self) await refreshMe();
     if (state.me) route();
-  } catch (e) { toast(e.message); usersPage(); }
+  } catch (e) { toast(e.message); redraw(usersPage); }
 }
 
 async function usersPage() {
@@ -112,8 +112,8 @@ async function usersPage() {
         "Reset password")) },
     ], data.items)),
     pager(data.total, state.usersOffset, PAGE_SIZE,
-      (offset) => { state.usersOffset = offset; usersPage(); }, "user(s)"),
-    newUserForm(() => usersPage()));
+      (offset) => { state.usersOffset = offset; redraw(usersPage); }, "user(s)"),
+    newUserForm(() => redraw(usersPage)));
 }
 
 // -- API tokens -------------------------------------------------------------------------
@@ -164,7 +164,7 @@ async function revokeToken(t) {
   try {
     await api("DELETE", `/tokens/${encodeURIComponent(t.id)}`);
     toast(`Revoked ${t.name}`);
-    tokensPage();
+    redraw(tokensPage);
   } catch (e) { toast(e.message); }
 }
 
@@ -189,6 +189,6 @@ async function tokensPage(created) {
         "Revoke")) },
       ], data.items)),
     pager(data.total, state.tokensOffset, PAGE_SIZE,
-      (offset) => { state.tokensOffset = offset; tokensPage(); }, "token(s)"),
-    newTokenForm((c) => tokensPage(c)));
+      (offset) => { state.tokensOffset = offset; redraw(tokensPage); }, "token(s)"),
+    newTokenForm((c) => redraw(() => tokensPage(c))));
 }

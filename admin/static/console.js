@@ -6,7 +6,7 @@ const API = "/api/v1";
 const STAGES = ["eot_decided", "transcript_ready", "route_decided", "first_token",
   "first_audio_out", "response_done"];
 const state = { me: null, csrf: null, timer: null, callsQuery: {}, callsOffset: 0, editor: null,
-  schema: null, missedOffset: 0, usersOffset: 0, tokensOffset: 0, auditOffset: 0 };
+  schema: null, missedOffset: 0, usersOffset: 0, tokensOffset: 0, auditOffset: 0, rendering: 0 };
 
 function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -669,7 +669,7 @@ async function route() {
   for (const a of document.querySelectorAll("nav a")) {
     a.classList.toggle("active", a.dataset.page === parts[0]);
   }
-  try {
+  await redraw(async () => {
     if (parts[0] === "calls" && parts[1]) await callPage(parts[1]);
     else if (parts[0] === "calls") await callsPage();
     else if (parts[0] === "latency") await latencyPage();
@@ -682,8 +682,22 @@ async function route() {
     else if (parts[0] === "tokens") await tokensPage();
     else if (parts[0] === "live" || parts[0] === "") await livePage();
     else page("No such page", h("p", {}, `The console has no page "${parts[0]}".`));
+  });
+}
+
+// Draws a page, marking <main> busy until it lands (it replaces what is on screen then).
+// A failed draw shows its error in place of the page.
+async function redraw(draw) {
+  const main = document.getElementById("main");
+  state.rendering += 1;
+  main.setAttribute("aria-busy", "true");
+  try {
+    await draw();
   } catch (e) {
     if (e.status !== 401) page("Error", h("p", { class: "error" }, e.message));
+  } finally {
+    state.rendering -= 1;
+    if (state.rendering === 0) main.removeAttribute("aria-busy");
   }
 }
 

@@ -51,6 +51,13 @@ async def _page(browser: Browser, viewport: str) -> tuple[Page, list[str]]:
     return page, problems
 
 
+async def _settled(page: Page) -> None:
+    """Every redraw the last click started has landed: a click now reaches the page that
+    stays, not one about to be replaced (a click whose press and release land on two
+    drawings of the same button is no click)."""
+    await expect(page.locator("main")).not_to_have_attribute("aria-busy", "true")
+
+
 async def _logged_in(page: Page, problems: list[str], base: str, *who: str) -> None:
     await _log_in(page, base, *who)
     problems.clear()  # the browser reports the first /auth/me's 401 itself
@@ -84,6 +91,7 @@ async def test_users_page(
         await page.click("#new-user-form button[type=submit]")
         row = "#users tr:has(td[data-label=Name]:text-is('bob'))"
         await expect(page.locator(row)).to_contain_text("active")
+        await _settled(page)
         bob = await _user(api, "bob")
         assert (bob["role"], bob["disabled"]) == ("editor", False)
 
@@ -91,14 +99,17 @@ async def test_users_page(
         await page.select_option("select.role[data-user=bob]", "viewer")
         await expect(page.locator("#toast")).to_contain_text("bob: role viewer")
         assert (await _user(api, "bob"))["role"] == "viewer"
+        await _settled(page)
 
         # Disable, then enable.
         await page.click(f"{row} button.disable")
         await expect(page.locator(row)).to_contain_text("disabled")
         assert (await _user(api, "bob"))["disabled"] is True
+        await _settled(page)
         await page.click(f"{row} button.enable")
         await expect(page.locator(row)).to_contain_text("active")
         assert (await _user(api, "bob"))["disabled"] is False
+        await _settled(page)
 
         # Reset the password: the form opens below bob's row; Cancel closes it unsent.
         await page.click(f"{row} button.reset")
@@ -160,6 +171,7 @@ async def test_tokens_page(
             await page.reload()
             await expect(page.locator(row)).to_be_visible()
             await expect(page.locator("#new-token")).to_have_count(0)
+            await _settled(page)
             # Revoke: the next request with it is refused.
             await page.click(f"{row} button.revoke")
             await expect(page.locator(row)).to_contain_text("revoked")

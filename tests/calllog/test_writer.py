@@ -125,9 +125,10 @@ async def test_a_stalled_database_does_not_stall_the_call(
         log.call_ended("c1", "remote hangup")
         await wait_for(lambda: not log.writer.spooling and log.writer.pending == 0, 20)
         await log.close()
-    assert max(calls) < 0.005, f"turn_finished took {max(calls) * 1000:.1f} ms"
-    # A writer that blocked the loop on the stalled database would hold it for the whole
-    # write timeout (1 s); the bound leaves room for scheduler noise on a busy 2-core box.
+    # A call or a writer that waited on the stalled database would take the whole write
+    # timeout (1 s); the bounds leave room for scheduler noise on a busy 2-core box (a
+    # process preempted mid-call reads as a slow call).
+    assert max(calls) < 0.1, f"turn_finished took {max(calls) * 1000:.1f} ms"
     assert max(lags) < 0.25, f"event loop lagged {max(lags) * 1000:.1f} ms"
     got = await counts(engine)
     assert (got.calls, got.turns, got.open_calls) == (1, 100, 0)
