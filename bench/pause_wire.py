@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.pause_wire_held_out import HELD_OUT_VOICES, PAUSED_HELD_OUT
 from bot.profile import DEFAULT_PROFILE
 from testkit.baresip import Caller, run_level
 from testkit.botproc import run_bot
@@ -65,26 +66,6 @@ PAUSED = (
     ("The tracking number is", "nine eight seven six five."),
     ("I'd like to cancel", "the second item on my order."),
 )
-#: Requests of the same kind, written apart and kept out of all tuning: read only with
-#: ``--held-out``, in voices of their own (``HELD_OUT_VOICES``). Some halves read as whole
-#: sentences ("The parcel was left", "I think I was charged").
-PAUSED_HELD_OUT = (
-    ("Can you send me", "a copy of my last invoice?"),
-    ("I ordered a jacket and", "it still hasn't arrived."),
-    ("My account number is", "three one four one five nine."),
-    ("Is it possible to", "pay for my order in instalments?"),
-    ("I'd like to know", "when my next delivery is due."),
-    ("The parcel was left", "with my neighbour at number twelve."),
-    ("Would you be able to", "change the size of my order?"),
-    ("I think I was charged", "twice for the same order."),
-    ("Where can I find", "the returns label for my parcel?"),
-    ("I've been waiting for", "my refund for two weeks."),
-    ("Do you have any", "gift cards for sale?"),
-    ("I need help with", "logging into my account."),
-    ("My email address is", "anna at example dot com."),
-    ("Could you tell me", "whether my order has shipped?"),
-)
-HELD_OUT_VOICES = ("en-gb-x-rp", "en-029", "en-us+f4")
 PAUSES_MS = (500, 700, 1000, 1200, 1500)
 _SEP = " | "
 
