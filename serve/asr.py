@@ -21,6 +21,10 @@ class Transcription:
     confidence: float
     audio_ms: float
     no_speech_prob: float
+    #: Other readings of the same audio the recognizer found likely, best first, each
+    #: different from ``text`` (only from a recognizer asked for them: ``WhisperASR``'s
+    #: ``alternatives``).
+    alternatives: tuple[str, ...] = ()
 
 
 class ASR(Provider):

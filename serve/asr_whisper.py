@@ -10,6 +10,7 @@ seconds instead and decodes with the lower-level API (see ``_transcribe_window``
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -54,6 +55,7 @@ class WhisperASR(ASR):
         window_s: float | None = None,
         min_window_s: float | None = None,
         beam_size: int = 1,
+        alternatives: int = 0,
         timeout_s: float = 5.0,
         retries: int = 1,
         name: str | None = None,
@@ -68,9 +70,14 @@ class WhisperASR(ASR):
             raise ValueError(f"no packaged Whisper {packaged!r}; known: {known}")
         if not 1 <= beam_size <= 16:
             raise ValueError(f"beam_size must be within 1..16, got {beam_size}")
+        if not 0 <= alternatives <= 8:
+            raise ValueError(f"alternatives must be within 0..8, got {alternatives}")
         self.model_path = model_path
         self.packaged = packaged
         self.beam_size = beam_size
+        #: Other readings to look for (fitted-window path only): a beam search over the
+        #: same encoded window, besides the decode that gives ``text``.
+        self.alternatives = alternatives
         self.device = device
         self.compute_type = compute_type
         self.cpu_threads = cpu_threads
@@ -88,7 +95,8 @@ class WhisperASR(ASR):
         if self.min_window_s is not None:
             window = f", {self.min_window_s:g}-{self.window_s:g} s window"
         beams = "" if self.beam_size == 1 else f", beam {self.beam_size}"
-        return f"whisper {model}{window}{beams}"
+        others = "" if self.alternatives == 0 else f", {self.alternatives} alternatives"
+        return f"whisper {model}{window}{beams}{others}"
 
     def _load(self) -> None:
         hub_offline()  # weights come from a package, never a hub
@@ -232,7 +240,42 @@ class WhisperASR(ASR):
             suppress_blank=True,
             suppress_tokens=self._suppress,
         )
-        return [self._read(r, ms) for r, ms in zip(results, lengths_ms, strict=True)]
+        read = [self._read(r, ms) for r, ms in zip(results, lengths_ms, strict=True)]
+        if self.alternatives == 0:
+            return read
+        # The other readings: a beam search over the same encoded window, its hypotheses
+        # best first, those that say other words than the decode above.
+        size = self.alternatives + 1
+        searched = self._model.model.generate(
+            encoded,
+            [prompt] * len(audios),
+            beam_size=max(self.beam_size, size),
+            num_hypotheses=size,
+            max_length=len(prompt) + max(self._max_new_tokens(ms) for ms in lengths_ms),
+            repetition_penalty=1.1,
+            no_repeat_ngram_size=3,
+            suppress_blank=True,
+            suppress_tokens=self._suppress,
+        )
+        return [
+            self._with_alternatives(t, r, ms)
+            for t, r, ms in zip(read, searched, lengths_ms, strict=True)
+        ]
+
+    def _with_alternatives(
+        self, heard: Transcription, searched: Any, audio_ms: float
+    ) -> Transcription:
+        if not heard.text:
+            return heard
+        seen = {_plain(heard.text)}
+        others: list[str] = []
+        for ids in searched.sequences_ids:
+            text = drop_repeats(self._tokenizer.decode(ids[: self._max_new_tokens(audio_ms)]))
+            text = text.strip()
+            if text and any(c.isalnum() for c in text) and _plain(text) not in seen:
+                seen.add(_plain(text))
+                others.append(text)
+        return dataclasses.replace(heard, alternatives=tuple(others[: self.alternatives]))
 
     def _read(self, result: Any, audio_ms: float) -> Transcription:
         """One decoded window as a transcription (empty for silence)."""
@@ -301,3 +344,9 @@ def _says_again(previous: list[str], words: list[str]) -> bool:
 def _confidence(avg_logprob: float) -> float:
     """Mean per-token probability, from Whisper's average log-probability."""
     return float(min(1.0, max(0.0, math.exp(avg_logprob))))
+
+
+def _plain(text: str) -> str:
+    """``text``'s words only (lower case, no punctuation): two readings that differ only
+    in punctuation or case are one."""
+    return " ".join(_WORD.findall(text.lower()))

@@ -205,7 +205,7 @@ _BACKENDS: dict[str, Backends[Any]] = {
 # runs beside another's instead of queueing inside the library (two at once: 315 ms for
 # both with one worker, 167 ms with two, measured here).
 def _whisper(
-    packaged: str, *, windowed: bool, beam_size: int = 1
+    packaged: str, *, windowed: bool, beam_size: int = 1, alternatives: int = 0
 ) -> Callable[[ModelSpec], WhisperASR]:
     def create(s: ModelSpec) -> WhisperASR:
         return WhisperASR(
@@ -216,6 +216,7 @@ def _whisper(
             window_s=10.0 if windowed else None,
             min_window_s=4.0 if windowed else None,
             beam_size=beam_size,
+            alternatives=alternatives,
         )
 
     return create
@@ -230,6 +231,12 @@ asr_backends.register("whisper-window", _whisper(TINY_EN, windowed=True))
 # speech at about twice the time (docs/benchmarks.md).
 asr_backends.register("whisper-base", _whisper(BASE, windowed=False))
 asr_backends.register("whisper-base-window", _whisper(BASE, windowed=True))
+# Whisper base with its other readings of a turn (a beam search over the same window):
+# the second hearing tries them in turn (bot/pipeline/rehear.py).
+ALTERNATIVES = 3
+asr_backends.register(
+    "whisper-base-window-alt", _whisper(BASE, windowed=True, alternatives=ALTERNATIVES)
+)
 # Beam search on the 30 s path: on the fitted window, 5 beams on one thread dropped a
 # sentence's last words ("... the delivery address for"), where greedy did not.
 asr_backends.register("whisper-beam", _whisper(TINY_EN, windowed=False, beam_size=5))

@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from bot.intents.match import IntentIndex, IntentMatchingConfig, Vectors
+from bot.intents.match import IntentIndex, IntentMatchingConfig, Vectors, normalize
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.rehear import leads_somewhere, other_words, worth_hearing_again
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
@@ -144,15 +145,21 @@ async def run(args: argparse.Namespace) -> int:
             f"\n### Second pass ({args.second_pass}) on the turns whose transcript matched "
             "nothing (no intent, not small talk, no knowledge entry)\n"
         )
-        print("| split | utterances | second passes | second transcript taken | ASR P50/P95 ms |")
-        print("|---|---|---|---|---|")
+        print(
+            "| split | utterances | second passes | second transcript taken | of them another "
+            "reading | ASR P50/P95 ms |"
+        )
+        print("|---|---|---|---|---|---|")
         for split, sp in second.items():
             cost = (
                 f"{percentile(sp.asr_ms, 50):.0f}/{percentile(sp.asr_ms, 95):.0f}"
                 if sp.asr_ms
                 else "cached"
             )
-            print(f"| {split} | {sp.utterances} | {sp.passes} | {sp.taken} | {cost} |")
+            print(
+                f"| {split} | {sp.utterances} | {sp.passes} | {sp.taken} | "
+                f"{sp.taken_alternative} | {cost} |"
+            )
 
     print(
         f"\n### The embedder alone ({embedder.description}, mean of the {rule.top_k} nearest "
@@ -278,6 +285,20 @@ async def add_transcripts(
         inputs[split][label] = (heard, await embed_queries(embedder, result.texts))
 
 
+def other_readings(first: str, second: str | None, alternatives: Sequence[str] = ()) -> list[str]:
+    """The words to try, in order, instead of ``first``: the second recognizer's reading,
+    then its other readings (a recognizer asked for them: ``whisper-base-window-alt``,
+    measured, not adopted), each once and only when it says other words than ``first``."""
+    tried = {normalize(first)}
+    readings: list[str] = []
+    for text in (second or "", *alternatives):
+        words = other_words(first, text)
+        if words is not None and normalize(words) not in tried:
+            tried.add(normalize(words))
+            readings.append(words)
+    return readings
+
+
 @dataclass
 class SecondPass:
     """What the second pass did on one split."""
@@ -288,6 +309,9 @@ class SecondPass:
     passes: int = 0
     #: Of those, the turns whose second transcript matched: the bot goes on with it.
     taken: int = 0
+    #: Of those, the turns whose taken words were one of the second recognizer's other
+    #: readings, not its best.
+    taken_alternative: int = 0
     #: The second recognizer's time per utterance, when it ran (not cached).
     asr_ms: list[float] = field(default_factory=list)
 
@@ -331,17 +355,22 @@ async def add_second_pass(
         again = await embed_queries(embedder, result.texts)
         sp = found[split] = SecondPass(utterances=len(items), asr_ms=list(result.asr_ms))
         chosen: Items = []
+        others = result.alternatives or [()] * len(items)
         for k, ((text, truth), second) in enumerate(zip(heard, result.texts, strict=True)):
             first = index.exact(text) or index.semantic(vectors[k], rule)
             taken = text
             if not leads_somewhere(first) and await worth_hearing_again(text, knowledge):
                 sp.passes += 1
-                words = other_words(text, second)
-                if words is not None and leads_somewhere(
-                    index.exact(words) or index.semantic(again[k], rule)
-                ):
-                    sp.taken += 1
-                    taken = words
+                for words in other_readings(text, second, others[k]):
+                    vector = (
+                        again[k] if words == second else (await embed_queries(embedder, [words]))[0]
+                    )
+                    if leads_somewhere(index.exact(words) or index.semantic(vector, rule)):
+                        sp.taken += 1
+                        if words != second:
+                            sp.taken_alternative += 1
+                        taken = words
+                        break
             chosen.append((taken, truth))
         inputs[split][f"{ASR} + second pass"] = (
             chosen,

@@ -95,6 +95,9 @@ class AsrRun:
     """Transcripts of one split and what producing them cost."""
 
     texts: list[str]
+    #: The recognizer's other readings of each utterance, best first (a recognizer asked
+    #: for them; empty otherwise).
+    alternatives: list[tuple[str, ...]] = field(default_factory=list)
     transcribed: int = 0
     asr_ms: list[float] = field(default_factory=list)
 
@@ -112,6 +115,7 @@ async def asr_transcripts(
     known = read_transcripts(cache)
     entry = known.setdefault(setup.key, {"setup": asdict(setup), "transcripts": {}})
     done: dict[str, str] = entry["transcripts"]
+    others: dict[str, list[str]] = entry.setdefault("alternatives", {})
     keys = voice_keys(items)
     todo = [k for k in keys if k not in done]
     run = AsrRun(texts=[])
@@ -125,16 +129,20 @@ async def asr_transcripts(
             result = await asr.transcribe(pcm, 8000)
             run.asr_ms.append((time.perf_counter() - started) * 1000.0)
             done[key] = result.text.strip()
+            if result.alternatives:
+                others[key] = list(result.alternatives)
             if n % 20 == 0:
                 print(f"  asr {n}/{len(todo)}", flush=True)
         run.transcribed = len(todo)
         write_transcripts(cache, known, setup)
     run.texts = [done[k] for k in keys]
+    run.alternatives = [tuple(others.get(k, ())) for k in keys]
     return run
 
 
 def read_transcripts(path: Path) -> dict[str, Any]:
-    """``{setup key: {"setup": {...}, "transcripts": {"voice|text": text}}}``."""
+    """``{setup key: {"setup": {...}, "transcripts": {"voice|text": text}, "alternatives":
+    {"voice|text": [text, ...]}}}`` (alternatives only from a recognizer asked for them)."""
     if not path.exists():
         return {}
     data = json.loads(path.read_text(encoding="utf-8"))

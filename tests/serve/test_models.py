@@ -135,6 +135,22 @@ async def test_whisper_window_fits_the_utterance() -> None:
         WhisperASR(window_s=5.0, min_window_s=6.0)
 
 
+async def test_whisper_other_readings_leave_its_reading_as_it_was(
+    windowed_asr: WhisperASR, speech: bytes
+) -> None:
+    asr = WhisperASR(window_s=10.0, min_window_s=4.0, alternatives=3)
+    await asr.load()
+    assert asr.description == "whisper tiny.en, 4-10 s window, 3 alternatives"
+    result = await asr.transcribe(speech, RATE)
+    assert result.text == (await windowed_asr.transcribe(speech, RATE)).text
+    assert len(result.alternatives) <= 3
+    readings = [words(result.text), *(words(t) for t in result.alternatives)]
+    assert len(set(readings)) == len(readings), readings  # each says other words
+    assert (await asr.transcribe(bytes(RATE), RATE)).alternatives == ()  # silence: none
+    with pytest.raises(ValueError, match="alternatives"):
+        WhisperASR(alternatives=9)
+
+
 async def test_whisper_hears_nothing_in_silence_and_noise(
     models: ModelSet, windowed_asr: WhisperASR
 ) -> None:
