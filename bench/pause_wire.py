@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -84,6 +85,9 @@ class Outcome:
     route: str | None
     #: What the bot heard in the turns that ended inside the request (cut) or at its end.
     heard: tuple[str, ...] = ()
+    #: A cut request whose turn at its end was heard as the whole request (the caller went
+    #: on over the bot, and both halves were read as one: ``Turn.continues``).
+    rejoined: bool = False
 
 
 def _pause_at(pcm: bytes) -> tuple[float, float]:
@@ -193,6 +197,12 @@ async def run(
                 down = call.down
                 in_pause = down.voiced & (down.t >= start + into) & (down.t <= end)
                 overlap = float(in_pause.sum()) * FRAME_MS
+            rejoined = False
+            if ends and first is not None and pause_ms:
+                before, after_words = st.text.split(_SEP)[:2]
+                rejoined = _holds(first.transcript or "", before) and _holds(
+                    first.transcript or "", after_words
+                )
             eot = None
             if first is not None:
                 eot = (first.stages["eot_decided"] - first.stages["speech_end"]) * 1000
@@ -207,9 +217,20 @@ async def run(
                     eot_ms=eot,
                     route=None if first is None else first.route_class,
                     heard=tuple(t.transcript or "" for t in [*ends, *after[:1]]),
+                    rejoined=rejoined,
                 )
             )
     return out
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9']+", text.lower()))
+
+
+def _holds(heard: str, said: str) -> bool:
+    """Whether ``heard`` has at least half of the words of ``said`` (Whisper mishears some)."""
+    words = _words(said)
+    return bool(words) and len(words & _words(heard)) * 2 >= len(words)
 
 
 def _first_voiced_s(pcm: bytes) -> float:
@@ -225,14 +246,18 @@ def _pct(values: list[float], q: float) -> str:
 
 def report(outcomes: list[Outcome]) -> str:
     paused = [o for o in outcomes if o.pause_ms]
-    lines = ["| pause | requests | cut in two | bot voice in the pause (requests, ms in all) |"]
-    lines.append("|---|---|---|---|")
+    lines = [
+        "| pause | requests | cut in two | of them heard whole at the end | bot voice in the "
+        "pause (requests, ms in all) |"
+    ]
+    lines.append("|---|---|---|---|---|")
     for pause in [*PAUSES_MS, 0]:
         group = [o for o in paused if pause in (0, o.pause_ms)]
         over = [o for o in group if o.overlap_ms > 0]
         label = f"{pause} ms" if pause else "all"
         lines.append(
             f"| {label} | {len(group)} | {sum(o.cut for o in group)} | "
+            f"{sum(o.rejoined for o in group)} | "
             f"{len(over)}, {sum(o.overlap_ms for o in over):.0f} |"
         )
     cache = [o for o in outcomes if not o.pause_ms and o.route == "cache"]
@@ -270,7 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     outcomes = asyncio.run(run(voices, args.finished, args.answer_window, paused))
     for o in outcomes:
         print(
-            f"{o.voice:15s} {o.pause_ms:5d} cut={o.cut!s:5s} overlap={o.overlap_ms:4.0f} "
+            f"{o.voice:15s} {o.pause_ms:5d} cut={o.cut!s:5s} whole={o.rejoined!s:5s} "
+            f"overlap={o.overlap_ms:4.0f} "
             f"route={o.route} v2v={o.v2v_ms} eot={o.eot_ms} {o.text} heard={o.heard}",
             file=sys.stderr,
         )

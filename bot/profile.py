@@ -73,6 +73,13 @@ class EndpointingConfig(BaseModel):
     #: as a whole request. Longer than the pauses of 0.5-1.2 s callers make mid-sentence.
     #: 0: no longer than ``end_silence_ms``.
     unsure_silence_ms: int = Field(1500, ge=0, le=10_000)
+    #: A caller who starts again this soon after the end of their last turn's voice, and
+    #: speaks over the bot's answer to it, was pausing mid-request: the bot stops (as at
+    #: any barge-in) and the new words are read together with that turn's as one request
+    #: ("I'd like to change" ... "the delivery address on my order"). A caller replying to
+    #: the bot's words first hears some of them, so starts later. 0: a turn is never
+    #: joined to the one before.
+    continuation_ms: int = Field(2000, ge=0, le=5000)
     #: Silence the turn waits for after "hold on", "just a second", "let me find it".
     hold_silence_ms: int = Field(10_000, ge=0, le=60_000)
     #: Said once a turn when the caller asks for time (None: nothing is said).

@@ -52,6 +52,7 @@ const SETTING_LABELS = {
   "endpointing.sentence_end_silence_ms": ["Finished sentence silence (ms)"],
   "endpointing.unfinished_silence_ms": ["Unfinished thought silence (ms)"],
   "endpointing.unsure_silence_ms": ["Unsure end silence (ms)", "Words heard again with no end to them either, or heard as two different sentences."],
+  "endpointing.continuation_ms": ["Caller going on over the bot (ms)", "Words again this soon after the caller's last turn, over the bot's answer to it: both read as one request. 0: never."],
   "endpointing.hold_silence_ms": ["After \"hold on\" (ms)"],
   "endpointing.hold_reply": ["Reply to \"hold on\"", "Empty: nothing is said."],
   "endpointing.number_min_digits": ["Digits a number needs"],

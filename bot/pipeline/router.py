@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from bot.intents.cache import IntentCache, Lookup
 from bot.intents.confirm import KEY_ANSWERS, Answer, read_answer
+from bot.intents.match import normalize
 from bot.intents.store import CacheEntry
 from bot.pipeline.end_of_turn import leads_with_answer
 from bot.pipeline.follow_up import about_last_answer, is_follow_up, new_words, sentence_about
@@ -133,10 +134,13 @@ class Router(Processor):
         turn = frame.turn
         asked = self._waiting()
         self._asked = self._unsure = None
+        if turn.continues is not None:
+            # The caller went on with their request over the bot's question: no reply to it.
+            asked = None
         if asked is not None:
             self._questioned.add(asked.entry.name)
         previous, self._previous = self._previous, turn
-        if asked is None and previous is not None:
+        if asked is None and previous is not None and turn.continues is None:
             asked = self._offered(previous, frame.text)
         if asked is not None and await self._answered(turn, frame.text, asked):
             return
@@ -153,6 +157,8 @@ class Router(Processor):
                 await self.push(frame)
                 return
         turn.model_ms["intent_lookup"] = found.lookup_ms
+        if not leads_somewhere(found.match) and turn.own_words:
+            found, frame = await self._own_words(turn, frame, found)
         if found.match.route not in ("exact", "semantic"):
             found = await self._follow_up(previous, frame.text, found)
         if found.match.route == "none" and await self._from_last_answer(turn, previous, frame.text):
@@ -190,6 +196,27 @@ class Router(Processor):
         turn.intent_score = round(match.score, 4)
         turn.mark("route_decided")
         await self._play(turn, entry)
+
+    async def _own_words(
+        self, turn: Turn, frame: Transcript, found: Lookup
+    ) -> tuple[Lookup, Transcript]:
+        """A turn heard together with the one it went on with (``Turn.continues``) whose
+        whole words lead nowhere: its own words alone, when they lead somewhere (a second
+        request said over the bot's answer to the first: "Where is my order?" ... "And can
+        I return it?"); else the whole, as it was."""
+        words = turn.own_words
+        if normalize(words) == normalize(frame.text):
+            return found, frame
+        try:
+            alone = await self._cache.lookup(words)
+        except ProviderError:
+            return found, frame
+        turn.model_ms["intent_lookup"] += alone.lookup_ms
+        if not leads_somewhere(alone.match):
+            return found, frame
+        log.info("turn %d of %s: its own words %r, not the whole", turn.index, turn.call_id, words)
+        turn.transcript = words
+        return alone, Transcript(turn=turn, text=words)
 
     async def _follow_up(self, previous: Turn | None, text: str, found: Lookup) -> Lookup:
         """A short follow-up ("and the fast one?") to an answer this router gave is looked

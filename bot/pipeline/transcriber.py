@@ -25,6 +25,12 @@ class Transcriber(Processor):
     pause, its transcript is taken instead of running the model again. What only asked
     for time ("hold on, let me find it") is left out of the words answered: a turn of
     nothing else holds no request.
+
+    A turn that goes on with the one before (``Turn.continues``: the caller was pausing
+    mid-request and started again over the bot's answer) is heard as one request: the
+    audio of both, a short silence between, transcribed together. The recognizer then
+    hears the first half with what follows it, where alone it often made a sentence of it
+    ("Could you check if" heard as "Can you hack it?").
     """
 
     name = "transcriber"
@@ -52,7 +58,11 @@ class Transcriber(Processor):
             await self.push(frame)
             return
         turn = frame.turn
-        if await self._take_speculation(turn):
+        if _goes_on(turn):
+            own = await self._own_words(turn)
+            _join_previous(turn, self._rate)
+            turn.own_words = own
+        elif await self._take_speculation(turn):
             return
         timings = StageTimings()
         try:
@@ -72,6 +82,13 @@ class Transcriber(Processor):
         turn.transcript = text
         await self.push(Transcript(turn=turn, text=text))
 
+    async def _own_words(self, turn: Turn) -> str:
+        """What the speculative pass over exactly this turn's audio heard ("": none)."""
+        if self._speculator is None or turn.pause_id is None:
+            return ""
+        spec = await self._speculator.result_for(turn.pause_id, len(turn.audio))
+        return "" if spec is None else strip_hold(spec.transcript)
+
     async def _take_speculation(self, turn: Turn) -> bool:
         """Use the speculative pass over this turn, if there was one; True when handled."""
         if self._speculator is None or turn.pause_id is None:
@@ -89,3 +106,27 @@ class Transcriber(Processor):
         turn.transcript = text
         await self.push(Transcript(turn=turn, text=text))
         return True
+
+
+#: The silence put between two halves of a request heard together.
+_JOIN_GAP_S = 0.3
+
+
+def _goes_on(turn: Turn) -> bool:
+    """Whether the turn goes on with one that has audio (``Turn.continues``)."""
+    return turn.continues is not None and bool(turn.continues.audio) and bool(turn.audio)
+
+
+def _join_previous(turn: Turn, sample_rate: int) -> None:
+    """Put the audio of the turn this one goes on with before its own."""
+    previous = turn.continues
+    assert previous is not None
+    gap = bytes(2 * round(_JOIN_GAP_S * sample_rate))
+    turn.audio = previous.audio + gap + turn.audio
+    log.info(
+        "turn %d of %s goes on with turn %d (%r): heard together",
+        turn.index,
+        turn.call_id,
+        previous.index,
+        previous.transcript,
+    )

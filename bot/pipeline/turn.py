@@ -82,6 +82,13 @@ class Turn:
     unsure_intent: CacheEntry | None = None
     #: Clauses of the generated answer that were not spoken, each as "reason: detail".
     refusals: list[str] = field(default_factory=list)
+    #: The caller's turn before, when this one went on with it: they started again within
+    #: ``continuation_ms`` of its end, over the bot's answer to it. Its words and these are
+    #: one request.
+    continues: Turn | None = None
+    #: When it did: what its own audio said alone (the pause's pass, if one ran), looked up
+    #: when the whole request leads nowhere (a second request tacked on over the bot).
+    own_words: str = ""
     #: Time spent inside each model call (``asr``, ``llm_first_token``, ``tts_first_chunk``...).
     model_ms: dict[str, float] = field(default_factory=dict)
 

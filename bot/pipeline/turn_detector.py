@@ -125,6 +125,14 @@ class TurnDetector(Processor):
         self._hold_said = False
         #: Silence after which this pause's pass is made again (0: no second pass).
         self._again_at_ms = 0
+        #: The last turn ended, and the one the turn in progress goes on with (if any).
+        self._last_turn: Turn | None = None
+        self._continues: Turn | None = None
+        #: When the turn in progress started (its first voiced frame), whether it has
+        #: stopped the bot yet, and its current run of voiced frames.
+        self._started_at = 0.0
+        self._yielded = False
+        self._run_ms = 0
 
     @classmethod
     def build(cls, ctx: CallContext) -> TurnDetector:
@@ -181,9 +189,31 @@ class TurnDetector(Processor):
         self._last_voiced_at = frame.at
         self._hold_said = False
         self._new_pause()
+        self._started_at = frame.at - (self._voiced_run_ms - self._frame_ms) / 1000.0
+        self._run_ms = self._voiced_run_ms
+        self._continues = None
+        self._yielded = bot_talking
         if bot_talking:
-            await self.push(Interrupt(at=frame.at))
+            await self._stop_the_bot(frame.at)
         await self.push(UserStartedSpeaking(at=frame.at))
+
+    async def _stop_the_bot(self, at: float) -> None:
+        """The caller is speaking over the bot: it stops. If they started again soon after
+        their last turn, this one goes on with it (``_went_on``)."""
+        self._continues = self._went_on(self._started_at)
+        await self.push(Interrupt(at=at))
+
+    def _went_on(self, started: float) -> Turn | None:
+        """The last turn, when the caller's voice came back within ``continuation_ms`` of
+        its end (at ``started``): the bot is answering a request the caller had only paused
+        in."""
+        last = self._last_turn
+        if last is None or self._cfg.continuation_ms == 0:
+            return None
+        ended = last.stages.get("speech_end")
+        if ended is None or (started - ended) * 1000.0 > self._cfg.continuation_ms:
+            return None
+        return last
 
     async def _in_turn(self, frame: CallerAudio, voiced: bool) -> None:
         self._audio += frame.pcm
@@ -193,7 +223,14 @@ class TurnDetector(Processor):
                 self._new_pause()
             self._silence_ms = 0
             self._last_voiced_at = frame.at
+            self._run_ms += self._frame_ms
+            # The bot started talking after this turn did (its answer to the turn before,
+            # a reply to "hold on"): a caller still speaking stops it, as at a barge-in.
+            if not self._yielded and self._run_ms >= self._cfg.barge_in_ms and self._bot_speaking():
+                self._yielded = True
+                await self._stop_the_bot(frame.at)
         else:
+            self._run_ms = 0
             self._silence_ms += self._frame_ms
             self._speculate()
             await self._hear_pass()
@@ -290,6 +327,8 @@ class TurnDetector(Processor):
         turn.mark("speech_end", self._last_voiced_at)
         turn.mark("eot_decided", self._clock())
         turn.eot_reason = reason
+        turn.continues, self._continues = self._continues, None
+        self._last_turn = turn
         if self._speculating:
             turn.pause_id = self._pause_id
         self._in_speech = False
