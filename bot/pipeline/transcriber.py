@@ -58,7 +58,7 @@ class Transcriber(Processor):
             await self.push(frame)
             return
         turn = frame.turn
-        if _goes_on(turn):
+        if _goes_on(turn, self._rate):
             own = await self._own_words(turn)
             _join_previous(turn, self._rate)
             turn.own_words = own
@@ -110,11 +110,18 @@ class Transcriber(Processor):
 
 #: The silence put between two halves of a request heard together.
 _JOIN_GAP_S = 0.3
+#: The longest request heard together (a caller going on over the bot again and again is
+#: heard in parts beyond it): Whisper decodes up to 30 s at once.
+_JOIN_MAX_S = 25.0
 
 
-def _goes_on(turn: Turn) -> bool:
-    """Whether the turn goes on with one that has audio (``Turn.continues``)."""
-    return turn.continues is not None and bool(turn.continues.audio) and bool(turn.audio)
+def _goes_on(turn: Turn, sample_rate: int) -> bool:
+    """Whether the turn goes on with one that has audio (``Turn.continues``), and the two
+    together are not too long to hear at once."""
+    previous = turn.continues
+    if previous is None or not previous.audio or not turn.audio:
+        return False
+    return len(previous.audio) + len(turn.audio) <= 2 * sample_rate * _JOIN_MAX_S
 
 
 def _join_previous(turn: Turn, sample_rate: int) -> None:

@@ -189,3 +189,14 @@ async def test_words_going_on_over_a_question_are_no_answer_to_it(cache: IntentC
     router.link(sink)
     await _say(router, "my delivery address")
     assert (await _say(router, "Yes.")).route == "confirmed"
+
+
+async def test_a_request_too_long_to_hear_at_once_is_heard_in_parts() -> None:
+    asr = HeardASR()
+    await asr.load()
+    transcriber = Transcriber(asr, sample_rate=8000)
+    transcriber.link(Collector())
+    first = Turn(call_id="c", audio=tone(20_000))
+    second = Turn(call_id="c", audio=tone(6_000), continues=first)
+    await transcriber.process(EndOfTurn(turn=second))
+    assert asr.heard == [tone(6_000)]
