@@ -540,7 +540,7 @@ async function intentsPage() {
     api("GET", "/config/intents?limit=200"), api("GET", "/config/knowledge?limit=200"),
     api("GET", "/config/matching").catch(() => null),
     api("GET", "/config/nodes").catch(() => null)]);
-  const reload = () => intentsPage();
+  const reload = () => redraw(intentsPage);
   const del = async (path, name) => {
     if (!confirm(`Delete ${name}?`)) return;
     try { await api("DELETE", path); toast(`Deleted ${name}`); reload(); }
@@ -596,7 +596,7 @@ async function auditPage() {
     { title: "Before", value: (e) => json(e.before) },
     { title: "After", value: (e) => json(e.after) },
   ], data.items)), pager(data.total, state.auditOffset, size,
-    (offset) => { state.auditOffset = offset; auditPage(); }, "entries"));
+    (offset) => { state.auditOffset = offset; redraw(auditPage); }, "entries"));
 }
 
 // -- a test call from the browser ------------------------------------------------------

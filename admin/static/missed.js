@@ -55,7 +55,7 @@ async function missedPage() {
     api("GET", `/missed-questions?days=${days}&limit=${MISSED_PAGE}&offset=${offset}`),
     canEdit() ? api("GET", "/config/intents?limit=200") : { items: [] },
     canEdit() ? api("GET", "/config/knowledge?limit=200") : { items: [] }]);
-  const reload = () => missedPage();
+  const reload = () => redraw(missedPage);
   const actions = (q) => (canEdit() ? h("span", { class: "actions" },
     h("button", { class: "plain suggest", type: "button", "data-text": q.normalized,
       onclick: (ev) => {
@@ -73,7 +73,7 @@ async function missedPage() {
   const said = (q) => (q.variants.length ? h("span", {}, q.text,
     h("span", { class: "muted variants" }, ` also: ${q.variants.join(" · ")}`)) : q.text);
   const since = h("select", { id: "missed-days", onchange: (ev) => {
-    state.missedDays = Number(ev.target.value); state.missedOffset = 0; missedPage(); } },
+    state.missedDays = Number(ev.target.value); state.missedOffset = 0; redraw(missedPage); } },
   MISSED_DAYS.map((d) => h("option", { value: d, selected: d === days }, `last ${d} days`)));
   page("Missed questions",
     h("p", { class: "muted" }, "What callers said that the bot did not answer from its " +
@@ -93,5 +93,5 @@ async function missedPage() {
         { title: "", value: actions },
       ], data.items)),
     pager(data.total, offset, MISSED_PAGE,
-      (o) => { state.missedOffset = o; missedPage(); }, "question(s)"));
+      (o) => { state.missedOffset = o; redraw(missedPage); }, "question(s)"));
 }

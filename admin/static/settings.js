@@ -251,7 +251,7 @@ async function settingsPage() {
     try {
       await api("PATCH", "/config/settings", changes);
       toast("Saved: nodes use it from their next call");
-      settingsPage();
+      redraw(settingsPage);
     } catch (e) {
       err.textContent = e.message;
       err.scrollIntoView({ block: "nearest" });
