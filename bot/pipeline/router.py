@@ -207,16 +207,24 @@ class Router(Processor):
         words = turn.own_words
         if normalize(words) == normalize(frame.text):
             return found, frame
+        return await self._instead(turn, frame, found, words, "its own words alone")
+
+    async def _instead(
+        self, turn: Turn, frame: Transcript, found: Lookup, words: str, why: str
+    ) -> tuple[Lookup, Transcript]:
+        """``words`` and their lookup in place of the turn's transcript, when they lead
+        somewhere (an answer, or a question about an intent); else as they were."""
         try:
-            alone = await self._cache.lookup(words)
+            other = await self._cache.lookup(words)
         except ProviderError:
             return found, frame
-        turn.model_ms["intent_lookup"] += alone.lookup_ms
-        if not leads_somewhere(alone.match):
+        turn.model_ms["intent_lookup"] += other.lookup_ms
+        if not leads_somewhere(other.match):
+            log.debug("turn %d: %s %r, no match either", turn.index, why, words)
             return found, frame
-        log.info("turn %d of %s: its own words %r, not the whole", turn.index, turn.call_id, words)
+        log.info("turn %d of %s: %s %r", turn.index, turn.call_id, why, words)
         turn.transcript = words
-        return alone, Transcript(turn=turn, text=words)
+        return other, Transcript(turn=turn, text=words)
 
     async def _follow_up(self, previous: Turn | None, text: str, found: Lookup) -> Lookup:
         """A short follow-up ("and the fast one?") to an answer this router gave is looked
@@ -278,17 +286,7 @@ class Router(Processor):
         second = await rehearing.again(turn, frame.text)
         if second is None:
             return found, frame
-        try:
-            again = await self._cache.lookup(second)
-        except ProviderError:
-            return found, frame
-        turn.model_ms["intent_lookup"] += again.lookup_ms
-        if not leads_somewhere(again.match):
-            log.debug("turn %d: heard again as %r, no match either", turn.index, second)
-            return found, frame
-        log.info("turn %d of %s: heard again as %r", turn.index, turn.call_id, second)
-        turn.transcript = second
-        return again, Transcript(turn=turn, text=second)
+        return await self._instead(turn, frame, found, second, "heard again as")
 
     def _offered(self, previous: Turn, text: str) -> _Asked | None:
         """The colleague the previous answer offered, as a question the caller may answer."""
