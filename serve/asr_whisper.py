@@ -228,17 +228,21 @@ class WhisperASR(ASR):
             windows.append(pad_or_trim(features[:, : features.shape[-1] - 1], frames))
         encoded = self._model.encode(np.stack(windows) if len(windows) > 1 else windows[0])
         prompt = self._model.get_prompt(self._tokenizer, [], without_timestamps=True)
+        prompts = [prompt] * len(audios)
+        decoding: dict[str, Any] = {
+            "max_length": len(prompt) + max(self._max_new_tokens(ms) for ms in lengths_ms),
+            "repetition_penalty": 1.1,  # the shorter window makes greedy decoding loop more often
+            "no_repeat_ngram_size": 3,
+            "suppress_blank": True,
+            "suppress_tokens": self._suppress,
+        }
         results = self._model.model.generate(
             encoded,
-            [prompt] * len(audios),
+            prompts,
             beam_size=self.beam_size,
-            max_length=len(prompt) + max(self._max_new_tokens(ms) for ms in lengths_ms),
-            repetition_penalty=1.1,  # the shorter window makes greedy decoding loop more often
-            no_repeat_ngram_size=3,
             return_scores=True,
             return_no_speech_prob=True,
-            suppress_blank=True,
-            suppress_tokens=self._suppress,
+            **decoding,
         )
         read = [self._read(r, ms) for r, ms in zip(results, lengths_ms, strict=True)]
         if self.alternatives == 0:
@@ -248,14 +252,10 @@ class WhisperASR(ASR):
         size = self.alternatives + 1
         searched = self._model.model.generate(
             encoded,
-            [prompt] * len(audios),
+            prompts,
             beam_size=max(self.beam_size, size),
             num_hypotheses=size,
-            max_length=len(prompt) + max(self._max_new_tokens(ms) for ms in lengths_ms),
-            repetition_penalty=1.1,
-            no_repeat_ngram_size=3,
-            suppress_blank=True,
-            suppress_tokens=self._suppress,
+            **decoding,
         )
         return [
             self._with_alternatives(t, r, ms)
@@ -265,6 +265,8 @@ class WhisperASR(ASR):
     def _with_alternatives(
         self, heard: Transcription, searched: Any, audio_ms: float
     ) -> Transcription:
+        """``heard`` with the beam search's hypotheses that say other words (none for a
+        window heard as silence)."""
         if not heard.text:
             return heard
         seen = {_plain(heard.text)}

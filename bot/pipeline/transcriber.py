@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from bot.pipeline.end_of_turn import strip_hold
 from bot.pipeline.frames import DataFrame, EndOfTurn, StageFailed, Transcript
 from bot.pipeline.processor import Processor
-from bot.pipeline.speculation import Speculator
+from bot.pipeline.speculation import Speculation, Speculator
 from bot.pipeline.turn import Turn
 from serve import ASR, ProviderError, StageTimings
 
@@ -82,18 +82,20 @@ class Transcriber(Processor):
         turn.transcript = text
         await self.push(Transcript(turn=turn, text=text))
 
+    async def _pass_over(self, turn: Turn) -> Speculation | None:
+        """The speculative pass over exactly this turn's audio, if there was one."""
+        if self._speculator is None or turn.pause_id is None:
+            return None
+        return await self._speculator.result_for(turn.pause_id, len(turn.audio))
+
     async def _own_words(self, turn: Turn) -> str:
         """What the speculative pass over exactly this turn's audio heard ("": none)."""
-        if self._speculator is None or turn.pause_id is None:
-            return ""
-        spec = await self._speculator.result_for(turn.pause_id, len(turn.audio))
+        spec = await self._pass_over(turn)
         return "" if spec is None else strip_hold(spec.transcript)
 
     async def _take_speculation(self, turn: Turn) -> bool:
         """Use the speculative pass over this turn, if there was one; True when handled."""
-        if self._speculator is None or turn.pause_id is None:
-            return False
-        spec = await self._speculator.result_for(turn.pause_id, len(turn.audio))
+        spec = await self._pass_over(turn)
         if spec is None:
             return False
         turn.speculation = spec
