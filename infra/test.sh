@@ -9,66 +9,80 @@ echo "== ruff" >&2
 .venv/bin/ruff format --check .
 echo "== mypy" >&2
 .venv/bin/mypy
-# Two groups run side by side, each in pytest processes of its own (docs/testing.md):
-# - the e2e group (`-m e2e`): whole bot nodes called over SIP or WebRTC, mostly waiting on
-#   calls that last as long as their audio; at normal priority, as a node on a phone line;
-# - under `nice`: tests/telephony, then everything else. The in-process SIP endpoint tests
-#   keep a process of their own: they create and destroy pjsua2's library dozens of times,
-#   and beside the in-process model tests (torch, CTranslate2, onnxruntime, PyAV) pjsua2
-#   crashed at library start in 2 of about 8 runs (docs/testing.md).
+# Four pytest processes run side by side (docs/testing.md):
+# - the e2e group (`-m e2e`: whole bot nodes called over SIP or WebRTC, mostly waiting on
+#   calls that last as long as their audio) in two processes:
+#   - e2e: the tests that hold a node to a phone line's timing (barge-in, pauses), at
+#     normal priority, as a node on a phone line;
+#   - e2e-apart: the modules listed below, which start nodes or a Ray tier of their own and
+#     check what a call leaves behind rather than its timing, under `nice -n 5`;
+# - under `nice -n 10`: tests/telephony, and everything else. The in-process SIP endpoint
+#   tests keep a process of their own: they create and destroy pjsua2's library dozens of
+#   times, and beside the in-process model tests (torch, CTranslate2, onnxruntime, PyAV)
+#   pjsua2 crashed at library start in 2 of about 8 runs (docs/testing.md).
 # Exit status 5 (nothing selected, e.g. by -k) from a process is no failure unless every
 # process selected nothing.
+e2e_apart=(
+    tests/e2e/test_tier_ray.py
+    tests/e2e/test_trusted_answers.py
+    tests/e2e/test_call_queue_drain.py
+    tests/e2e/test_call_queue_overflow.py
+    tests/admin/test_node.py
+    tests/admin/test_console_call.py
+    tests/admin/test_console_try.py
+    tests/admin/test_webrtc.py
+    tests/calllog/test_call_row.py
+    tests/testkit/test_v2v_wire.py
+)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pytest=(.venv/bin/pytest -p no:cacheprovider)
-run_e2e() {
-    "${pytest[@]}" --basetemp "$work/e2e" "$@" -m e2e --ignore=tests/telephony
+group() {  # group NAME NICENESS PYTEST-ARGUMENTS...
+    local name=$1 niceness=$2 status=0
+    shift 2
+    nice -n "$niceness" "${pytest[@]}" --basetemp "$work/$name" "$@" || status=$?
+    echo "$status" >"$work/$name.status"
 }
-run_others() {
-    local status=0
-    nice -n 10 "${pytest[@]}" --basetemp "$work/telephony" "$@" tests/telephony || status=$?
-    echo "telephony $status" >"$work/telephony.status"
-    [[ -e $work/stopped ]] && return
-    status=0
-    nice -n 10 "${pytest[@]}" --basetemp "$work/others" "$@" -m "not e2e" \
-        --ignore=tests/telephony || status=$?
-    echo "others $status" >"$work/others.status"
-}
-echo "== pytest: the e2e group, beside tests/telephony then the others (output at the end)" >&2
+names=(e2e e2e-apart telephony others)
+echo "== pytest: ${names[*]} side by side (the e2e output live, the others' at the end)" >&2
 # Each group in a process group of its own (job control), so that Ctrl-C or a stop can be
 # passed on as an interrupt: pytest then tears its fixtures down (the servers and bot nodes
-# it started) and the second group does not start.
+# it started).
 set -m
-run_others "$@" >"$work/others.log" 2>&1 &
-others=$!
-run_e2e "$@" &
-e2e=$!
+pids=()
+group e2e 0 "$@" -m e2e --ignore=tests/telephony "${e2e_apart[@]/#/--ignore=}" &
+pids+=($!)
+group e2e-apart 5 "$@" -m e2e "${e2e_apart[@]}" >"$work/e2e-apart.log" 2>&1 &
+pids+=($!)
+group telephony 10 "$@" tests/telephony >"$work/telephony.log" 2>&1 &
+pids+=($!)
+group others 10 "$@" -m "not e2e" --ignore=tests/telephony >"$work/others.log" 2>&1 &
+pids+=($!)
+stopped=0
 stop() {
-    touch "$work/stopped"
-    kill -INT -- "-$e2e" "-$others" 2>/dev/null || true
+    stopped=1
+    for pid in "${pids[@]}"; do kill -INT -- "-$pid" 2>/dev/null || true; done
 }
 trap stop INT TERM
-e2e_status=0
-wait "$e2e" || e2e_status=$?
-if [[ -e $work/stopped ]]; then
-    wait "$e2e" "$others" || true
-    cat "$work/others.log"
-    exit 130
-fi
-wait "$others" || true
-echo "== pytest: tests/telephony, then the others" >&2
-cat "$work/others.log"
-statuses=("$e2e_status")
-for group in telephony others; do
-    read -r _ code <"$work/$group.status" || code=1
-    statuses+=("$code")
+for pid in "${pids[@]}"; do
+    while ! wait "$pid"; do
+        kill -0 "$pid" 2>/dev/null || break # ended (a trap interrupts wait: wait again)
+    done
 done
+for name in "${names[@]:1}"; do
+    echo "== pytest: $name" >&2
+    cat "$work/$name.log"
+done
+if [[ $stopped -ne 0 ]]; then exit 130; fi
 failed=0
 selected=0
-for code in "${statuses[@]}"; do
+summary=""
+for name in "${names[@]}"; do
+    read -r code <"$work/$name.status" || code=1
+    summary+=" $name $code"
     if [[ $code -ne 0 && $code -ne 5 ]]; then failed=1; fi
     if [[ $code -ne 5 ]]; then selected=1; fi
 done
-echo "== pytest exit statuses: e2e ${statuses[0]}, telephony ${statuses[1]}, others ${statuses[2]}" >&2
+echo "== pytest exit statuses:$summary" >&2
 if [[ $failed -ne 0 ]]; then exit 1; fi
 if [[ $selected -eq 0 ]]; then exit 5; fi
