@@ -25,8 +25,6 @@ echo "== mypy" >&2
 e2e_apart=(
     tests/e2e/test_tier_ray.py
     tests/e2e/test_trusted_answers.py
-    tests/e2e/test_call_queue_drain.py
-    tests/e2e/test_call_queue_overflow.py
     tests/admin/test_node.py
     tests/admin/test_console_call.py
     tests/admin/test_console_try.py
