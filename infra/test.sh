@@ -16,12 +16,13 @@ echo "== mypy" >&2
 #     normal priority, as a node on a phone line;
 #   - e2e-apart: the modules listed below, which start nodes or a Ray tier of their own and
 #     check what a call leaves behind rather than its timing, under `nice -n 5`;
-# - under `nice -n 10`: tests/telephony, and everything else. The in-process SIP endpoint
-#   tests keep a process of their own: they create and destroy pjsua2's library dozens of
-#   times, and beside the in-process model tests (torch, CTranslate2, onnxruntime, PyAV)
-#   pjsua2 crashed at library start in 2 of about 8 runs (docs/testing.md).
-# Exit status 5 (nothing selected, e.g. by -k) from a process is no failure unless every
-# process selected nothing.
+# - under `nice -n 10`: tests/telephony, then the API fuzz tests (CPU-bound, about 3 min);
+#   and everything else. The in-process SIP endpoint tests keep a pytest run of their own:
+#   they create and destroy pjsua2's library dozens of times, and beside the in-process
+#   model tests (torch, CTranslate2, onnxruntime, PyAV) pjsua2 crashed at library start in
+#   2 of about 8 runs (docs/testing.md).
+# Exit status 5 (nothing selected, e.g. by -k) from a run is no failure unless every run
+# selected nothing.
 e2e_apart=(
     tests/e2e/test_tier_ray.py
     tests/e2e/test_trusted_answers.py
@@ -32,6 +33,7 @@ e2e_apart=(
     tests/calllog/test_call_row.py
     tests/testkit/test_v2v_wire.py
 )
+fuzz=tests/admin/test_openapi_fuzz.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pytest=(.venv/bin/pytest -p no:cacheprovider)
@@ -41,8 +43,8 @@ group() {  # group NAME NICENESS PYTEST-ARGUMENTS...
     nice -n "$niceness" "${pytest[@]}" --basetemp "$work/$name" "$@" || status=$?
     echo "$status" >"$work/$name.status"
 }
-names=(e2e e2e-apart telephony others)
-echo "== pytest: ${names[*]} side by side (the e2e output live, the others' at the end)" >&2
+names=(e2e e2e-apart telephony fuzz others)
+echo "== pytest: e2e, e2e-apart, telephony then fuzz, others side by side (e2e live)" >&2
 # Each group in a process group of its own (job control), so that Ctrl-C or a stop can be
 # passed on as an interrupt: pytest then tears its fixtures down (the servers and bot nodes
 # it started).
@@ -52,13 +54,15 @@ group e2e 0 "$@" -m e2e --ignore=tests/telephony "${e2e_apart[@]/#/--ignore=}" &
 pids+=($!)
 group e2e-apart 5 "$@" -m e2e "${e2e_apart[@]}" >"$work/e2e-apart.log" 2>&1 &
 pids+=($!)
-group telephony 10 "$@" tests/telephony >"$work/telephony.log" 2>&1 &
+{
+    group telephony 10 "$@" tests/telephony
+    [[ -e $work/stopped ]] || group fuzz 10 "$@" -m "not e2e" "$fuzz"
+} >"$work/telephony.log" 2>&1 &
 pids+=($!)
-group others 10 "$@" -m "not e2e" --ignore=tests/telephony >"$work/others.log" 2>&1 &
+group others 10 "$@" -m "not e2e" --ignore=tests/telephony --ignore="$fuzz" >"$work/others.log" 2>&1 &
 pids+=($!)
-stopped=0
 stop() {
-    stopped=1
+    touch "$work/stopped"
     for pid in "${pids[@]}"; do kill -INT -- "-$pid" 2>/dev/null || true; done
 }
 trap stop INT TERM
@@ -67,11 +71,11 @@ for pid in "${pids[@]}"; do
         kill -0 "$pid" 2>/dev/null || break # ended (a trap interrupts wait: wait again)
     done
 done
-for name in "${names[@]:1}"; do
-    echo "== pytest: $name" >&2
-    cat "$work/$name.log"
+for log in e2e-apart telephony others; do
+    echo "== pytest: $log" >&2
+    cat "$work/$log.log"
 done
-if [[ $stopped -ne 0 ]]; then exit 130; fi
+if [[ -e $work/stopped ]]; then exit 130; fi
 failed=0
 selected=0
 summary=""

@@ -91,7 +91,6 @@ async def test_a_caller_who_waited_too_long_is_put_through_to_the_overflow_agent
     before = (await listener.hear(window(two.received, MAX_WAIT_S - 0.5, MAX_WAIT_S + 5))).lower()
     assert "transfer" in before, before
     hello = (await listener.hear(last_utterance(two.received))).lower()
-    assert "customer service" in hello, hello
     assert word_error_rate(AGENT_HELLO, hello) <= 0.35, hello
 
     calls = events_by_call(tmp_path)
