@@ -70,9 +70,9 @@ class EndpointingConfig(BaseModel):
     #: again in the pause (a two-pass recognizer) and the second recognizer heard no end to
     #: them either (no final punctuation, or no words), or another sentence than the first
     #: one: as often a misheard fragment ("Could you check if" heard as "Come you packet")
-    #: as a whole request. Longer than the pauses of 0.5-1.2 s callers make mid-sentence.
+    #: as a whole request. Longer than the pauses of 0.5-1.5 s callers make mid-sentence.
     #: 0: no longer than ``end_silence_ms``.
-    unsure_silence_ms: int = Field(1500, ge=0, le=10_000)
+    unsure_silence_ms: int = Field(2000, ge=0, le=10_000)
     #: A caller who starts again this soon after the end of their last turn's voice, and
     #: speaks over the bot's answer to it, was pausing mid-request: the bot stops (as at
     #: any barge-in) and the new words are read together with that turn's as one request
