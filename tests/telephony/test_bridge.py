@@ -234,9 +234,11 @@ async def test_an_agent_who_hangs_up_during_the_summary_is_a_failure(
         # baresip hangs up when its 0.5 s WAV is over: long before the summary is
         baresip_agent(port, tone(1000, 0.5), tmp_path / "agent", timeout_s=30),
     ):
+        # The caller stays 12 s: the agent's answer and hang-up (a few seconds on a loaded
+        # machine) come well before the caller's own hang-up would end the bridge instead.
         result = await dial(
             f"sip:bot@127.0.0.1:{node.config.port}", play=tone(700, 1.0), play_at_s=4.0,
-            record_seconds=6,
+            record_seconds=12,
         )  # fmt: skip
         await wait_for(lambda: len(app.ended) == 1)
     ((res),) = app.results
