@@ -53,7 +53,8 @@ def audio(result: DialResult, start_s: float, end_s: float | None = None) -> np.
 
 
 def speech_start_before(result: DialResult, at_s: float, within_s: float = 3.0) -> float:
-    """Where the caller heard speech start in the ``within_s`` before ``at_s`` (s).
+    """Where the caller first heard speech start from ``within_s`` before ``at_s`` to 1 s
+    after it (s).
 
     The test's own clock says only roughly when the node served the caller: when the first
     caller's dial returned, which is after its BYE reached the node, later on a loaded
@@ -62,7 +63,7 @@ def speech_start_before(result: DialResult, at_s: float, within_s: float = 3.0) 
     runs = segments(voiced_frames(result.received), 400)
     starts = [a * FRAME_MS / 1000 for a, b in runs if (b - a) * FRAME_MS >= 1500]
     near = [s for s in starts if at_s - within_s <= s <= at_s + 1.0]
-    assert near, f"no speech starts within {within_s} s before {at_s:.1f} s: {starts}"
+    assert near, f"no speech starts from {within_s} s before to 1 s after {at_s:.1f} s: {starts}"
     return near[0]
 
 
