@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from testkit import ports
 from tests.support.services import (
     HOST,
     Owner,
@@ -52,11 +53,8 @@ class KamailioProxy:
 
 
 def free_udp_port() -> int:
-    """A loopback UDP port nothing is bound to now (bind to 0, read it back, release)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A loopback UDP port nothing is bound to now (``testkit.ports``)."""
+    return ports.free_udp_port(HOST)
 
 
 def answers_options(port: int, timeout_s: float = 0.3) -> bool:

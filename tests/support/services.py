@@ -25,6 +25,8 @@ from typing import TypeAlias
 
 import psycopg
 
+from testkit import ports
+
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
@@ -112,11 +114,8 @@ class RedisServer:
 
 
 def free_tcp_port() -> int:
-    """A loopback TCP port nothing listens on now (bind to 0, read it back, release)."""
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A loopback TCP port nothing listens on now (``testkit.ports``)."""
+    return ports.free_tcp_port(HOST)
 
 
 def child_env() -> dict[str, str]:

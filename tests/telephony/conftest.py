@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import random
 import shutil
-import socket
 import subprocess
 import wave
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -19,6 +18,7 @@ import pytest
 
 from telephony import CallHandle, EndpointConfig, SipEndpoint, SipServer
 from telephony.dialer import DialResult
+from testkit import ports
 from testkit.ports import free_udp_block
 from tests.telephony.nodekit import alive
 
@@ -28,17 +28,11 @@ SIPP_TIMEOUT_S = 25.0
 OnCall = Callable[[CallHandle], Awaitable[None]]
 
 
-def _free_udp_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def free_udp_port() -> Callable[[], int]:
-    """Allocate a free loopback UDP port (bind to 0, read it back, release)."""
-    return _free_udp_port
+    """Allocate a free loopback UDP port (``testkit.ports``: below the ephemeral range,
+    locked against the other test processes)."""
+    return ports.free_udp_port
 
 
 @pytest.fixture
