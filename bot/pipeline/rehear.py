@@ -22,9 +22,11 @@ from __future__ import annotations
 import logging
 from typing import Protocol, runtime_checkable
 
+from bot.answers.injection import is_injection
 from bot.answers.small_talk import is_small_talk
 from bot.intents.match import Match, normalize
 from bot.knowledge.index import KnowledgeIndex
+from bot.pipeline.follow_up import is_follow_up
 from bot.pipeline.turn import Turn
 from serve import ASR, ProviderError, StageTimings, Transcription
 
@@ -92,6 +94,15 @@ class Rehearing:
     async def worth(self, text: str) -> bool:
         """``worth_hearing_again`` with this call's knowledge base."""
         return await worth_hearing_again(text, self._knowledge)
+
+    async def nothing_for(self, text: str) -> bool:
+        """Whether the responder would have nothing but "not sure" for ``text``: a
+        knowledge base that retrieves nothing for it, and words that are no small talk,
+        follow-up or attempt at the bot's instructions. Without a knowledge base the model
+        answers: False. (The intent cache is the caller's to ask.)"""
+        if self._knowledge is None or is_follow_up(text) or is_injection(text):
+            return False
+        return await self.worth(text)
 
     async def hear(self, pcm: bytes, *, timings: StageTimings | None = None) -> str | None:
         """What the second recognizer makes of ``pcm`` (None: the pass failed)."""

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from bot.answers.small_talk import is_small_talk
 from bot.intents.cache import Lookup
 from bot.pipeline.end_of_turn import judge
+from bot.pipeline.rehear import other_words
 from serve import ASR, ProviderError, StageTimings
 from serve.priority_pool import Priority, Urgency, priority
 
@@ -66,6 +67,12 @@ class Speculation:
     #: fragment the first recognizer misheard as a whole sentence ("Could you check if" as
     #: "Can you hack it?"). The end of turn reads these words too; the router reuses them.
     second: str | None = None
+    #: Heard again, and neither hearing leads anywhere: no intent answers or asks about
+    #: either, the knowledge base has nothing for them, and they are not small talk or a
+    #: follow-up. The bot has nothing to say but "not sure", so the end of turn waits as on
+    #: words heard as a guess: a caller pausing mid-request ("I think I was charged | twice
+    #: for my order") may go on.
+    nowhere: bool = False
     no_speech_prob: float = 1.0
     #: Time inside each model call of the pass (``asr``...).
     model_ms: dict[str, float] = field(default_factory=dict)
@@ -237,3 +244,27 @@ class Speculator:
         if rehearing is None or self._current is not spec or is_small_talk(text):
             return
         spec.second = await rehearing.hear(audio, timings=timings)
+        if spec.second is not None and self._current is spec:
+            spec.nowhere = await self._leads_nowhere(spec, text, rehearing)
+
+    async def _leads_nowhere(self, spec: Speculation, text: str, rehearing: Rehearing) -> bool:
+        """Whether neither hearing of the pause leads to anything but "not sure" (as the
+        router and the responder would decide on the turn). Anything failing: False."""
+        found = spec.lookup
+        if found is not None and found.entry is not None and found.match.ask_if_unanswered:
+            return False  # the responder would ask about the intent held back
+        if not await rehearing.nothing_for(text):
+            return False
+        second = other_words(text, spec.second)
+        if second is None:
+            return True
+        if self._cache is not None:
+            try:
+                again = await self._cache.lookup(second)
+            except ProviderError:
+                return False
+            if again.entry is not None and (
+                again.match.route != "none" or again.match.ask_if_unanswered
+            ):
+                return False
+        return await rehearing.nothing_for(second)

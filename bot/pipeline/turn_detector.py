@@ -70,7 +70,8 @@ class TurnDetector(Processor):
       up to ``unfinished_silence_ms``: nothing is looked up, cached or said on a fragment;
     - words that lead to no cached answer are heard again by a second recognizer, if the
       ASR has one, and its words decide; where neither hears an end to them (no final
-      punctuation), or the two heard different sentences, the turn waits up to
+      punctuation), or the two heard different sentences, or both heard a finished
+      sentence that nothing answers (only "not sure" would be said), the turn waits up to
       ``unsure_silence_ms``;
     - "hold on" keeps listening for up to ``hold_silence_ms``, after ``hold_reply`` once;
     - while the pass is still running, the turn waits for it (up to the unfinished limit):
@@ -284,12 +285,14 @@ class TurnDetector(Processor):
                 # The second recognizer heard the same pause: where it hears a thought
                 # still going, the first one made a sentence of a fragment; where it hears
                 # no end either (no final punctuation), or another sentence than the first
-                # one heard (the words are a guess), the turn waits a little longer.
+                # one heard (the words are a guess), the turn waits a little longer; so it
+                # does on a finished sentence that leads nowhere (``Speculation.nowhere``):
+                # "not sure" can wait for a caller who was only pausing.
                 again = self._thought(done.second) if done.second else "open"
                 if again == "finished" and not heard_alike(done.heard, done.second or ""):
                     again = "open"
                 self._verdict = again
-                self._unsure = again == "open"
+                self._unsure = again == "open" or (again == "finished" and done.nowhere)
         reply = self._cfg.hold_reply
         if self._verdict == "hold" and not self._hold_said and reply and self._say is not None:
             self._hold_said = True

@@ -23,8 +23,10 @@ from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from serve import TwoPassASR
 from serve.embed_minilm import MiniLMEmbedder
-from tests.bot.fakes import ScriptedASR, silence
+from tests.bot.fakes import ScriptedASR, silence, tone
 from tests.bot.published import published
+from tests.bot.test_speculation import drive
+from tests.bot.test_speculation import turn_of as ended
 
 pytestmark = pytest.mark.models
 
@@ -145,3 +147,35 @@ async def test_a_first_transcript_that_matches_is_never_heard_again(cache: Inten
     await _route(Router(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
     assert turn.intent == "opening_hours"
     assert again.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "ends_at"),
+    [
+        # both hear a finished sentence that nothing answers: only "not sure" would be
+        # said, so a caller pausing mid-request ("I think I was charged | twice") may go on
+        ("What is your fax number?", "What is your fax number?", 1200),
+        ("I think I was charged.", "I think I was charged.", 1200),
+        # a knowledge entry answers it: the usual short silence
+        ("Can I pay with a gift card?", "Can I pay with a gift card?", 300),
+        # the second words lead to an intent (the router takes them): the same
+        (MISHEARD, HEARD, 300),
+    ],
+)
+async def test_a_finished_sentence_that_leads_nowhere_waits_as_words_heard_as_a_guess(
+    cache: IntentCache, knowledge: KnowledgeIndex, first: str, second: str, ends_at: int
+) -> None:
+    assert (await cache.lookup(first)).match.route == "none"
+    asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
+    rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
+    frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, cache, rehearing=rehearing)
+    assert ended_at == ends_at
+    assert ended(frames).turn.eot_reason == ("early" if ends_at == 300 else "silence")
+    # Without a knowledge base the model answers: nothing is known to lead nowhere.
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700),
+        TwoPassASR(ScriptedASR(first), ScriptedASR(second)),
+        cache,
+        rehearing=Rehearing(asr, sample_rate=RATE),
+    )
+    assert ended_at == 300

@@ -15,7 +15,7 @@ from bot.intents.store import CacheEntry
 from bot.pipeline.frames import CallerAudio, EndOfTurn, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing
-from bot.pipeline.speculation import Speculator, looks_complete
+from bot.pipeline.speculation import IntentLookup, Speculator, looks_complete
 from bot.pipeline.transcriber import Transcriber
 from bot.pipeline.turn import Turn
 from bot.pipeline.turn_detector import TurnDetector
@@ -71,7 +71,7 @@ class FakeLookup:
 async def drive(
     pcm: bytes,
     asr: ASR,
-    lookup: FakeLookup | None,
+    lookup: IntentLookup | None,
     cfg: EndpointingConfig = CFG,
     *,
     rehearing: Rehearing | None = None,
