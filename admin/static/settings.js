@@ -51,7 +51,7 @@ const SETTING_LABELS = {
   "endpointing.early_end": ["End a finished sentence early"],
   "endpointing.sentence_end_silence_ms": ["Finished sentence silence (ms)"],
   "endpointing.unfinished_silence_ms": ["Unfinished thought silence (ms)"],
-  "endpointing.unsure_silence_ms": ["Unsure end silence (ms)", "Words heard again with no end to them either, or heard as two different sentences."],
+  "endpointing.unsure_silence_ms": ["Unsure end silence (ms)", "Words heard again with no end to them either, heard as two different sentences, or a finished sentence nothing answers (the bot would only say it is not sure)."],
   "endpointing.continuation_ms": ["Caller going on over the bot (ms)", "Words again this soon after the caller's last turn, over the bot's answer to it: both read as one request. 0: never."],
   "endpointing.hold_silence_ms": ["After \"hold on\" (ms)"],
   "endpointing.hold_reply": ["Reply to \"hold on\"", "Empty: nothing is said."],

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from bot.answers.small_talk import is_small_talk
 from bot.intents.cache import Lookup
 from bot.pipeline.end_of_turn import judge
-from bot.pipeline.rehear import other_words
+from bot.pipeline.rehear import leads_somewhere, other_words
 from serve import ASR, ProviderError, StageTimings
 from serve.priority_pool import Priority, Urgency, priority
 
@@ -251,8 +251,13 @@ class Speculator:
         """Whether neither hearing of the pause leads to anything but "not sure" (as the
         router and the responder would decide on the turn). Anything failing: False."""
         found = spec.lookup
-        if found is not None and found.entry is not None and found.match.ask_if_unanswered:
-            return False  # the responder would ask about the intent held back
+        if found is None and self._cache is not None:
+            return False  # the lookup failed: the router's may not
+        if found is not None and (
+            leads_somewhere(found.match)  # an answer, or a question about an intent
+            or (found.entry is not None and found.match.ask_if_unanswered)  # asked later
+        ):
+            return False
         if not await rehearing.nothing_for(text):
             return False
         second = other_words(text, spec.second)
@@ -263,8 +268,8 @@ class Speculator:
                 again = await self._cache.lookup(second)
             except ProviderError:
                 return False
-            if again.entry is not None and (
-                again.match.route != "none" or again.match.ask_if_unanswered
+            if leads_somewhere(again.match) or (
+                again.entry is not None and again.match.ask_if_unanswered
             ):
                 return False
         return await rehearing.nothing_for(second)

@@ -121,7 +121,8 @@ class TurnDetector(Processor):
         self._say = say
         #: What the finished pass of this pause heard (None: no pass finished yet).
         self._verdict: Thought | None = None
-        #: Neither recognizer heard an end to the words (see ``unsure_silence_ms``).
+        #: Neither recognizer heard an end to the words, or both a finished sentence that
+        #: leads nowhere (see ``unsure_silence_ms``).
         self._unsure = False
         self._hold_said = False
         #: Silence after which this pause's pass is made again (0: no second pass).
