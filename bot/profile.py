@@ -70,11 +70,16 @@ class EndpointingConfig(BaseModel):
     #: again in the pause (a two-pass recognizer) and the second recognizer heard no end to
     #: them either (no final punctuation, or no words), or another sentence than the first
     #: one: as often a misheard fragment ("Could you check if" heard as "Come you packet")
-    #: as a whole request. Also when both heard a finished sentence that leads nowhere (no
-    #: intent, no knowledge entry: the answer would be "not sure"), as a caller pausing
-    #: mid-request makes ("I think I was charged" ... "twice"). Longer than the pauses of
-    #: 0.5-1.5 s callers make mid-sentence. 0: no longer than ``end_silence_ms``.
+    #: as a whole request. Longer than the pauses of 0.5-1.5 s callers make mid-sentence.
+    #: 0: no longer than ``end_silence_ms``.
     unsure_silence_ms: int = Field(2000, ge=0, le=10_000)
+    #: Silence the turn waits for when both recognizers heard a finished sentence that
+    #: leads nowhere: no intent answers or asks about it, the knowledge base has nothing
+    #: for it, and it is not small talk or a follow-up, so the bot could only say it is
+    #: not sure. As often half a request ("I think I was charged" ... "twice for my
+    #: order") as a question the profile does not cover, whose "not sure" comes this much
+    #: later. 0: such a sentence ends the turn as any finished one does.
+    nowhere_silence_ms: int = Field(2000, ge=0, le=10_000)
     #: A caller who starts again this soon after the end of their last turn's voice, and
     #: speaks over the bot's answer to it, was pausing mid-request: the bot stops (as at
     #: any barge-in) and the new words are read together with that turn's as one request

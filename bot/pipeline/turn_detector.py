@@ -70,9 +70,9 @@ class TurnDetector(Processor):
       up to ``unfinished_silence_ms``: nothing is looked up, cached or said on a fragment;
     - words that lead to no cached answer are heard again by a second recognizer, if the
       ASR has one, and its words decide; where neither hears an end to them (no final
-      punctuation), or the two heard different sentences, or both heard a finished
-      sentence that nothing answers (only "not sure" would be said), the turn waits up to
-      ``unsure_silence_ms``;
+      punctuation), or the two heard different sentences, the turn waits up to
+      ``unsure_silence_ms``; where both heard a finished sentence that nothing answers
+      (only "not sure" would be said), up to ``nowhere_silence_ms``;
     - "hold on" keeps listening for up to ``hold_silence_ms``, after ``hold_reply`` once;
     - while the pass is still running, the turn waits for it (up to the unfinished limit):
       the transcript it makes is what the turn would wait for anyway.
@@ -121,9 +121,10 @@ class TurnDetector(Processor):
         self._say = say
         #: What the finished pass of this pause heard (None: no pass finished yet).
         self._verdict: Thought | None = None
-        #: Neither recognizer heard an end to the words, or both a finished sentence that
-        #: leads nowhere (see ``unsure_silence_ms``).
+        #: Neither recognizer heard an end to the words (see ``unsure_silence_ms``).
         self._unsure = False
+        #: Both heard a finished sentence that leads nowhere (``nowhere_silence_ms``).
+        self._nowhere = False
         self._hold_said = False
         #: Silence after which this pause's pass is made again (0: no second pass).
         self._again_at_ms = 0
@@ -250,6 +251,7 @@ class TurnDetector(Processor):
         self._speculating = False
         self._verdict = None
         self._unsure = False
+        self._nowhere = False
         self._again_at_ms = 0
         self._pause_id += 1
 
@@ -293,7 +295,10 @@ class TurnDetector(Processor):
                 if again == "finished" and not heard_alike(done.heard, done.second or ""):
                     again = "open"
                 self._verdict = again
-                self._unsure = again == "open" or (again == "finished" and done.nowhere)
+                self._unsure = again == "open"
+                self._nowhere = (
+                    again == "finished" and done.nowhere and self._cfg.nowhere_silence_ms > 0
+                )
         reply = self._cfg.hold_reply
         if self._verdict == "hold" and not self._hold_said and reply and self._say is not None:
             self._hold_said = True
@@ -310,6 +315,8 @@ class TurnDetector(Processor):
             return max(cfg.end_silence_ms, cfg.hold_silence_ms)
         if self._unsure:
             return max(cfg.end_silence_ms, cfg.unsure_silence_ms)
+        if self._nowhere:
+            return max(cfg.end_silence_ms, cfg.nowhere_silence_ms)
         return cfg.end_silence_ms
 
     def _early_end_ready(self) -> bool:
@@ -318,6 +325,8 @@ class TurnDetector(Processor):
         done = self._speculator.ready(self._pause_id)
         if done is None or self._verdict in ("unfinished", "hold") or self._unsure:
             return False  # no cached answer on a fragment, nor on words heard as a guess
+        if self._nowhere:
+            return False  # nothing to say but "not sure": the caller may go on
         finished = self._verdict == "finished"
         if done.hit and not done.acts and finished:
             return True
@@ -339,6 +348,7 @@ class TurnDetector(Processor):
         self._speculating = False
         self._verdict = None
         self._unsure = False
+        self._nowhere = False
         self._again_at_ms = 0
         self._voiced_run_ms = 0
         self._audio = bytearray()

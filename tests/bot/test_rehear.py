@@ -25,7 +25,7 @@ from serve import TwoPassASR
 from serve.embed_minilm import MiniLMEmbedder
 from tests.bot.fakes import ScriptedASR, silence, tone
 from tests.bot.published import published
-from tests.bot.test_speculation import drive
+from tests.bot.test_speculation import CFG, drive
 from tests.bot.test_speculation import turn_of as ended
 
 pytestmark = pytest.mark.models
@@ -154,8 +154,8 @@ async def test_a_first_transcript_that_matches_is_never_heard_again(cache: Inten
     [
         # both hear a finished sentence that nothing answers: only "not sure" would be
         # said, so a caller pausing mid-request ("I think I was charged | twice") may go on
-        ("What is your fax number?", "What is your fax number?", 1200),
-        ("I think I was charged.", "I think I was charged.", 1200),
+        ("What is your fax number?", "What is your fax number?", 1100),
+        ("I think I was charged.", "I think I was charged.", 1100),
         # a knowledge entry answers it: the usual short silence
         ("Can I pay with a gift card?", "Can I pay with a gift card?", 300),
         # the second words lead to an intent (the router takes them): the same
@@ -165,7 +165,7 @@ async def test_a_first_transcript_that_matches_is_never_heard_again(cache: Inten
         ("Can you check where my parcel is", "Can you check where my parcel is?", 300),
     ],
 )
-async def test_a_finished_sentence_that_leads_nowhere_waits_as_words_heard_as_a_guess(
+async def test_a_finished_sentence_that_leads_nowhere_waits_the_nothing_to_say_silence(
     cache: IntentCache, knowledge: KnowledgeIndex, first: str, second: str, ends_at: int
 ) -> None:
     assert (await cache.lookup(first)).match.route in ("none", "confirm")
@@ -174,6 +174,17 @@ async def test_a_finished_sentence_that_leads_nowhere_waits_as_words_heard_as_a_
     frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, cache, rehearing=rehearing)
     assert ended_at == ends_at
     assert ended(frames).turn.eot_reason == ("early" if ends_at == 300 else "silence")
+    # The operator's 0: such a sentence ends as any finished one does.
+    off = CFG.model_copy(update={"nowhere_silence_ms": 0})
+    asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
+    _, ended_at, _ = await drive(
+        tone(600) + silence(1700),
+        asr,
+        cache,
+        off,
+        rehearing=Rehearing(asr, sample_rate=RATE, knowledge=knowledge),
+    )
+    assert ended_at == 300
     # Without a knowledge base the model answers: nothing is known to lead nowhere.
     frames, ended_at, _ = await drive(
         tone(600) + silence(1700),

@@ -32,6 +32,7 @@ CFG = EndpointingConfig(
     sentence_end_silence_ms=300,
     unfinished_silence_ms=1500,
     unsure_silence_ms=1200,
+    nowhere_silence_ms=1100,
     barge_in_ms=200,
 )
 
