@@ -20,6 +20,7 @@ The rule is the three functions below (``leads_somewhere``, ``worth_hearing_agai
 from __future__ import annotations
 
 import logging
+import re
 from typing import Protocol, runtime_checkable
 
 from bot.answers.injection import is_injection
@@ -31,6 +32,8 @@ from bot.pipeline.turn import Turn
 from serve import ASR, ProviderError, StageTimings, Transcription
 
 log = logging.getLogger(__name__)
+
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 
 
 def leads_somewhere(match: Match) -> bool:
@@ -99,9 +102,13 @@ class Rehearing:
         """Whether the responder would have nothing but "not sure" for ``text``: a
         knowledge base that retrieves nothing for it, and words that are no small talk,
         follow-up or attempt at the bot's instructions. Without a knowledge base the model
-        answers: False. (The intent cache is the caller's to ask.)"""
+        answers: False. Nor words that end in small talk ("... Hello?"): a caller who
+        finished and heard nothing yet. (The intent cache is the caller's to ask.)"""
         if self._knowledge is None or is_follow_up(text) or is_injection(text):
             return False
+        sentences = [p for p in _SENTENCE_END.split(text.strip()) if p]
+        if len(sentences) > 1 and is_small_talk(sentences[-1]):
+            return False  # "... Hello? Are you there?": the caller is waiting for an answer
         return await self.worth(text)
 
     async def hear(self, pcm: bytes, *, timings: StageTimings | None = None) -> str | None:

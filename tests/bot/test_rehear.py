@@ -156,6 +156,8 @@ async def test_a_first_transcript_that_matches_is_never_heard_again(cache: Inten
         # said, so a caller pausing mid-request ("I think I was charged | twice") may go on
         ("What is your fax number?", "What is your fax number?", 1100),
         ("I think I was charged.", "I think I was charged.", 1100),
+        # the caller said "hello?" into the wait: they had finished, and wait for an answer
+        ("What is your fax number? Hello?", "What is your fax number? Hello?", 300),
         # a knowledge entry answers it: the usual short silence
         ("Can I pay with a gift card?", "Can I pay with a gift card?", 300),
         # the second words lead to an intent (the router takes them): the same
