@@ -69,6 +69,13 @@ def call_log(bot: BotProcess, sip_call_id: str) -> tuple[dict[str, Any], list[di
         time.sleep(0.2)
 
 
+def heard_turns(bot: BotProcess, since: int) -> list[tuple[Any, ...]]:
+    """What the bot heard and did on each turn since log line ``since``: for a failure's
+    message."""
+    keys = ("turn", "route", "intent", "intent_score", "eot", "barge_in", "caller_words", "error")
+    return [tuple(r.get(k) for k in keys) for r in bot.records("turn", since=since)]
+
+
 def only_call_id(bot: BotProcess, since: int) -> str:
     ids = {r["call_id"] for r in bot.records("turn", since=since)}
     assert len(ids) == 1, ids
@@ -158,7 +165,9 @@ async def test_a_declined_transfer_is_apologised_for_and_the_call_goes_on(
         bot.uri, play=speak(PERSON, voice="slt"), play_at_s=LEAD_S, record_seconds=32
     )
     assert result.sip_final_status == 200, result.error
-    assert [t.strip("<>") for t in result.transfer_requests] == [person.transfer_to]
+    assert [t.strip("<>") for t in result.transfer_requests] == [person.transfer_to], heard_turns(
+        bot, first_line
+    )
     assert not result.ended_by_remote, "the bot left the call after a declined transfer"
 
     spoke = segments(voiced_frames(result.sent), max_gap_ms=600)
