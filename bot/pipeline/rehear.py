@@ -20,11 +20,11 @@ The rule is the three functions below (``leads_somewhere``, ``worth_hearing_agai
 from __future__ import annotations
 
 import logging
-import re
 from typing import Protocol, runtime_checkable
 
 from bot.answers.injection import is_injection
 from bot.answers.small_talk import is_small_talk
+from bot.answers.text import sentences
 from bot.intents.match import Match, normalize
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.follow_up import is_follow_up
@@ -32,8 +32,6 @@ from bot.pipeline.turn import Turn
 from serve import ASR, ProviderError, StageTimings, Transcription
 
 log = logging.getLogger(__name__)
-
-_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 
 
 def leads_somewhere(match: Match) -> bool:
@@ -106,8 +104,8 @@ class Rehearing:
         finished and heard nothing yet. (The intent cache is the caller's to ask.)"""
         if self._knowledge is None or is_follow_up(text) or is_injection(text):
             return False
-        sentences = [p for p in _SENTENCE_END.split(text.strip()) if p]
-        if len(sentences) > 1 and is_small_talk(sentences[-1]):
+        said = sentences(text)
+        if len(said) > 1 and is_small_talk(said[-1]):
             return False  # "... Hello? Are you there?": the caller is waiting for an answer
         return await self.worth(text)
 
