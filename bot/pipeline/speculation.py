@@ -69,8 +69,8 @@ class Speculation:
     second: str | None = None
     #: Heard again, and neither hearing leads anywhere: no intent answers or asks about
     #: either, the knowledge base has nothing for them, and they are not small talk or a
-    #: follow-up. The bot has nothing to say but "not sure", so the end of turn waits as on
-    #: words heard as a guess: a caller pausing mid-request ("I think I was charged | twice
+    #: follow-up. The bot has nothing to say but "not sure", so the end of turn waits
+    #: ``nowhere_silence_ms``: a caller pausing mid-request ("I think I was charged | twice
     #: for my order") may go on.
     nowhere: bool = False
     no_speech_prob: float = 1.0
@@ -253,10 +253,7 @@ class Speculator:
         found = spec.lookup
         if found is None and self._cache is not None:
             return False  # the lookup failed: the router's may not
-        if found is not None and (
-            leads_somewhere(found.match)  # an answer, or a question about an intent
-            or (found.entry is not None and found.match.ask_if_unanswered)  # asked later
-        ):
+        if found is not None and _leads_on(found):
             return False
         if not await rehearing.nothing_for(text):
             return False
@@ -268,8 +265,14 @@ class Speculator:
                 again = await self._cache.lookup(second)
             except ProviderError:
                 return False
-            if leads_somewhere(again.match) or (
-                again.entry is not None and again.match.ask_if_unanswered
-            ):
+            if _leads_on(again):
                 return False
         return await rehearing.nothing_for(second)
+
+
+def _leads_on(found: Lookup) -> bool:
+    """The lookup leads to an answer or a question about an intent, now or (an intent held
+    back by a negative) once the knowledge base has nothing either."""
+    return leads_somewhere(found.match) or (
+        found.entry is not None and found.match.ask_if_unanswered
+    )
