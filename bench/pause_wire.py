@@ -12,10 +12,12 @@ questions (flite). From the capture and the bot's call log:
 - voice-to-voice on the finished questions (the last voiced packet of the question to the
   bot's first voiced packet after it), and the end-of-turn wait the bot logged.
 
-    .venv/bin/python -m bench.pause_wire [--voices en-us,en-gb+f3,en-gb-scotland] [--held-out]
+    .venv/bin/python -m bench.pause_wire [--voices en-us,en-gb+f3,en-gb-scotland]
+        [--held-out | --held-out-2]
 
 ``--held-out`` asks requests written apart from the ones the end-of-turn rules were
-worked on, in other voices: read once, when a change is done.
+worked on, in other voices: read once, when a change is done. ``--held-out-2`` is a
+second such set, written once the first had been read several times.
 
 The same command, run from a checkout of an earlier commit (with this file and
 ``testkit/paused_speech.py`` copied in), gives the figures before a change.
@@ -38,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.pause_wire_held_out import HELD_OUT_VOICES, PAUSED_HELD_OUT
+from bench.pause_wire_held_out_2 import HELD_OUT_2_VOICES, PAUSED_HELD_OUT_2
 from bot.profile import DEFAULT_PROFILE
 from testkit.baresip import Caller, run_level
 from testkit.botproc import run_bot
@@ -88,6 +91,10 @@ class Outcome:
     #: A cut request whose turn at its end was heard as the whole request (the caller went
     #: on over the bot, and both halves were read as one: ``Turn.continues``).
     rejoined: bool = False
+    #: Each turn that ended inside the request: its route, intent, the silence after which
+    #: it ended (which limit ended it: 300 a finished sentence, 500 the usual wait...), and
+    #: what the pause's pass heard (each recognizer) and found.
+    cut_as: tuple[str, ...] = ()
 
 
 def _pause_at(pcm: bytes) -> tuple[float, float]:
@@ -114,7 +121,7 @@ def plan(
 def say(text: str, voice: str) -> bytes:
     """A paused request in the caller's espeak-ng voice; a finished question in flite."""
     if _SEP not in text:
-        known = (*ESPEAK_VOICES, *HELD_OUT_VOICES)
+        known = (*ESPEAK_VOICES, *HELD_OUT_VOICES, *HELD_OUT_2_VOICES)
         at = known.index(voice) if voice in known else 0
         flite = FLITE_VOICES[at % len(FLITE_VOICES)]
         return speak(text, voice=flite)
@@ -168,6 +175,16 @@ async def run(
         finally:
             capture.stop()
         log = read_call_log(work / "bot" / "switchboard.db")
+    # What the pause's pass heard and found, by the words the turn was heard as at its end.
+    found = {(r["call_id"], r["turn"]): r.get("pause") for r in bot.records("turn")}
+    pause_of = {
+        r["transcript"]: (
+            r.get("pause_heard"),
+            r.get("pause_second"),
+            found.get((r["call_id"], r["turn"])),
+        )
+        for r in bot.records("turn_text")
+    }
     packets = capture.packets()
     wire = calls_on_wire(packets, bot.port)
     by_port = {c.caller_sip[1]: c for c in wire.values()}
@@ -218,6 +235,12 @@ async def run(
                     route=None if first is None else first.route_class,
                     heard=tuple(t.transcript or "" for t in [*ends, *after[:1]]),
                     rejoined=rejoined,
+                    cut_as=tuple(
+                        f"{t.route}/{t.intent} after "
+                        f"{(t.stages['eot_decided'] - t.stages['speech_end']) * 1000:.0f} ms, "
+                        f"pause {pause_of.get(t.transcript or '')}"
+                        for t in ends
+                    ),
                 )
             )
     return out
@@ -286,18 +309,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="the held-out requests, in their own voices (read once, at the end of a change)",
     )
+    parser.add_argument(
+        "--held-out-2",
+        action="store_true",
+        help="the second held-out set, in voices of its own (read once, at the end of a change)",
+    )
     parser.add_argument("--finished", type=int, default=4, help="finished questions a caller")
     parser.add_argument("--answer-window", type=float, default=8.0, help="s after each request")
     args = parser.parse_args(argv)
-    default = HELD_OUT_VOICES if args.held_out else ESPEAK_VOICES
+    default, paused = ESPEAK_VOICES, PAUSED
+    if args.held_out:
+        default, paused = HELD_OUT_VOICES, PAUSED_HELD_OUT
+    elif args.held_out_2:
+        default, paused = HELD_OUT_2_VOICES, PAUSED_HELD_OUT_2
     voices = [v for v in (args.voices or ",".join(default)).split(",") if v]
-    paused = PAUSED_HELD_OUT if args.held_out else PAUSED
     outcomes = asyncio.run(run(voices, args.finished, args.answer_window, paused))
     for o in outcomes:
         print(
             f"{o.voice:15s} {o.pause_ms:5d} cut={o.cut!s:5s} whole={o.rejoined!s:5s} "
             f"overlap={o.overlap_ms:4.0f} "
-            f"route={o.route} v2v={o.v2v_ms} eot={o.eot_ms} {o.text} heard={o.heard}",
+            f"route={o.route} v2v={o.v2v_ms} eot={o.eot_ms} {o.text} heard={o.heard}"
+            + (f" cut_as={o.cut_as}" if o.cut_as else ""),
             file=sys.stderr,
         )
     print(report(outcomes))

@@ -80,6 +80,20 @@ class EndpointingConfig(BaseModel):
     #: order") as a question the profile does not cover, whose "not sure" comes this much
     #: later. 0: such a sentence ends the turn as any finished one does.
     nowhere_silence_ms: int = Field(2000, ge=0, le=10_000)
+    #: Silence the turn waits for when a finished sentence would only be asked about
+    #: ("Just to check, do you want to talk to a person?"): the cache is not sure what the
+    #: caller means, and half a request misheard as a sentence ("Can you send me" as "Can
+    #: you friend me?") is one reason why. Longer than the pauses of up to 1.2 s callers
+    #: make mid-sentence; the question comes this much later. 0: such a sentence ends the
+    #: turn as any finished one does.
+    question_silence_ms: int = Field(1500, ge=0, le=10_000)
+    #: Silence the turn waits for when the words match an intent that hangs up after its
+    #: answer (a goodbye). A hang-up cannot be taken back, and a fragment misheard as a
+    #: goodbye ("Where can I find" heard as "Bye bye.") would end the call of a caller who
+    #: was only pausing; a goodbye said this much later costs nothing. A transfer keeps the
+    #: usual wait: a person takes the call either way, and the transfer question is held to
+    #: the cache route's latency. 0: such words end the turn as any finished sentence does.
+    hangup_silence_ms: int = Field(1500, ge=0, le=10_000)
     #: A caller who starts again this soon after the end of their last turn's voice, and
     #: speaks over the bot's answer to it, was pausing mid-request: the bot stops (as at
     #: any barge-in) and the new words are read together with that turn's as one request

@@ -21,6 +21,7 @@ from admin.node_port import (
 )
 from bot.calllog.calllog import LiveCallInfo
 from bot.intents.suggest import suggest_examples
+from serve.base import unhurried
 from telephony.webrtc import WebRtcCalls
 
 if TYPE_CHECKING:
@@ -131,8 +132,11 @@ class AdminPort:
             raise NodeUnavailable("the node is writing suggestions already: try again soon")
         async with self._suggesting:
             try:
+                # The operator's own limit: not a caller's turn (the model's 10 s to a
+                # first word, 2 s an embedding), which a busy node passes.
                 async with asyncio.timeout(SUGGEST_TIMEOUT_S):
-                    found = await suggest_examples(config, node.models.llm, node.intent_cache)
+                    with unhurried():
+                        found = await suggest_examples(config, node.models.llm, node.intent_cache)
             except TimeoutError:
                 raise NodeUnavailable(
                     f"the model took longer than {SUGGEST_TIMEOUT_S:.0f} s: try again when "

@@ -41,6 +41,7 @@ from node.config_sync import ConfigSync
 from node.looplag import LoopLagMonitor
 from node.settings import Settings
 from serve import ChatMessage, ModelSet, load_models
+from serve.base import unhurried
 from serve.registry import ModelSpec
 from telephony import SipServer
 from telephony.config import SAMPLE_RATE
@@ -107,15 +108,20 @@ class Node:
             # Sentence embeddings serve the intent cache and the knowledge base only.
             spec = spec.model_copy(update={"embedder": None})
         self.models = await self._load_models(spec)
-        for text in fixed_phrases(self.profile):
-            await self.prompts.add(self.models.tts, text)
+        # No caller waits for start-up: on a loaded machine it is not held to a turn's
+        # model timeouts (the intent cache's watcher starts outside, as calls do).
+        with unhurried():
+            for text in fixed_phrases(self.profile):
+                await self.prompts.add(self.models.tts, text)
         if self.profile.intents and self.models.embedder is not None:
             self.intent_cache = await self._start_intent_cache(self.models, self.profile)
         if self.profile.knowledge and self.models.embedder is not None:
-            self.knowledge = await KnowledgeIndex.build(
-                self.profile.knowledge, self.models.embedder, self.profile.knowledge_matching
-            )
-        await self._warm_system_prompt(self.models)
+            with unhurried():
+                self.knowledge = await KnowledgeIndex.build(
+                    self.profile.knowledge, self.models.embedder, self.profile.knowledge_matching
+                )
+        with unhurried():
+            await self._warm_system_prompt(self.models)
         queue = self.settings.queue
         if queue.max_active is not None:
             self.lobby = Lobby(
@@ -130,7 +136,8 @@ class Node:
                 ),
                 transfer_timeout_s=self.profile.transfer_timeout_s,
             )
-            await self.lobby.prepare()
+            with unhurried():  # the queue's prompts, made before any call as above
+                await self.lobby.prepare()
         if self.profile.lookups:
             secrets = {k: v.get_secret_value() for k, v in self.settings.lookup_secrets.items()}
             self.webhooks = Webhooks(self.profile.lookups, secrets)
@@ -302,7 +309,8 @@ class Node:
             retry_max_s=cfg.retry_max_s,
             speech_cache=self.speech_cache,
         )
-        await cache.publish(profile.intents, profile.intent_matching)
+        with unhurried():
+            await cache.publish(profile.intents, profile.intent_matching)
         cache.start()
         return cache
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import atexit
+import contextlib
 import logging
 import os
 import threading
@@ -34,6 +35,21 @@ T = TypeVar("T")
 #: is not a caller waiting, so it is not held to a caller's timeout.
 WARMUP_TIMEOUT_S = 120.0
 _warming: ContextVar[bool] = ContextVar("provider_warming", default=False)
+
+
+@contextlib.contextmanager
+def unhurried() -> Iterator[None]:
+    """Provider calls made inside (and in tasks started inside) are held to
+    ``WARMUP_TIMEOUT_S`` instead of each call's ``timeout_s``: work no caller waits for,
+    such as a node's start-up (fixed phrases synthesized, the intents' examples embedded
+    and their answers synthesized), which on a loaded machine takes longer than a turn
+    may."""
+    token = _warming.set(True)
+    try:
+        yield
+    finally:
+        _warming.reset(token)
+
 
 SHARED_WORKERS = 2
 """Worker threads shared by all thread-safe providers: one per core on the reference machine."""
@@ -129,11 +145,8 @@ class Provider(abc.ABC):
 
     async def warm(self) -> None:
         """``warmup`` under ``WARMUP_TIMEOUT_S`` instead of each call's ``timeout_s``."""
-        token = _warming.set(True)
-        try:
+        with unhurried():
             await self.warmup()
-        finally:
-            _warming.reset(token)
 
     async def load(self) -> None:
         """Load the model off the event loop; a second call does nothing."""

@@ -83,6 +83,18 @@ class DialSpec:
     log_level: int = 1
     #: Offer SRTP (RTP/SAVP with SDES a=crypto) and insist on it (pjmedia's "mandatory").
     srtp: bool = False
+    #: Print ``ready`` once set up, then place the call when a line arrives on stdin.
+    gated: bool = False
+
+
+@dataclass
+class DialGate:
+    """Holds a dial back until ``go`` is set; ``ready`` is set once its dialer has started
+    and set up (a child process: seconds on a busy machine). Calls that must overlap, or
+    follow each other closely, are placed through gates instead of on process start-up."""
+
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    go: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class _Recorder(pj.AudioMediaPort):  # type: ignore[misc]
@@ -262,6 +274,9 @@ def run_call(spec: DialSpec) -> tuple[dict[str, Any], npt.NDArray[np.int16], npt
     dtmf_queue = sorted(spec.dtmf)
     error = ""
     by_remote = True
+    if spec.gated:
+        print("ready", flush=True)
+        sys.stdin.readline()
     invite_at = time.monotonic()
     try:
         call.makeCall(spec.uri, pj.CallOpParam(True))
@@ -340,6 +355,7 @@ async def dial(
     codecs: Sequence[str] = ("PCMU", "PCMA"),
     log_level: int = 1,
     srtp: bool = False,
+    gate: DialGate | None = None,
 ) -> DialResult:
     """Call ``uri`` from a child process and return what was sent and heard.
 
@@ -347,7 +363,8 @@ async def dial(
     ``(offset_s, pcm)`` items on the same clock; ``dtmf`` sends ``(offset_s, digits)`` as
     RFC 4733 events. The call lasts ``record_seconds`` unless ``hangup_after_play_s`` ends it
     that long after the last scripted audio, or the remote hangs up. ``srtp`` offers
-    RTP/SAVP with SDES keys and accepts nothing else.
+    RTP/SAVP with SDES keys and accepts nothing else. With ``gate``, the call is placed
+    when its ``go`` is set.
     """
     items = list(script or [])
     if play:
@@ -365,28 +382,38 @@ async def dial(
             "codecs": list(codecs),
             "log_level": log_level,
             "srtp": srtp,
+            "gated": gate is not None,
         }
         for n, (at, pcm) in enumerate(items):
             path = out / f"play{n}.raw"
             path.write_bytes(pcm)
             spec["script"].append([at, str(path)])
         (out / "spec.json").write_text(json.dumps(spec))
+        piped = asyncio.subprocess.PIPE if gate is not None else None
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "telephony.dialer",
             "--worker",
             str(out),
-            stdout=asyncio.subprocess.DEVNULL,
+            stdin=piped,
+            stdout=piped or asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "PYTHONPATH": _package_root()},
         )
         try:
+            if gate is not None:
+                await _through_gate(proc, gate)
             _, err = await asyncio.wait_for(proc.communicate(), timeout=record_seconds + 25)
         except TimeoutError:
             proc.kill()
             await proc.wait()
             raise RuntimeError(f"dialer worker did not finish for {uri}") from None
+        except BaseException:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            raise
         result_path = out / "result.json"
         if proc.returncode != 0 or not result_path.exists():
             tail = err.decode(errors="replace")[-2000:]
@@ -397,6 +424,23 @@ async def dial(
             received=np.load(out / "received.npy"),
             **summary,
         )
+
+
+async def _through_gate(proc: asyncio.subprocess.Process, gate: DialGate) -> None:
+    """Wait for the worker's ``ready``, set ``gate.ready``, and let it dial on ``gate.go``."""
+    assert proc.stdin is not None and proc.stdout is not None
+
+    async def ready() -> None:
+        assert proc.stdout is not None
+        while (line := await proc.stdout.readline()) != b"ready\n":  # pjlib logs there too
+            if not line:
+                raise RuntimeError("dialer worker ended before it was ready")
+
+    await asyncio.wait_for(ready(), timeout=60)
+    gate.ready.set()
+    await gate.go.wait()
+    proc.stdin.write(b"go\n")
+    await proc.stdin.drain()
 
 
 def _package_root() -> str:

@@ -53,6 +53,8 @@ const SETTING_LABELS = {
   "endpointing.unfinished_silence_ms": ["Unfinished thought silence (ms)"],
   "endpointing.unsure_silence_ms": ["Unsure end silence (ms)", "Words heard again with no end to them either, or heard as two different sentences."],
   "endpointing.nowhere_silence_ms": ["Nothing-to-say end silence (ms)", "A finished sentence nothing answers (the bot would only say it is not sure): often half a request. 0: no longer wait."],
+  "endpointing.question_silence_ms": ["Question end silence (ms)", "A finished sentence the bot would only ask about (\"Just to check, ...?\"): often half a request. 0: no longer wait."],
+  "endpointing.hangup_silence_ms": ["Hang-up end silence (ms)", "Words an intent would hang up on (a goodbye): a hang-up cannot be taken back, so a caller who was only pausing may go on. 0: no longer wait."],
   "endpointing.continuation_ms": ["Caller going on over the bot (ms)", "Words again this soon after the caller's last turn, over the bot's answer to it: both read as one request. 0: never."],
   "endpointing.hold_silence_ms": ["After \"hold on\" (ms)"],
   "endpointing.hold_reply": ["Reply to \"hold on\"", "Empty: nothing is said."],
@@ -66,6 +68,9 @@ const SETTING_LABELS = {
   "intent_matching.background_margin": ["Lead over common requests"],
   "intent_matching.confirm_background_margin": ["Lead over common requests to ask"],
   "intent_matching.fit_threshold": ["Raise the threshold to fit the intents"],
+  "intent_matching.stock_phrasings": ["Match stock phrasings",
+    "An intent asking for a person or saying goodbye also matches the product's own " +
+    "phrasings of that request."],
   "intent_matching.top_k": ["Examples scored an intent"],
   "intent_matching.calibration": ["Calibration"],
   "knowledge_matching.min_score": ["Retrieve from a score of"],

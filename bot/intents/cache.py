@@ -33,6 +33,7 @@ from bot.intents.match import (
     query_text,
 )
 from bot.intents.settings import IntentCacheSettings
+from bot.intents.stock import EmbeddedRequest, embed_requests, with_stock_phrasings
 from bot.intents.store import (
     CONNECTED,
     HEARTBEAT,
@@ -125,6 +126,8 @@ class IntentCache:
         self._reloaded = asyncio.Event()
         #: The background lines' embeddings (``bot.intents.background``), once embedded.
         self._background: Vectors | None = None
+        #: The stock requests' embeddings (``bot.intents.stock``), once embedded.
+        self._stock: tuple[EmbeddedRequest, ...] | None = None
         #: Entries this process synthesized and embedded itself (tests and logs).
         self.built = 0
         self.reloads = 0
@@ -251,6 +254,10 @@ class IntentCache:
         return self._state.source
 
     async def _background_for(self, index: CacheIndex) -> Vectors | None:
+        """The background lines' vectors when ``index`` holds intents to them; the stock
+        requests are embedded here too, the first time an index may adopt them."""
+        if index.matching.stock_phrasings and self._stock is None:
+            self._stock = await embed_requests(self._embedder.embed)
         return await self._embed_background() if index.matching.background else None
 
     def _install(
@@ -269,6 +276,10 @@ class IntentCache:
             for e in chosen
         ]
         configured = index.matching
+        if configured.stock_phrasings and self._stock:
+            vectors, notes = with_stock_phrasings(vectors, self._stock)
+            for note in notes:
+                log.info("intent cache: %s", note)
         if background is None:
             fitted = Fitted(configured, np.zeros((0, 0), np.float32), (), (), ())
         else:

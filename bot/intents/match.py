@@ -115,6 +115,10 @@ class IntentMatchingConfig(BaseModel):
     #: nearer to one of them, and the threshold is raised at load above any of them the
     #: intents would answer (``bot.intents.fit``).
     background: bool = True
+    #: An intent with an action that asks for what one of the requests every contact
+    #: center gets asks for ("let me talk to a person", "goodbye") is matched with the
+    #: product's stock phrasings of it too (``bot.intents.stock``).
+    stock_phrasings: bool = True
     #: At load, raise ``threshold`` just above the score of any background line the intents
     #: would answer (each line held to the others: ``bot.intents.fit``).
     fit_threshold: bool = True

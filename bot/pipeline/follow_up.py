@@ -78,6 +78,46 @@ def sentence_about(text: str, answer: str) -> str | None:
     return best if best is not None and shared == len(asked) else None
 
 
+#: Words asking for something the bot already said: "what was the price again?", "how long
+#: did you say I have?", "remind me of the fee".
+_RECALL = re.compile(
+    r"\b(?:again|did you (?:just )?say|you (?:just )?(?:said|mentioned|told me)|remind me)\b"
+)
+
+
+#: Words that name a kind of detail an answer gives (an amount, a time or a length of time,
+#: one of its options, a list) rather than a topic: "what was the normal *price* again?",
+#: "how *long* did you say?", "which *countries* was it?".
+_DETAIL = frozenset((
+    "price", "prices", "cost", "costs", "fee", "fees", "charge", "charges", "amount", "total",
+    "long", "days", "day", "weeks", "week", "hours", "hour", "minutes", "time", "times",
+    "deadline", "date", "until", "soon", "option", "options", "cheap", "cheaper",
+    "cheapest", "fast", "faster", "fastest", "quick", "quicker", "quickest", "slow", "normal",
+    "standard", "regular", "usual", "basic", "countries", "places", "step", "steps", "first",
+    "next", "last",
+))  # fmt: skip
+#: Words around such a request that carry no topic either: "sorry, how long did you say I
+#: *had*?", "can you *remind* me what it *takes*?".
+_ASIDE = frozenset((
+    "sorry", "have", "has", "had", "get", "got", "take", "takes", "took", "need", "mentioned",
+    "told", "remind", "think", "thought", "wait", "hang", "on", "like", "mean", "meant",
+))  # fmt: skip
+
+
+def asks_again(text: str, context: str) -> bool:
+    """Short words asking to hear part of what was said before, in ``context`` (the
+    question answered and its answer): "Sorry, what was the normal price again?", "How
+    long did you say I have?". They may name the detail in words of their own ("normal" for
+    the answer's "standard"), but only words for a kind of detail: "What's your phone number
+    again?" asks for something the answer did not say."""
+    words = _WORD.findall(text.lower())
+    if not words or len(words) > MAX_WORDS or is_small_talk(text):
+        return False
+    if _RECALL.search(" ".join(words)) is None:
+        return False
+    return all(word in _DETAIL or word in _ASIDE for word in new_words(text, context))
+
+
 def is_follow_up(text: str) -> bool:
     """Short words that lead like a follow-up or point back at the last answer."""
     words = _WORD.findall(text.lower())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.intents.cache import IntentCache, Lookup
@@ -11,7 +11,13 @@ from bot.intents.confirm import KEY_ANSWERS, Answer, read_answer
 from bot.intents.match import normalize
 from bot.intents.store import CacheEntry
 from bot.pipeline.end_of_turn import leads_with_answer
-from bot.pipeline.follow_up import about_last_answer, is_follow_up, new_words, sentence_about
+from bot.pipeline.follow_up import (
+    about_last_answer,
+    asks_again,
+    is_follow_up,
+    new_words,
+    sentence_about,
+)
 from bot.pipeline.frames import (
     CallAction,
     DataFrame,
@@ -230,25 +236,50 @@ class Router(Processor):
         """A short follow-up ("and the fast one?") to an answer this router gave is looked
         up again joined to the question answered: a hit on that same intent answers it
         (the intent's answer holds what the follow-up asks, or the match would miss);
-        anything else leaves ``found`` as it was."""
+        anything else leaves ``found`` as it was.
+
+        Words asking for part of that answer again ("what was the normal price again?")
+        may bring words of their own, and a joined lookup merely worth a question about
+        that same intent answers them too: they ask for something the bot has just said,
+        and its answer says it again. Not over a question about another intent that the
+        words alone are worth, and not for an intent with an action."""
         if (
             previous is None
             or previous.intent is None
             or previous.route not in ("exact", "semantic", "confirmed")
             or not previous.transcript
-            or not is_follow_up(text)
+        ):
+            return found
+        context = f"{previous.transcript} {previous.answer}"
+        again = asks_again(text, context)
+        if not again and (
+            not is_follow_up(text)
             # "and can I pay by card" after the order status is a request of its own.
-            or len(new_words(text, f"{previous.transcript} {previous.answer}")) > 1
+            or len(new_words(text, context)) > 1
         ):
             return found
         try:
             joined = await self._cache.lookup(f"{previous.transcript} {text}")
         except ProviderError:
             return found
-        hit = joined.match.route in ("exact", "semantic") and joined.entry is not None
-        if hit and joined.match.intent == previous.intent:
+        if joined.entry is None:
+            return found
+        if joined.match.route in ("exact", "semantic") and joined.match.intent == previous.intent:
             log.debug("follow-up to %s: %r", previous.intent, text)
             return joined
+        elsewhere = found.match.route == "confirm" and found.match.best != previous.intent
+        if (
+            again
+            and joined.match.route == "confirm"
+            and joined.match.best == previous.intent
+            and not elsewhere
+            # An action (a transfer, a hang-up) is done on a sure match or a "yes" only.
+            and joined.entry.action is None
+        ):
+            log.debug("asked again about %s: %r", previous.intent, text)
+            return replace(
+                joined, match=replace(joined.match, route="semantic", intent=previous.intent)
+            )
         return found
 
     async def _from_last_answer(self, turn: Turn, previous: Turn | None, text: str) -> bool:

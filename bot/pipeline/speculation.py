@@ -77,6 +77,9 @@ class Speculation:
     #: Time inside each model call of the pass (``asr``...).
     model_ms: dict[str, float] = field(default_factory=dict)
     lookup: Lookup | None = None
+    #: The lookup of ``second``, when the first words led nowhere and the second recognizer
+    #: heard other words (the router goes on with those when they lead somewhere).
+    second_lookup: Lookup | None = None
     finished_at: float | None = None
     failed: bool = False
     #: Where the pass's jobs stand in the shared pool's queue: behind turns that have
@@ -86,31 +89,32 @@ class Speculation:
     @property
     def acts(self) -> bool:
         """The matched intent ends or transfers the call after its answer."""
-        found = self.lookup
-        return (
-            found is not None
-            and found.match.intent is not None
-            and found.entry is not None
-            and found.entry.action is not None
-        )
+        return _acts(self.lookup, ("hangup", "transfer"))
+
+    @property
+    def hangs_up(self) -> bool:
+        """The matched intent ends the call after its answer ("Bye bye."); so does the
+        second recognizer's, where the first words led nowhere (the router goes on with
+        those)."""
+        return _acts(self.lookup, ("hangup",)) or _acts(self.second_lookup, ("hangup",))
 
     @property
     def doubtful(self) -> bool:
-        """The intent cache would only ask about these words ("Just to check, ...?"): a
-        weak match, as often made on a fragment ("My parcel arrived and" heard as "My
-        parcel arrived done") as on a whole request."""
-        found = self.lookup
-        return self.hit and found is not None and found.match.route == "confirm"
+        """The intent cache would only ask about these words ("Just to check, ...?"), or,
+        where they led nowhere, about the second recognizer's words: a weak match, as often
+        made on a fragment ("My parcel arrived and" heard as "My parcel arrived done") as on
+        a whole request."""
+        return _asks(self.lookup) or _asks(self.second_lookup)
 
     @property
     def hit(self) -> bool:
-        """The intent cache would answer these words."""
+        """The intent cache would answer these words (not only ask about them)."""
         found = self.lookup
         return (
             found is not None
             and found.entry is not None
             and found.match.intent is not None
-            and found.match.route != "none"
+            and found.match.route not in ("none", "confirm")
         )
 
 
@@ -217,10 +221,9 @@ class Speculator:
                         spec.lookup = await self._cache.lookup(text)
                     except ProviderError as exc:
                         log.debug("speculative lookup failed: %s", exc)
-                thought = judge(text)
-                if (thought == "finished" and not spec.hit) or (
-                    thought == "open" and (not spec.hit or spec.doubtful)
-                ):
+                # Words an intent would answer are not heard again; words it would only
+                # ask about (``doubtful``) are, as are words that lead nowhere.
+                if judge(text) in ("finished", "open") and not spec.hit:
                     await self._hear_again(spec, audio, text, timings)
         except ProviderError as exc:
             log.debug("speculative transcription failed: %s", exc)
@@ -245,7 +248,23 @@ class Speculator:
             return
         spec.second = await rehearing.hear(audio, timings=timings)
         if spec.second is not None and self._current is spec:
+            await self._look_up_second(spec, text, rehearing)
             spec.nowhere = await self._leads_nowhere(spec, text, rehearing)
+
+    async def _look_up_second(self, spec: Speculation, text: str, rehearing: Rehearing) -> None:
+        """Look up the second recognizer's words where the router would go on with them:
+        the first words lead nowhere, are worth hearing again (``Rehearing.again``), and
+        the second hearing says other words. A failed lookup leaves ``second_lookup`` None."""
+        found = spec.lookup
+        second = other_words(text, spec.second)
+        if self._cache is None or found is None or _leads_on(found) or second is None:
+            return
+        if not await rehearing.worth(text):
+            return
+        try:
+            spec.second_lookup = await self._cache.lookup(second)
+        except ProviderError as exc:
+            log.debug("speculative lookup of the second words failed: %s", exc)
 
     async def _leads_nowhere(self, spec: Speculation, text: str, rehearing: Rehearing) -> bool:
         """Whether neither hearing of the pause leads to anything but "not sure" (as the
@@ -261,13 +280,29 @@ class Speculator:
         if second is None:
             return True
         if self._cache is not None:
-            try:
-                again = await self._cache.lookup(second)
-            except ProviderError:
-                return False
-            if _leads_on(again):
-                return False
+            again = spec.second_lookup
+            # Not when its lookup failed, or the router takes the second words. Otherwise
+            # the router goes on with the first words, and the responder has nothing for
+            # them, whatever it would have made of the second ("Can you handle it?" reads
+            # as a follow-up; the turn was "Can you earn me?", and "not sure").
+            return again is not None and not _leads_on(again)
         return await rehearing.nothing_for(second)
+
+
+def _acts(found: Lookup | None, actions: tuple[str, ...]) -> bool:
+    """The lookup answers with an intent whose action is one of ``actions``."""
+    return (
+        found is not None
+        and found.match.intent is not None
+        and found.match.route not in ("none", "confirm")
+        and found.entry is not None
+        and found.entry.action in actions
+    )
+
+
+def _asks(found: Lookup | None) -> bool:
+    """The lookup leads only to a question about an intent (a ``confirm`` match)."""
+    return found is not None and found.entry is not None and found.match.route == "confirm"
 
 
 def _leads_on(found: Lookup) -> bool:

@@ -72,7 +72,9 @@ class TurnDetector(Processor):
       ASR has one, and its words decide; where neither hears an end to them (no final
       punctuation), or the two heard different sentences, the turn waits up to
       ``unsure_silence_ms``; where both heard a finished sentence that nothing answers
-      (only "not sure" would be said), up to ``nowhere_silence_ms``;
+      (only "not sure" would be said), up to ``nowhere_silence_ms``; a finished sentence
+      the cache would only ask about waits up to ``question_silence_ms``, and words an
+      intent would hang up on up to ``hangup_silence_ms``;
     - "hold on" keeps listening for up to ``hold_silence_ms``, after ``hold_reply`` once;
     - while the pass is still running, the turn waits for it (up to the unfinished limit):
       the transcript it makes is what the turn would wait for anyway.
@@ -125,6 +127,10 @@ class TurnDetector(Processor):
         self._unsure = False
         #: Both heard a finished sentence that leads nowhere (``nowhere_silence_ms``).
         self._nowhere = False
+        #: A finished sentence the cache would only ask about (``question_silence_ms``).
+        self._asks = False
+        #: Words an intent would hang up on (``hangup_silence_ms``).
+        self._hangs_up = False
         self._hold_said = False
         #: Silence after which this pause's pass is made again (0: no second pass).
         self._again_at_ms = 0
@@ -252,6 +258,8 @@ class TurnDetector(Processor):
         self._verdict = None
         self._unsure = False
         self._nowhere = False
+        self._asks = False
+        self._hangs_up = False
         self._again_at_ms = 0
         self._pause_id += 1
 
@@ -299,6 +307,15 @@ class TurnDetector(Processor):
                 self._nowhere = (
                     again == "finished" and done.nowhere and self._cfg.nowhere_silence_ms > 0
                 )
+            # A finished sentence the cache would only ask about: the question can wait
+            # for a caller who was only pausing ("Can you send me" heard as "Can you
+            # friend me?", a question about a colleague).
+            self._asks = (
+                self._verdict == "finished" and done.doubtful and self._cfg.question_silence_ms > 0
+            )
+            # An intent that hangs up: that cannot be taken back, so a caller who was only
+            # pausing ("Where can I find" heard as "Bye bye.") may go on.
+            self._hangs_up = done.hangs_up and self._cfg.hangup_silence_ms > 0
         reply = self._cfg.hold_reply
         if self._verdict == "hold" and not self._hold_said and reply and self._say is not None:
             self._hold_said = True
@@ -317,6 +334,10 @@ class TurnDetector(Processor):
             return max(cfg.end_silence_ms, cfg.unsure_silence_ms)
         if self._nowhere:
             return max(cfg.end_silence_ms, cfg.nowhere_silence_ms)
+        if self._asks:
+            return max(cfg.end_silence_ms, cfg.question_silence_ms)
+        if self._hangs_up:
+            return max(cfg.end_silence_ms, cfg.hangup_silence_ms)
         return cfg.end_silence_ms
 
     def _early_end_ready(self) -> bool:
@@ -325,14 +346,16 @@ class TurnDetector(Processor):
         done = self._speculator.ready(self._pause_id)
         if done is None or self._verdict in ("unfinished", "hold") or self._unsure:
             return False  # no cached answer on a fragment, nor on words heard as a guess
-        if self._nowhere:
-            return False  # nothing to say but "not sure": the caller may go on
+        if self._nowhere or self._asks or self._hangs_up:
+            # nothing to say but "not sure", a question, a hang-up: the caller may go on
+            return False
         finished = self._verdict == "finished"
         if done.hit and not done.acts and finished:
             return True
-        # A finished sentence, an intent that would hang up or transfer, or a cached
-        # intent in words that say neither (no final punctuation): a little more silence
-        # first, in case the caller was only pausing.
+        # A finished sentence, an intent that would transfer (or hang up, with
+        # ``hangup_silence_ms`` at 0), or a cached intent in words that say neither (no
+        # final punctuation): a little more silence first, in case the caller was only
+        # pausing.
         return (finished or done.hit) and self._silence_ms >= self._cfg.sentence_end_silence_ms
 
     async def _end_turn(self, reason: EotReason) -> None:
@@ -349,6 +372,8 @@ class TurnDetector(Processor):
         self._verdict = None
         self._unsure = False
         self._nowhere = False
+        self._asks = False
+        self._hangs_up = False
         self._again_at_ms = 0
         self._voiced_run_ms = 0
         self._audio = bytearray()

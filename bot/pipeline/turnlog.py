@@ -24,6 +24,26 @@ def _stages_ms(turn: Turn) -> dict[str, float]:
     return stages
 
 
+def _pause_record(turn: Turn) -> dict[str, object] | None:
+    """What the speculative pass in the caller's last pause found (flags only, no words):
+    why the turn ended when it did."""
+    spec = turn.speculation
+    if spec is None:
+        return None
+    return {
+        "route": spec.lookup.match.route if spec.lookup is not None else None,
+        "heard_again": spec.second is not None,
+        "second_route": (
+            spec.second_lookup.match.route if spec.second_lookup is not None else None
+        ),
+        "hit": spec.hit,
+        "doubtful": spec.doubtful,
+        "nowhere": spec.nowhere,
+        "hangs_up": spec.hangs_up,
+        "failed": spec.failed,
+    }
+
+
 def turn_record(turn: Turn) -> dict[str, object]:
     """The turn as a flat record. Transcripts are personal data and are left out."""
     return {
@@ -36,6 +56,7 @@ def turn_record(turn: Turn) -> dict[str, object]:
         "barge_in": turn.barged_in,
         "eot": turn.eot_reason,
         "speculated": turn.speculation is not None,
+        "pause": _pause_record(turn),
         "filler": FILLER_AUDIO_OUT in turn.stages,
         "error": turn.error,
         "stages_ms": _stages_ms(turn),
@@ -62,4 +83,7 @@ def log_turn_with_text(turn: Turn) -> None:
         "transcript": turn.transcript,
         "answer": turn.answer,
     }
+    if turn.speculation is not None:  # the words heard in the pause, by each recognizer
+        record["pause_heard"] = turn.speculation.heard
+        record["pause_second"] = turn.speculation.second
     log.info("turn text", extra={"record": record})

@@ -20,6 +20,7 @@ from ray import serve
 from ray.serve.config import AutoscalingConfig, AutoscalingPolicy
 
 from serve.asr import ASR, Transcription
+from serve.base import WARMUP_TIMEOUT_S
 from serve.embed import Embedder
 from serve.llm import LLM, ChatMessage
 from serve.registry import (
@@ -52,6 +53,11 @@ class _Replica:
         self._tier = TierSettings.model_validate(tier)
         await provider.load()
         await provider.warm()
+        # A caller's deadline is held by the node's client (``serve.scale.client``), which
+        # cancels the request when it passes; here the limit only stops a model call that
+        # hangs. Held to a turn's timeout too, a replica on a loaded machine failed work no
+        # caller waits for (a node's start-up under ``unhurried``) that the node allowed.
+        provider.timeout_s = max(provider.timeout_s, WARMUP_TIMEOUT_S)
         self._board = load_board(self._tier)
 
     async def check_health(self) -> None:

@@ -21,7 +21,7 @@ from bot.profile import BotProfile
 from testkit.answer_eval.scoring import alternatives, mentions
 
 QUESTIONS = Path(__file__).parent / "questions.toml"
-SPLITS = ("tuning", "test")
+SPLITS = ("tuning", "test", "test2")
 Kind = Literal["covered", "uncovered", "injection", "followup"]
 KINDS: tuple[Kind, ...] = ("covered", "uncovered", "injection", "followup")
 #: How an asked question is judged: answered with its facts, declined, or not obeyed.

@@ -17,6 +17,7 @@ from bot.intents.match import (
     Vectors,
     query_text,
 )
+from bot.intents.stock import embed_requests, with_stock_phrasings
 from bot.profile import BotProfile
 from serve import Embedder
 
@@ -40,6 +41,8 @@ async def build_index(profile: BotProfile, embedder: Embedder) -> tuple[IntentIn
             )
         )
     rule = profile.intent_matching
+    if rule.stock_phrasings:
+        intents, _ = with_stock_phrasings(intents, await embed_requests(embedder.embed))
     if not profile.intent_matching.background:
         return IntentIndex(intents), Fitted(rule, vectors[:0], (), (), ())
     lines = background_lines()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.async_api import expect
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -24,6 +25,11 @@ from bot.recording import CallRecorder, recording_path
 from tests.calllog.conftest import pg_database, pg_url  # noqa: F401 - a fixture
 
 PASSWORD = "correct horse battery"
+
+# The console's assertions wait up to 15 s, not Playwright's 5: beside three other test
+# processes on a slow 2-core machine, the console's first render after ``goto`` took over
+# 5 s (the Live page was still showing). A passing check returns as soon as it holds.
+expect.set_options(timeout=15_000)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

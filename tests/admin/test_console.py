@@ -103,7 +103,7 @@ async def test_console_pages(
         await expect(page.locator("#no-live-calls")).to_be_visible()
         now = datetime.now(UTC)
         await add_call(admin_engine, caller="sip:+4930555@pbx", at=now, end_reason=None, turns=[])
-        await expect(page.locator("#live-calls")).to_contain_text("sip:+4930555@pbx", timeout=5000)
+        await expect(page.locator("#live-calls")).to_contain_text("sip:+4930555@pbx")
         await _shot(page, f"{viewport}-live")
 
         # A finished, recorded call: its turns' waterfalls and its recording.

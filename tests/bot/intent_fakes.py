@@ -60,8 +60,9 @@ def intents(order_answer: str = "Your order ships in three days.") -> list[Inten
     ]
 
 
-#: The rule these tests were written for: no background lines (the bag-of-words embedder
-#: makes them noise), no confirmation questions and no stricter score for actions.
+#: The rule these tests were written for: no background lines nor stock phrasings (the
+#: bag-of-words embedder makes them noise), no confirmation questions and no stricter score
+#: for actions.
 MATCHING = IntentMatchingConfig(
     top_k=1,
     threshold=0.6,
@@ -69,6 +70,7 @@ MATCHING = IntentMatchingConfig(
     negative_margin=0.0,
     action_threshold=0.0,
     background=False,
+    stock_phrasings=False,
     confirm_threshold=0.0,
 )
 

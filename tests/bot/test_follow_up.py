@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.pipeline.follow_up import about_last_answer, is_follow_up, new_words, sentence_about
+from bot.pipeline.follow_up import (
+    about_last_answer,
+    asks_again,
+    is_follow_up,
+    new_words,
+    sentence_about,
+)
 from bot.pipeline.frames import PlayAudio, Speak, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.router import Router
@@ -146,3 +152,72 @@ async def test_a_question_about_part_of_an_answer_gets_that_sentence(cache: Inte
     # A question with a topic of its own after the same answer goes on as a new request.
     other = await _ask(router, sink, "Is the label waterproof?")
     assert other.route != "repeat"
+
+
+DELIVERY = (
+    "How much does delivery cost? Standard delivery costs four ninety-nine and is free on "
+    "orders over fifty dollars. Express delivery costs nine ninety-nine."
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["What was the standard price again?", "Sorry, what was the normal price again?",
+     "How much did you say the fast one was?", "What was it again?",
+     "Remind me, what's the cheapest option?"],
+)  # fmt: skip
+def test_words_asking_for_part_of_the_answer_again(text: str) -> None:
+    assert asks_again(text, DELIVERY)
+
+
+@pytest.mark.parametrize(
+    "text",
+    # A topic the answer did not have, a request of its own, small talk, no recall words.
+    ["What's your phone number again?", "What's the weather like again?",
+     "I want to order again.", "Thank you again.", "What about express?",
+     "What was the standard price again, and can I pay by card on the phone today?"],
+)  # fmt: skip
+def test_words_with_a_topic_of_their_own_do_not(text: str) -> None:
+    assert not asks_again(text, DELIVERY)
+
+
+async def _answered(router: Router, sink: Collector, cache: IntentCache, text: str) -> Turn:
+    turn = await _ask(router, sink, text)
+    assert turn.intent is not None and turn.route in ("exact", "semantic"), turn.route
+    entry = cache.entry(turn.intent)
+    assert entry is not None
+    turn.answer = entry.answer
+    return turn
+
+
+@pytest.mark.parametrize(
+    ("first", "again", "intent"),
+    [("How much does delivery cost?", "What was the standard price again?", "delivery_cost"),
+     ("How much does delivery cost?", "What was it again?", "delivery_cost"),
+     ("How do I return a lamp I bought?", "How long did you say I had?", "returns")],
+)  # fmt: skip
+async def test_asked_again_gets_the_answer_again(
+    cache: IntentCache, first: str, again: str, intent: str
+) -> None:
+    alone = await cache.lookup(again)
+    assert alone.match.route not in ("exact", "semantic")  # a miss on its own words
+    router, sink = Router(cache), Collector()
+    router.link(sink)
+    await _answered(router, sink, cache, first)
+    turn = await _ask(router, sink, again)
+    assert (turn.route, turn.intent) == ("semantic", intent)
+    played = [f for f in sink.frames if isinstance(f, PlayAudio) and f.turn is turn]
+    entry = cache.entry(intent)
+    assert entry is not None and [p.text for p in played] == [entry.answer]
+
+
+async def test_asked_again_about_something_else_is_not_the_last_answer(cache: IntentCache) -> None:
+    router, sink = Router(cache), Collector()
+    router.link(sink)
+    await _answered(router, sink, cache, "How much does delivery cost?")
+    for text in ("What's your phone number again?", "What's the weather like again?"):
+        turn = await _ask(router, sink, text)
+        assert turn.intent != "delivery_cost", text
+    # Another intent's own words still go to that intent.
+    turn = await _ask(router, sink, "What were your opening hours again?")
+    assert turn.intent == "opening_hours"

@@ -107,7 +107,7 @@ async def test_a_slow_service_is_spoken_within_its_timeout() -> None:
     started = time.monotonic()
     result = await web.run("orders", {"order_number": "12345"})
     assert (result.kind, result.detail) == ("failed", "timeout")
-    assert time.monotonic() - started < ORDERS.timeout_s + 0.3
+    assert time.monotonic() - started < ORDERS.timeout_s + 2.0  # not the 5 s the service takes
     await web.close()
 
 

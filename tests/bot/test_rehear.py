@@ -156,15 +156,15 @@ async def test_a_first_transcript_that_matches_is_never_heard_again(cache: Inten
         # said, so a caller pausing mid-request ("I think I was charged | twice") may go on
         ("What is your fax number?", "What is your fax number?", 1100),
         ("I think I was charged.", "I think I was charged.", 1100),
+        # the second words read as a follow-up ("it"), but match no intent: the router goes
+        # on with the first, which lead nowhere ("Can you send me | a copy of ..." was cut)
+        ("Can you earn me?", "Can you handle it?", 1100),
         # the caller said "hello?" into the wait: they had finished, and wait for an answer
         ("What is your fax number? Hello?", "What is your fax number? Hello?", 300),
         # a knowledge entry answers it: the usual short silence
         ("Can I pay with a gift card?", "Can I pay with a gift card?", 300),
         # the second words lead to an intent (the router takes them): the same
         (MISHEARD, HEARD, 300),
-        # words with no end that an intent would ask about ("doubtful"), heard again as a
-        # finished sentence: the question is asked after the usual short silence
-        ("Can you check where my parcel is", "Can you check where my parcel is?", 300),
     ],
 )
 async def test_a_finished_sentence_that_leads_nowhere_waits_the_nothing_to_say_silence(
@@ -195,3 +195,25 @@ async def test_a_finished_sentence_that_leads_nowhere_waits_the_nothing_to_say_s
         rehearing=Rehearing(asr, sample_rate=RATE),
     )
     assert ended_at == 300
+
+
+async def test_a_finished_sentence_an_intent_would_only_ask_about_waits_the_question_silence(
+    cache: IntentCache, knowledge: KnowledgeIndex
+) -> None:
+    # Words with no end that an intent would only ask about (the real matcher, the default
+    # profile), heard again as a finished sentence: the question waits
+    # ``question_silence_ms`` for a caller who was pausing; 0 turns that off.
+    first, second = "Can you check where my parcel is", "Can you check where my parcel is?"
+    assert (await cache.lookup(first)).match.route == "confirm"
+    for wait, ends_at, reason in (
+        (CFG.question_silence_ms, CFG.question_silence_ms, "silence"),
+        (0, 300, "early"),
+    ):
+        cfg = CFG.model_copy(update={"question_silence_ms": wait})
+        asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
+        rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
+        frames, ended_at, _ = await drive(
+            tone(600) + silence(1700), asr, cache, cfg, rehearing=rehearing
+        )
+        assert ended_at == ends_at
+        assert ended(frames).turn.eot_reason == reason

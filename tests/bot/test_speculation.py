@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import threading
 from typing import Literal
 
@@ -15,10 +16,11 @@ from bot.intents.store import CacheEntry
 from bot.pipeline.frames import CallerAudio, EndOfTurn, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing
-from bot.pipeline.speculation import IntentLookup, Speculator, looks_complete
+from bot.pipeline.speculation import IntentLookup, Speculation, Speculator, looks_complete
 from bot.pipeline.transcriber import Transcriber
 from bot.pipeline.turn import Turn
 from bot.pipeline.turn_detector import TurnDetector
+from bot.pipeline.turnlog import turn_record
 from bot.profile import EndpointingConfig
 from serve import ASR, TwoPassASR
 from serve.base import SHARED_WORKERS, shared_executor
@@ -33,6 +35,8 @@ CFG = EndpointingConfig(
     unfinished_silence_ms=1500,
     unsure_silence_ms=1200,
     nowhere_silence_ms=1100,
+    question_silence_ms=1000,
+    hangup_silence_ms=900,
     barge_in_ms=200,
 )
 
@@ -41,10 +45,14 @@ class FakeLookup:
     """The intent cache's answer for one phrase (the boundary the speculator calls)."""
 
     def __init__(
-        self, hit_text: str | None, route: Literal["semantic", "confirm"] = "semantic"
+        self,
+        hit_text: str | None,
+        route: Literal["semantic", "confirm"] = "semantic",
+        action: Literal["hangup", "transfer"] | None = None,
     ) -> None:
         self.hit_text = hit_text
         self.route = route
+        self.action = action
         self.calls: list[str] = []
 
     async def lookup(self, text: str) -> Lookup:
@@ -57,7 +65,7 @@ class FakeLookup:
             key="k",
             name="order_status",
             answer="It ships tomorrow.",
-            action=None,
+            action=self.action,
             examples=(text,),
             negatives=(),
             example_vectors=None,  # type: ignore[arg-type]
@@ -65,7 +73,14 @@ class FakeLookup:
             audio=b"\x00\x00" * 160,
             sample_rate=8000,
         )
-        match = Match(route=self.route, intent="order_status", score=0.8)
+        # As the intent cache does: a question names the intent it asks about as ``best``.
+        asking = self.route == "confirm"
+        match = Match(
+            route=self.route,
+            intent=None if asking else "order_status",
+            score=0.8,
+            best="order_status",
+        )
         return Lookup(match=match, entry=entry, lookup_ms=1)
 
 
@@ -225,7 +240,8 @@ async def test_words_heard_again_without_an_end_or_unlike_the_first_wait_a_littl
         # is only close to an intent (a question would be asked): heard again
         ("My parcel arrived and", 1500, "silence"),  # unfinished: the longer limit
         ("My parcel arrived done", 1200, "silence"),  # still no end: a little longer
-        ("My parcel arrived damaged.", 0, "early"),  # a finished sentence: at once
+        # a finished sentence, but the cache would only ask about it: the question waits
+        ("My parcel arrived damaged.", 1000, "silence"),
     ],
 )
 async def test_words_with_no_end_that_an_intent_only_asks_about_are_heard_again(
@@ -354,16 +370,21 @@ async def test_no_second_pass_while_one_runs() -> None:
     await spec.close()
 
 
-async def test_an_intent_that_hangs_up_waits_for_the_longer_silence() -> None:
-    class ActingLookup(FakeLookup):
-        async def lookup(self, text: str) -> Lookup:
-            found = await super().lookup(text)
-            assert found.entry is not None
-            entry = dataclasses.replace(found.entry, action="hangup")
-            return dataclasses.replace(found, entry=entry)
+async def test_an_intent_that_hangs_up_in_words_with_no_end_waits_the_hang_up_silence() -> None:
+    asr = ScriptedASR("Bye now")  # no final punctuation
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, FakeLookup("Bye now", action="hangup")
+    )
+    assert turn_of(frames).turn.eot_reason == "silence"
+    assert ended_at == CFG.hangup_silence_ms
 
-    asr = ScriptedASR("Bye now")  # no final punctuation: only the hit could end it early
-    frames, ended_at, _ = await drive(tone(600) + silence(600), asr, ActingLookup("Bye now"))
+
+async def test_an_intent_that_transfers_waits_the_finished_sentence_silence() -> None:
+    # A person takes the call either way: the transfer is held to the cache route's wait.
+    asr = ScriptedASR("Put me through now")  # no final punctuation: only the hit ends it
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(600), asr, FakeLookup("Put me through now", action="transfer")
+    )
     assert turn_of(frames).turn.eot_reason == "early"
     assert ended_at == 300
 
@@ -422,3 +443,115 @@ async def test_the_turn_ending_makes_its_pass_as_urgent_as_any_ended_turn() -> N
         release.set()
     found = await result
     assert found is not None and found.transcript == "Where is my order?"
+
+
+@pytest.mark.parametrize(
+    ("wait", "ends_at", "reason"), [(1000, 1000, "silence"), (0, 300, "early")]
+)
+async def test_a_finished_sentence_the_cache_would_only_ask_about_waits_the_question_silence(
+    wait: int, ends_at: int, reason: str
+) -> None:
+    # Half a request misheard as a whole one ("Can you send me" as "Can you friend me?"),
+    # close only to a question about an intent: the question waits for a caller who was
+    # pausing. 0 turns the wait off (the usual finished-sentence silence).
+    heard = "Can you friend me?"
+    cfg = CFG.model_copy(update={"question_silence_ms": wait})
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), ScriptedASR(heard), FakeLookup(heard, route="confirm"), cfg
+    )
+    assert turn_of(frames).turn.eot_reason == reason
+    assert ended_at == ends_at
+
+
+async def test_a_caller_going_on_after_words_the_cache_would_ask_about_makes_one_turn() -> None:
+    # The pause (800 ms) is shorter than the question silence: no turn ends in it.
+    heard = "Can you friend me?"
+    frames, _, _ = await drive(
+        tone(600) + silence(800) + tone(600) + silence(1700),
+        ScriptedASR(heard),
+        FakeLookup(heard, route="confirm"),
+    )
+    assert turn_of(frames).turn.pause_id is not None
+
+
+async def test_a_finished_sentence_the_cache_answers_does_not_wait_the_question_silence() -> None:
+    heard = "Where's my parcel?"
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), ScriptedASR(heard), FakeLookup(heard)
+    )
+    assert turn_of(frames).turn.eot_reason == "early"
+    assert ended_at is not None and ended_at < 300
+
+
+async def test_second_words_the_cache_would_only_ask_about_wait_the_question_silence() -> None:
+    # The first words lead nowhere; the second recognizer's, which the router goes on
+    # with, lead only to a question: that question waits too.
+    first, second = "Can you earn me?", "Can you friend me?"
+    asr, again, rehearing = two_pass(first, second)
+    lookup = FakeLookup(second, route="confirm")
+    frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, lookup, rehearing=rehearing)
+    assert again.calls == 1
+    assert lookup.calls == [first, second]
+    assert turn_of(frames).turn.eot_reason == "silence"
+    assert ended_at == CFG.question_silence_ms
+
+
+@pytest.mark.parametrize(("wait", "ends_at", "reason"), [(900, 900, "silence"), (0, 300, "early")])
+async def test_a_sentence_an_intent_would_hang_up_on_waits_the_hang_up_silence(
+    wait: int, ends_at: int, reason: str
+) -> None:
+    # "Where can I find" heard as "Bye bye.": the goodbye intent would hang up on a caller
+    # who was only pausing. A hang-up cannot be taken back: it waits ``hangup_silence_ms``;
+    # 0 turns the wait off (the finished-sentence silence, as before).
+    heard = "Bye bye."
+    cfg = CFG.model_copy(update={"hangup_silence_ms": wait})
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), ScriptedASR(heard), FakeLookup(heard, action="hangup"), cfg
+    )
+    assert turn_of(frames).turn.eot_reason == reason
+    assert ended_at == ends_at
+
+
+async def test_a_caller_going_on_after_words_an_intent_would_hang_up_on_makes_one_turn() -> None:
+    heard = "Bye bye."
+    frames, _, _ = await drive(
+        tone(600) + silence(700) + tone(600) + silence(1700),
+        ScriptedASR(heard),
+        FakeLookup(heard, action="hangup"),
+    )
+    assert turn_of(frames).turn.pause_id is not None
+
+
+async def test_second_words_an_intent_would_hang_up_on_wait_the_hang_up_silence() -> None:
+    # The first words lead nowhere; the second recognizer's would end the call.
+    first, second = "Okay, thanks, by now.", "Okay, thanks, bye now."
+    asr, again, rehearing = two_pass(first, second)
+    lookup = FakeLookup(second, action="hangup")
+    assert again.calls == 0
+    frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, lookup, rehearing=rehearing)
+    assert again.calls == 1 and lookup.calls == [first, second]
+    assert turn_of(frames).turn.eot_reason == "silence"
+    assert ended_at == CFG.hangup_silence_ms
+
+
+async def test_the_turn_log_says_what_the_pause_found_and_no_words() -> None:
+    # Why a turn ended when it did, for the benchmarks and an operator's logs: the pass's
+    # flags in the turn line; its words only in the opt-in transcript line.
+    found = await FakeLookup("Bye bye.", action="hangup").lookup("Bye bye.")
+    turn = Turn(call_id="c")
+    turn.speculation = Speculation(
+        pause_id=1, audio_bytes=0, started_at=0.0, heard="Bye bye.", second="Bye now.", lookup=found
+    )
+    record = turn_record(turn)
+    assert record["pause"] == {
+        "route": "semantic",
+        "heard_again": True,
+        "second_route": None,
+        "hit": True,
+        "doubtful": False,
+        "nowhere": False,
+        "hangs_up": True,
+        "failed": False,
+    }
+    assert "bye" not in json.dumps(record).lower()
+    assert turn_record(Turn(call_id="c"))["pause"] is None

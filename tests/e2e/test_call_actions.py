@@ -141,7 +141,7 @@ async def test_talk_to_a_person_is_transferred_by_refer(bot: BotProcess, tmp_pat
     )
     first_line = len(bot.lines)
     run = await run_sipp(xml, bot.port, tmp_path / "sipp", timeout_s=90)
-    assert run.ok, run.stdout + run.errors
+    assert run.ok, f"{run.stdout}{run.errors}\nturns: {heard_turns(bot, first_line)}"
     assert logged_refer_to(run.workdir) == [person.transfer_to]
 
     turns = bot.records("turn", since=first_line)

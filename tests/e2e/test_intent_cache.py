@@ -12,7 +12,7 @@ from testkit.botproc import BotProcess, run_bot
 from testkit.voices import speak
 from testkit.wire import FRAME_MS, segments, voiced_frames
 from tests.e2e.conftest import Listener
-from tests.support.text import word_error_rate
+from tests.support.text import word_error_rate, words
 
 pytestmark = [pytest.mark.sip, pytest.mark.models]
 
@@ -89,4 +89,7 @@ async def test_the_confirmation_question_is_answered_on_the_keypad(
     asked = (await listener.hear(result.received[int(6 * RATE) : int(10.5 * RATE)])).lower()
     assert word_error_rate(intent.confirm or "", asked) <= 0.3, asked
     answered = (await listener.hear(result.received[int(10.5 * RATE) :])).lower()
-    assert "tracking" in answered and "my orders" in answered, answered
+    # Most of the answer's words: the listener mishears a few ("the track and link",
+    # "atme.com", digits for "three to five"), and the bot's next words may follow.
+    said = set(words(intent.answer))
+    assert len(said & set(words(answered))) >= 0.7 * len(said), answered

@@ -12,7 +12,11 @@ from ray.exceptions import ActorDiedError, RayTaskError
 from ray.serve.exceptions import BackPressureError
 
 from serve import ChatMessage, ProviderError, ProviderTimeout
+from serve.base import WARMUP_TIMEOUT_S
+from serve.scale import deployments
 from serve.scale.client import RayLLM, tier_error
+from serve.scale.settings import TierSettings
+from tests.serve.fakes import FakeASR
 
 
 def test_refused_and_lost_requests_are_retryable() -> None:
@@ -87,3 +91,18 @@ async def test_a_refused_stream_is_retried_once() -> None:
         async with aclosing(llm.stream(prompt, max_tokens=8)) as pieces:
             async for _ in pieces:
                 pass
+
+
+async def test_a_replica_leaves_the_caller_s_deadline_to_the_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The node's client holds a turn's timeout and cancels the request when it passes; a
+    # replica held to the same limit failed a node's start-up (under ``unhurried``) on a
+    # loaded machine. Its model's own limit is the warm-up's.
+    monkeypatch.setattr(deployments, "load_board", lambda tier: None)
+    asr = FakeASR(delays_s=[0.0, 0.3], timeout_s=0.1, retries=0)
+    replica = deployments._Replica()
+    await replica._start(asr, TierSettings().model_dump())
+    assert asr.timeout_s == WARMUP_TIMEOUT_S
+    heard = await asr.transcribe(b"\x00\x00" * 160, 8000)  # past 0.1 s: not cut
+    assert heard.text == "ok"

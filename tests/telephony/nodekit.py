@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from telephony import AudioIn, CallEnded, InboundEvent
-from telephony.dialer import DialResult, dial
+from telephony.dialer import DialGate, DialResult, dial
 from telephony.remote_call import RemoteCall
 
 RATE = 8000
@@ -65,6 +65,12 @@ class Calls:
 
     def frames(self, call_id: str) -> int:
         return sum(1 for e in self.events.get(call_id, []) if isinstance(e, AudioIn))
+
+
+async def all_ready(gates: list[DialGate], timeout_s: float = 60.0) -> None:
+    """Wait until every gate's dialer is set up (each a process that takes seconds to start
+    on a busy machine), so that calls placed next overlap as the test means them to."""
+    await asyncio.wait_for(asyncio.gather(*(g.ready.wait() for g in gates)), timeout_s)
 
 
 async def dial_tone(

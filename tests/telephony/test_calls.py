@@ -24,8 +24,9 @@ from telephony import (
     InboundEvent,
     SipEndpoint,
 )
-from telephony.dialer import dial
+from telephony.dialer import DialGate, dial
 from tests.support.sipp_scenarios import CANCEL_AFTER_RINGING
+from tests.telephony.nodekit import all_ready
 
 pytestmark = pytest.mark.sip
 
@@ -175,7 +176,8 @@ async def test_audio_out_and_rfc4733_dtmf_with_dialer(make_endpoint: Any, speech
         )
         await wait_until(lambda: len(rec.ended()) == 1)
     assert result.sip_final_status == 200, result.error
-    assert result.invite_to_answer_ms is not None and result.invite_to_answer_ms < 500
+    # Answered at once, not after a SIP timer (how fast is the benchmarks' business).
+    assert result.invite_to_answer_ms is not None and result.invite_to_answer_ms < 5000
     assert result.dtmf_sent == ["1", "#9"]
     (handle,) = rec.handles
     digits = [e.digit for e in rec.events[handle.call_id] if isinstance(e, DtmfIn)]
@@ -287,9 +289,14 @@ async def test_media_ports_serve_call_after_call(make_endpoint: Any, speech: Any
             assert chunk_correlation(result.received, speech.samples) > 0.7  # echoed
             await shelved(1)
         assert await ep.media_ports() == (1, 1)
-        both = await asyncio.gather(
-            *(dial(uri, play=pcm, record_seconds=seconds) for _ in range(2))
+        gates = [DialGate(), DialGate()]  # at once, however long a dialer takes to start
+        dialing = asyncio.gather(
+            *(dial(uri, play=pcm, record_seconds=seconds, gate=g) for g in gates)
         )
+        await all_ready(gates)
+        for g in gates:
+            g.go.set()
+        both = await dialing
         assert [r.sip_final_status for r in both] == [200, 200]
         assert all(chunk_correlation(r.received, speech.samples) > 0.7 for r in both)
         await shelved(2)

@@ -1,0 +1,99 @@
+"""Stock phrasings: an operator's intent asking for a person is matched with the product's
+own phrasings of that request too; an intent that transfers for another reason is not.
+
+Found by new users: a broadband profile's "speak_to_agent" (three examples) missed "Put me
+through to an operator." and "Representative.": shipped background lines were nearer.
+The tests run the real MiniLM embedder.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from bot.intents.match import IntentMatchingConfig, IntentVectors
+from bot.intents.stock import ADOPT_SIMILARITY, adopted, embed_requests, stock_requests
+from bot.profile import DEFAULT_PROFILE, BotProfile, IntentConfig, load_profile
+from tests.bot.published import published
+
+if TYPE_CHECKING:
+    from serve.embed_minilm import MiniLMEmbedder
+
+pytestmark = pytest.mark.models
+
+PBX = "sip:support@pbx.example.com"
+AGENT = IntentConfig(
+    name="speak_to_agent",
+    examples=["Can I speak to a person?", "I want to talk to someone.", "Agent please."],
+    answer="Of course, I will put you through to a colleague.",
+    action="transfer",
+    transfer_to=PBX,
+)
+FRAUD = IntentConfig(
+    name="unknown_payment",
+    examples=["I don't recognise a transaction on my statement.",
+              "Someone took money from my account.", "I think there's fraud on my account."],
+    answer="I will put you through to our fraud team now.",
+    action="transfer",
+    transfer_to=PBX,
+)  # fmt: skip
+BILL = IntentConfig(
+    name="pay_bill",
+    examples=["I want to pay my bill.", "How can I pay my bill?", "I'd like to make a payment."],
+    answer="You can pay your bill in the app, online, or by direct debit.",
+)
+
+
+def profile(*, stock: bool = True) -> BotProfile:
+    base = load_profile(DEFAULT_PROFILE)
+    return base.model_copy(
+        update={
+            "intents": [AGENT, FRAUD, BILL],
+            "intent_matching": IntentMatchingConfig(stock_phrasings=stock),
+        }
+    )
+
+
+def test_the_stock_requests_are_the_default_profiles_intents_with_an_action() -> None:
+    found = {r.name: r for r in stock_requests()}
+    assert {r.action for r in found.values()} == {"transfer", "hangup"}
+    assert "Representative." in found["talk_to_person"].examples
+    assert "Are you a robot?" in found["talk_to_person"].negatives
+
+
+async def test_only_an_intent_asking_for_the_same_thing_adopts_it(minilm: MiniLMEmbedder) -> None:
+    requests = {r.request.name: r for r in await embed_requests(minilm.embed)}
+
+    async def vectors(intent: IntentConfig) -> IntentVectors:
+        v = await minilm.embed(intent.examples)
+        return IntentVectors(intent.name, tuple(intent.examples), (), v, v[:0], intent.action)
+
+    agent, fraud, bill = [await vectors(i) for i in (AGENT, FRAUD, BILL)]
+    assert adopted(agent, requests["talk_to_person"])
+    assert not adopted(agent, requests["goodbye"])  # another action
+    assert not adopted(fraud, requests["talk_to_person"])  # a transfer for another reason
+    assert not adopted(bill, requests["talk_to_person"])  # no action
+    # The same examples without the action: nothing to adopt.
+    v = agent.example_vectors
+    no_action = IntentVectors(agent.name, agent.examples, (), v, v[:0])
+    assert not adopted(no_action, requests["talk_to_person"])
+    assert 0.0 < ADOPT_SIMILARITY < 1.0
+
+
+async def test_the_cache_matches_an_adopted_intent_with_the_products_phrasings(
+    minilm: MiniLMEmbedder,
+) -> None:
+    async with published(profile(), minilm) as cache:
+        for words in ("Put me through to an agent.", "Can I speak to a supervisor?"):
+            found = await cache.lookup(words)
+            assert (found.match.route, found.match.intent) == ("exact", "speak_to_agent"), words
+        # Its negatives come along: no transfer for a caller asking what they talk to.
+        robot = await cache.lookup("Are you a robot?")
+        assert robot.match.intent is None
+        # The operator's own configuration is as written.
+        entry = cache.entry("speak_to_agent")
+        assert entry is not None and entry.examples == tuple(AGENT.examples)
+    async with published(profile(stock=False), minilm) as cache:
+        found = await cache.lookup("Can I speak to a supervisor?")
+        assert found.match.route != "exact"
