@@ -21,7 +21,7 @@ from bot.pipeline.frames import (
     Transcript,
 )
 from bot.pipeline.processor import Processor
-from bot.pipeline.spoken_digits import spoken_digits
+from bot.pipeline.spoken_digits import other_words, spoken_digits
 from bot.pipeline.turn import Turn
 
 if TYPE_CHECKING:
@@ -49,7 +49,8 @@ class DigitCollector(Processor):
     ("one two three four", "1234") gives the whole number at once. A key pressed while the
     bot speaks cuts it off (type-ahead). ``timeout_s`` of quiet after the prompt, or a
     number of the wrong length, is re-prompted, up to ``attempts`` times, then ``give_up``
-    is said. Words that hold no digit end the collection and go on to be answered as usual.
+    is said. Words that hold no digit, or a short digit run among more other words ("the
+    parcel 1 left"), end the collection and go on to be answered as usual.
 
     The complete number goes on as one ``Collected`` frame (for a lookup), followed by a
     ``ResponseDone`` when there is no lookup to answer it. A sensitive number's spoken
@@ -129,6 +130,10 @@ class DigitCollector(Processor):
             await self.push(frame)
             return
         digits = spoken_digits(frame.text)
+        if digits is not None and len(digits) < cfg.min_length:
+            said, others = other_words(frame.text)
+            if others >= 2 and others > said:
+                digits = None  # a short digit run inside a request: "the parcel 1 left"
         if digits is None:
             # Not a number: the caller moved on; their words are answered as usual.
             self._finish()

@@ -24,6 +24,56 @@ _WORDS = {
 }
 _MULTIPLIERS = {"double": 2, "triple": 3}
 _TOKEN = re.compile(r"[a-z]+|\d+")
+#: Words a caller says around a number they read out ("my order number is ...", "uh, it's").
+_AROUND = frozenset(
+    [
+        "a",
+        "again",
+        "an",
+        "and",
+        "are",
+        "digits",
+        "ends",
+        "er",
+        "erm",
+        "hang",
+        "here",
+        "i",
+        "in",
+        "is",
+        "it",
+        "its",
+        "let",
+        "me",
+        "my",
+        "no",
+        "number",
+        "of",
+        "oh",
+        "ok",
+        "okay",
+        "on",
+        "order",
+        "account",
+        "right",
+        "s",
+        "see",
+        "so",
+        "sorry",
+        "sure",
+        "that",
+        "the",
+        "then",
+        "there",
+        "think",
+        "um",
+        "uh",
+        "was",
+        "wait",
+        "yeah",
+        "yes",
+    ]
+)
 
 
 def spoken_digits(text: str) -> str | None:
@@ -64,3 +114,21 @@ def _next_to_digit(tokens: list[str], i: int) -> bool:
     before = i > 0 and _is_digit(tokens[i - 1])
     after = i + 1 < len(tokens) and _is_digit(tokens[i + 1])
     return before or after
+
+
+def other_words(text: str) -> tuple[int, int]:
+    """How many words of ``text`` are digits (figures count each digit) and how many are
+    neither a digit nor a word said around a number ("parcel", "left", "return").
+
+    A short digit run inside a sentence of other words ("the parcel 1 left") is a request,
+    not a try at the number; "my order number is 4 5" is a number read out in part.
+    """
+    digits = others = 0
+    for tok in _TOKEN.findall(text.lower()):
+        if tok.isdigit():
+            digits += len(tok)
+        elif tok in _WORDS or tok in _MULTIPLIERS:
+            digits += tok not in ("to", "too", "for", "o", "oh")
+        elif tok not in _AROUND:
+            others += 1
+    return digits, others

@@ -144,6 +144,38 @@ async def test_a_spoken_number_completes_and_other_words_leave_the_collection() 
     await rig.collector.stop()
 
 
+@pytest.mark.parametrize(
+    "words",
+    [
+        "and the parcel 1 left with my neighbour",  # a misheard "was": a request
+        "can I pay for it in 3 instalments",
+        "I would like to return item 2",
+    ],
+)
+async def test_a_request_with_a_stray_digit_leaves_the_collection(words: str) -> None:
+    rig = Rig(ORDER)
+    await rig.collector.begin("order_number")
+    turn = Turn(call_id="c1", transcript=words)
+    await rig.collector.put(Transcript(turn=turn, text=words))
+    await rig.settle()
+    passed = rig.of(Transcript)
+    assert len(passed) == 1 and isinstance(passed[0], Transcript) and passed[0].text == words
+    assert spoken(rig.out.frames) == [ORDER.prompt]  # no "order numbers have 5 digits"
+    assert ("collect_abandoned", "order_number") in rig.events
+    await rig.collector.stop()
+
+
+@pytest.mark.parametrize("words", ["my order number is 4 5", "uh it's one two three I think"])
+async def test_part_of_a_number_read_out_is_a_try_at_it(words: str) -> None:
+    rig = Rig(ORDER)
+    await rig.collector.begin("order_number")
+    await rig.collector.put(Transcript(turn=Turn(call_id="c1"), text=words))
+    await rig.settle()
+    assert rig.of(Transcript) == []
+    assert spoken(rig.out.frames)[-2:] == [ORDER.reprompt, ORDER.prompt]
+    await rig.collector.stop()
+
+
 async def test_wrong_length_is_reprompted_then_given_up() -> None:
     rig = Rig(ORDER)
     await rig.collector.begin("order_number")
