@@ -15,6 +15,7 @@ from bot.pipeline.frames import DataFrame, PlayAudio, Speak
 from bot.pipeline.processor import Processor
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.rehear import Rehearing
+from bot.pipeline.router import Router
 from bot.pipeline.speculation import Speculator
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import TurnSink
@@ -75,7 +76,11 @@ class CallContext:
         #: the caller's pause, for the end of turn, and in the router (rehear.py).
         self.rehearing = Rehearing.of(models.asr, sample_rate=self.sample_rate, knowledge=knowledge)
         self.speculator = Speculator(
-            models.asr, sample_rate=self.sample_rate, cache=intent_cache, rehearing=self.rehearing
+            models.asr,
+            sample_rate=self.sample_rate,
+            cache=intent_cache,
+            rehearing=self.rehearing,
+            last_answer=lambda: self.find(Router),
         )
         self._stages: list[Processor] = []
         self._line: list[Processor] = []

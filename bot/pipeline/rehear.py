@@ -96,18 +96,24 @@ class Rehearing:
         """``worth_hearing_again`` with this call's knowledge base."""
         return await worth_hearing_again(text, self._knowledge)
 
-    async def nothing_for(self, text: str) -> bool:
+    async def nothing_for(self, text: str, previous: str | None = None) -> bool:
         """Whether the responder would have nothing but "not sure" for ``text``: a
-        knowledge base that retrieves nothing for it, and words that are no small talk,
-        follow-up or attempt at the bot's instructions. Without a knowledge base the model
-        answers: False. Nor words that end in small talk ("... Hello?"): a caller who
-        finished and heard nothing yet. (The intent cache is the caller's to ask.)"""
-        if self._knowledge is None or is_follow_up(text) or is_injection(text):
+        knowledge base that retrieves nothing for it, and words that are no small talk or
+        attempt at the bot's instructions. Words that read as a follow-up are retrieved
+        joined to ``previous``, the caller's words before, as the responder does (no words
+        before: nothing to join). Without a knowledge base the model answers: False. Nor
+        words that end in small talk ("... Hello?"): a caller who finished and heard
+        nothing yet. (The intent cache is the caller's to ask.)"""
+        if self._knowledge is None or is_injection(text):
             return False
         said = sentences(text)
         if len(said) > 1 and is_small_talk(said[-1]):
             return False  # "... Hello? Are you there?": the caller is waiting for an answer
-        return await self.worth(text)
+        if not await self.worth(text):
+            return False
+        if is_follow_up(text) and previous is not None:
+            return await self.worth(f"{previous} {text}")
+        return True
 
     async def hear(self, pcm: bytes, *, timings: StageTimings | None = None) -> str | None:
         """What the second recognizer makes of ``pcm`` (None: the pass failed)."""

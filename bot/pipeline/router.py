@@ -100,6 +100,13 @@ class Router(Processor):
             return None
         return cls(ctx.intent_cache, offer=ctx.profile.unsure, rehearing=ctx.rehearing)
 
+    @property
+    def previous_words(self) -> str | None:
+        """The caller's words of the last turn this router saw: what a follow-up is joined
+        to (None: no turn yet, or one without words, such as a key)."""
+        previous = self._previous
+        return previous.transcript if previous is not None and previous.transcript else None
+
     def confirming(self) -> bool:
         """Whether a confirmation question about the caller's words waits for its answer."""
         asked = self._waiting()
@@ -282,23 +289,25 @@ class Router(Processor):
             )
         return found
 
+    async def joins_last_answer(self, text: str, found: Lookup) -> bool:
+        """Whether words looked up alone as ``found`` would be answered from this router's
+        last answer: as a follow-up to it, or as words about part of it. The speculative
+        pass asks while the caller pauses: such words lead on."""
+        previous = self._previous
+        followed = found.match.route not in ("exact", "semantic") and (
+            await self._follow_up(previous, text, found) is not found
+        )
+        return followed or (
+            found.match.route == "none" and _about_last_answer(previous, text) is not None
+        )
+
     async def _from_last_answer(self, turn: Turn, previous: Turn | None, text: str) -> bool:
         """Short words about part of the answer this router just gave ("Is the label free?"
         after "... print the free return label.") that match nothing on their own or joined
         to the question: the sentence of that answer which says every one of their topic
         words, in the operator's words (route ``repeat``). False: not such words."""
-        if (
-            previous is None
-            or previous.intent is None
-            or previous.route not in ("exact", "semantic", "confirmed")
-            or not previous.answer
-            or not about_last_answer(text, previous.answer)
-            # The same request again ("where is my order" twice) is not about a detail.
-            or not new_words(text, previous.transcript)
-        ):
-            return False
-        sentence = sentence_about(text, previous.answer)
-        if sentence is None:
+        sentence = _about_last_answer(previous, text)
+        if sentence is None or previous is None:
             return False
         log.debug("turn %d: about the last answer of %s: %r", turn.index, previous.intent, text)
         turn.route = "repeat"
@@ -360,3 +369,19 @@ class Router(Processor):
             await self.push(CallAction(turn=turn, action="transfer", target=entry.transfer_to))
         elif entry.action is not None:
             log.warning("intent %s: action %r cannot be carried out", entry.name, entry.action)
+
+
+def _about_last_answer(previous: Turn | None, text: str) -> str | None:
+    """The sentence of the answer given on ``previous`` that short words about part of it
+    ask for (``Router._from_last_answer``); None: not such words."""
+    if (
+        previous is None
+        or previous.intent is None
+        or previous.route not in ("exact", "semantic", "confirmed")
+        or not previous.answer
+        or not about_last_answer(text, previous.answer)
+        # The same request again ("where is my order" twice) is not about a detail.
+        or not new_words(text, previous.transcript)
+    ):
+        return None
+    return sentence_about(text, previous.answer)

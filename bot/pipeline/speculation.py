@@ -20,12 +20,14 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from bot.answers.small_talk import is_small_talk
 from bot.intents.cache import Lookup
 from bot.pipeline.end_of_turn import judge
+from bot.pipeline.follow_up import is_follow_up
 from bot.pipeline.rehear import leads_somewhere, other_words
 from serve import ASR, ProviderError, StageTimings
 from serve.priority_pool import Priority, Urgency, priority
@@ -73,6 +75,10 @@ class Speculation:
     #: ``nowhere_silence_ms``: a caller pausing mid-request ("I think I was charged | twice
     #: for my order") may go on.
     nowhere: bool = False
+    #: The words matched an intent held back by a negative (``Match.ask_if_unanswered``)
+    #: and the knowledge base has nothing for them: the responder will ask about that
+    #: intent, a question as ``doubtful`` says.
+    asks_unanswered: bool = False
     no_speech_prob: float = 1.0
     #: Time inside each model call of the pass (``asr``...).
     model_ms: dict[str, float] = field(default_factory=dict)
@@ -100,11 +106,12 @@ class Speculation:
 
     @property
     def doubtful(self) -> bool:
-        """The intent cache would only ask about these words ("Just to check, ...?"), or,
-        where they led nowhere, about the second recognizer's words: a weak match, as often
+        """The intent cache would only ask about these words ("Just to check, ...?"), or
+        the responder would (``asks_unanswered``), or, where they led nowhere, about the
+        second recognizer's words: a weak match, as often
         made on a fragment ("My parcel arrived and" heard as "My parcel arrived done") as on
         a whole request."""
-        return _asks(self.lookup) or _asks(self.second_lookup)
+        return self.asks_unanswered or _asks(self.lookup) or _asks(self.second_lookup)
 
     @property
     def hit(self) -> bool:
@@ -118,6 +125,15 @@ class Speculation:
         )
 
 
+class LastAnswer(Protocol):
+    """The call's router, as the speculative pass asks it about the turn before."""
+
+    @property
+    def previous_words(self) -> str | None: ...
+
+    async def joins_last_answer(self, text: str, found: Lookup) -> bool: ...
+
+
 class Speculator:
     """Runs one call's speculative transcription and lookup, one pass at a time."""
 
@@ -129,9 +145,12 @@ class Speculator:
         cache: IntentLookup | None = None,
         max_no_speech_prob: float = 0.8,
         rehearing: Rehearing | None = None,
+        last_answer: Callable[[], LastAnswer | None] = lambda: None,
     ) -> None:
         self._asr = asr
         self._rehearing = rehearing
+        #: The call's router: what a follow-up would be joined to (None: no router).
+        self._last_answer = last_answer
         self._rate = sample_rate
         self._cache = cache
         self._max_no_speech = max_no_speech_prob
@@ -273,8 +292,17 @@ class Speculator:
         if found is None and self._cache is not None:
             return False  # the lookup failed: the router's may not
         if found is not None and _leads_on(found):
+            if (
+                not leads_somewhere(found.match)
+                and other_words(text, spec.second) is None
+                and await rehearing.worth(text)
+            ):
+                # Held back by a negative, with no knowledge entry and no other words heard
+                # the second time (the router may take those): the responder will ask about
+                # the intent, as on a weak match.
+                spec.asks_unanswered = True
             return False
-        if not await rehearing.nothing_for(text):
+        if not await self._nothing_for(text, rehearing, found):
             return False
         second = other_words(text, spec.second)
         if second is None:
@@ -286,7 +314,20 @@ class Speculator:
             # them, whatever it would have made of the second ("Can you handle it?" reads
             # as a follow-up; the turn was "Can you earn me?", and "not sure").
             return again is not None and not _leads_on(again)
-        return await rehearing.nothing_for(second)
+        return await self._nothing_for(second, rehearing, None)
+
+    async def _nothing_for(self, text: str, rehearing: Rehearing, found: Lookup | None) -> bool:
+        """``Rehearing.nothing_for`` with the turn before, as the router and the responder
+        will read it: words that read as a follow-up lead on only when the router would
+        answer them from its last answer, or the knowledge base has an entry for them
+        joined to the caller's words before. "and the parcel 1 left" (the caller paused
+        after "The parcel was left") leads nowhere after "Where is my order?"."""
+        last = self._last_answer()
+        if last is None:  # no router: the responder may still join it to words before
+            return not is_follow_up(text) and await rehearing.nothing_for(text)
+        if found is not None and await last.joins_last_answer(text, found):
+            return False
+        return await rehearing.nothing_for(text, last.previous_words)
 
 
 def _acts(found: Lookup | None, actions: tuple[str, ...]) -> bool:

@@ -197,6 +197,38 @@ async def test_a_finished_sentence_that_leads_nowhere_waits_the_nothing_to_say_s
     assert ended_at == 300
 
 
+@pytest.mark.parametrize(
+    ("before", "words", "ends_at"),
+    [
+        # a follow-up the router answers joined to the question before: at once
+        ("How much is express shipping?", "And the fast one?", 300),
+        # the same words with nothing before to join them to lead nowhere: "not sure" can
+        # wait for a caller who may go on (they were taken for a follow-up, and cut)
+        (None, "And the fast one?", CFG.nowhere_silence_ms),
+        # a misheard "was" after a pause ("The parcel was left | with my neighbour"), that
+        # nothing joins, matched to an intent held back by a negative: the responder would
+        # ask about it, and a question waits too (it ended the turn at once)
+        ("Can I return an item?", "And the parcel 1 left.", CFG.question_silence_ms),
+    ],
+)
+async def test_words_that_read_as_a_follow_up_lead_on_only_where_the_turn_before_answers_them(
+    cache: IntentCache, knowledge: KnowledgeIndex, before: str | None, words: str, ends_at: int
+) -> None:
+    assert (await cache.lookup(words)).match.route == "none"
+    assert not await knowledge.retrieve(words)
+    router = Router(cache)
+    if before is not None:
+        earlier = turn_of(before)
+        await _route(router, earlier)
+        assert earlier.intent is not None  # an answered question to follow up on
+    asr = TwoPassASR(ScriptedASR(words), ScriptedASR(words))
+    rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
+    _, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, cache, rehearing=rehearing, last_answer=router
+    )
+    assert ended_at == ends_at
+
+
 async def test_a_finished_sentence_an_intent_would_only_ask_about_waits_the_question_silence(
     cache: IntentCache, knowledge: KnowledgeIndex
 ) -> None:

@@ -16,7 +16,13 @@ from bot.intents.store import CacheEntry
 from bot.pipeline.frames import CallerAudio, EndOfTurn, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing
-from bot.pipeline.speculation import IntentLookup, Speculation, Speculator, looks_complete
+from bot.pipeline.speculation import (
+    IntentLookup,
+    LastAnswer,
+    Speculation,
+    Speculator,
+    looks_complete,
+)
 from bot.pipeline.transcriber import Transcriber
 from bot.pipeline.turn import Turn
 from bot.pipeline.turn_detector import TurnDetector
@@ -91,10 +97,17 @@ async def drive(
     cfg: EndpointingConfig = CFG,
     *,
     rehearing: Rehearing | None = None,
+    last_answer: LastAnswer | None = None,
 ) -> tuple[list[object], int | None, Speculator]:
     """Feed 20 ms frames; return the frames out and the silence (ms) at the end of turn."""
     await asr.load()
-    spec = Speculator(asr, sample_rate=8000, cache=lookup, rehearing=rehearing)
+    spec = Speculator(
+        asr,
+        sample_rate=8000,
+        cache=lookup,
+        rehearing=rehearing,
+        last_answer=lambda: last_answer,
+    )
     ep = TurnDetector(EnergyStream(), cfg, call_id="c", bot_speaking=lambda: False, speculator=spec)
     sink = Collector()
     ep.link(sink)
