@@ -21,7 +21,7 @@ from bot.pipeline.frames import (
     Transcript,
 )
 from bot.pipeline.processor import Processor
-from bot.pipeline.spoken_digits import other_words, spoken_digits
+from bot.pipeline.spoken_digits import digits_and_others, spoken_digits
 from bot.pipeline.turn import Turn
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class DigitCollector(Processor):
             return
         digits = spoken_digits(frame.text)
         if digits is not None and len(digits) < cfg.min_length:
-            said, others = other_words(frame.text)
+            said, others = digits_and_others(frame.text)
             if others >= 2 and others > said:
                 digits = None  # a short digit run inside a request: "the parcel 1 left"
         if digits is None:

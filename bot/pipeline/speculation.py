@@ -108,9 +108,8 @@ class Speculation:
     def doubtful(self) -> bool:
         """The intent cache would only ask about these words ("Just to check, ...?"), or
         the responder would (``asks_unanswered``), or, where they led nowhere, about the
-        second recognizer's words: a weak match, as often
-        made on a fragment ("My parcel arrived and" heard as "My parcel arrived done") as on
-        a whole request."""
+        second recognizer's words: a weak match, as often made on a fragment ("My parcel
+        arrived and" heard as "My parcel arrived done") as on a whole request."""
         return self.asks_unanswered or _asks(self.lookup) or _asks(self.second_lookup)
 
     @property
@@ -320,8 +319,9 @@ class Speculator:
         """``Rehearing.nothing_for`` with the turn before, as the router and the responder
         will read it: words that read as a follow-up lead on only when the router would
         answer them from its last answer, or the knowledge base has an entry for them
-        joined to the caller's words before. "and the parcel 1 left" (the caller paused
-        after "The parcel was left") leads nowhere after "Where is my order?"."""
+        joined to the caller's words before. "And the fast one?" after "How much is
+        express shipping?" leads on (the router answers it); as a call's first words it
+        leads nowhere: nothing is there to join it to."""
         last = self._last_answer()
         if last is None:  # no router: the responder may still join it to words before
             return not is_follow_up(text) and await rehearing.nothing_for(text)

@@ -74,7 +74,7 @@ def _next_to_digit(tokens: list[str], i: int) -> bool:
     return before or after
 
 
-def other_words(text: str) -> tuple[int, int]:
+def digits_and_others(text: str) -> tuple[int, int]:
     """How many words of ``text`` are digits (figures count each digit) and how many are
     neither a digit nor a word said around a number ("parcel", "left", "return").
 
