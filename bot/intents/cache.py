@@ -202,6 +202,7 @@ class IntentCache:
         index = CacheIndex(
             version=index_version(keys, matching), keys=tuple(keys), matching=matching
         )
+        await self._stock_for(index)
         self._install(index, have, await self._background_for(index))
         if store_ok:
             try:
@@ -243,6 +244,7 @@ class IntentCache:
         if absent:  # a publisher still writing, or expired entries: wait for the next message
             log.warning("intent cache: %d entries of %s missing", len(absent), index.version)
             return False
+        await self._stock_for(index)
         self._install(index, have, await self._background_for(index))
         self.reloads += 1
         self._reloaded.set()
@@ -254,11 +256,13 @@ class IntentCache:
         return self._state.source
 
     async def _background_for(self, index: CacheIndex) -> Vectors | None:
-        """The background lines' vectors when ``index`` holds intents to them; the stock
-        requests are embedded here too, the first time an index may adopt them."""
+        """The background lines' vectors when ``index`` holds intents to them."""
+        return await self._embed_background() if index.matching.background else None
+
+    async def _stock_for(self, index: CacheIndex) -> None:
+        """Embed the stock requests, the first time an index may adopt their phrasings."""
         if index.matching.stock_phrasings and self._stock is None:
             self._stock = await embed_requests(self._embedder.embed)
-        return await self._embed_background() if index.matching.background else None
 
     def _install(
         self, index: CacheIndex, entries: dict[str, CacheEntry], background: Vectors | None

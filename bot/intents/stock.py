@@ -85,7 +85,7 @@ async def embed_requests(
 
 def adopted(intent: IntentVectors, request: EmbeddedRequest) -> bool:
     """Whether ``intent`` asks for what ``request`` does (same action, worded alike)."""
-    if intent.action is None or intent.action != request.request.action:
+    if intent.action != request.request.action:  # a stock request always has one
         return False
     if not len(intent.example_vectors) or not len(request.example_vectors):
         return False
