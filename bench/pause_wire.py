@@ -13,11 +13,12 @@ questions (flite). From the capture and the bot's call log:
   bot's first voiced packet after it), and the end-of-turn wait the bot logged.
 
     .venv/bin/python -m bench.pause_wire [--voices en-us,en-gb+f3,en-gb-scotland]
-        [--held-out | --held-out-2]
+        [--held-out | --held-out-2 | --held-out-3]
 
 ``--held-out`` asks requests written apart from the ones the end-of-turn rules were
 worked on, in other voices: read once, when a change is done. ``--held-out-2`` is a
-second such set, written once the first had been read several times.
+second such set, written once the first had been read several times, and
+``--held-out-3`` a third, written once both had been read.
 
 The same command, run from a checkout of an earlier commit (with this file and
 ``testkit/paused_speech.py`` copied in), gives the figures before a change.
@@ -41,6 +42,7 @@ import numpy as np
 
 from bench.pause_wire_held_out import HELD_OUT_VOICES, PAUSED_HELD_OUT
 from bench.pause_wire_held_out_2 import HELD_OUT_2_VOICES, PAUSED_HELD_OUT_2
+from bench.pause_wire_held_out_3 import HELD_OUT_3_VOICES, PAUSED_HELD_OUT_3
 from bot.profile import DEFAULT_PROFILE
 from testkit.baresip import Caller, run_level
 from testkit.botproc import run_bot
@@ -121,7 +123,7 @@ def plan(
 def say(text: str, voice: str) -> bytes:
     """A paused request in the caller's espeak-ng voice; a finished question in flite."""
     if _SEP not in text:
-        known = (*ESPEAK_VOICES, *HELD_OUT_VOICES, *HELD_OUT_2_VOICES)
+        known = (*ESPEAK_VOICES, *HELD_OUT_VOICES, *HELD_OUT_2_VOICES, *HELD_OUT_3_VOICES)
         at = known.index(voice) if voice in known else 0
         flite = FLITE_VOICES[at % len(FLITE_VOICES)]
         return speak(text, voice=flite)
@@ -314,6 +316,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="the second held-out set, in voices of its own (read once, at the end of a change)",
     )
+    parser.add_argument(
+        "--held-out-3",
+        action="store_true",
+        help="the third held-out set, in voices of its own (read once, at the end of a change)",
+    )
     parser.add_argument("--finished", type=int, default=4, help="finished questions a caller")
     parser.add_argument("--answer-window", type=float, default=8.0, help="s after each request")
     args = parser.parse_args(argv)
@@ -322,6 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         default, paused = HELD_OUT_VOICES, PAUSED_HELD_OUT
     elif args.held_out_2:
         default, paused = HELD_OUT_2_VOICES, PAUSED_HELD_OUT_2
+    elif args.held_out_3:
+        default, paused = HELD_OUT_3_VOICES, PAUSED_HELD_OUT_3
     voices = [v for v in (args.voices or ",".join(default)).split(",") if v]
     outcomes = asyncio.run(run(voices, args.finished, args.answer_window, paused))
     for o in outcomes:
