@@ -12,6 +12,7 @@ poorly still finds its entry, and the LLM still words the answer.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,6 +117,23 @@ class KnowledgeIndex:
         name another thing ("gift wrapping" and gift cards)."""
         k = self.entries.index(entry)
         return on_topic(text, self._texts[k], common=self._common)
+
+    def about(self, asked: str, found: Sequence[Retrieved]) -> list[Retrieved]:
+        """The retrieved entries that are about what ``asked`` asks (``on_topic``), best
+        first."""
+        return [r for r in found if self.on_topic(asked, r.entry)]
+
+    def only_asks(self, asked: str, found: Sequence[Retrieved]) -> bool:
+        """Whether the bot would only ask about a topic for the entries ``found`` for
+        ``asked`` ("Just to check, is this about ...?"), as the responder decides: none of
+        them is about what was asked, or, in extractive mode, the best one that is scores
+        below ``direct_score``. Nothing found: False (nothing to ask about)."""
+        if not found:
+            return False
+        about = self.about(asked, found)
+        if not about:
+            return True
+        return self.config.extractive and about[0].score < self.config.direct_score
 
     def direct(self, retrieved: list[Retrieved]) -> KnowledgeEntry | None:
         """The entry whose own answer may be spoken as is: the best one, when it scores at

@@ -115,6 +115,24 @@ class Rehearing:
             return await self.worth(f"{previous} {text}")
         return True
 
+    async def only_asks(self, text: str, previous: str | None = None) -> bool:
+        """Whether the responder would only ask about a knowledge entry's topic for
+        ``text`` ("Just to check, is this about ...?"; ``KnowledgeIndex.only_asks``),
+        retrieving as it does: the words alone, or joined to ``previous`` when they read as
+        a follow-up and retrieve nothing alone. Small talk, an attempt at the bot's
+        instructions, a failed retrieval or no knowledge base: False."""
+        index = self._knowledge
+        if index is None or is_injection(text) or is_small_talk(text):
+            return False
+        try:
+            found, asked = await index.retrieve(text), text
+            if not found and previous is not None and is_follow_up(text):
+                asked = f"{previous} {text}"
+                found = await index.retrieve(asked)
+        except ProviderError:
+            return False
+        return index.only_asks(asked, found)
+
     async def hear(self, pcm: bytes, *, timings: StageTimings | None = None) -> str | None:
         """What the second recognizer makes of ``pcm`` (None: the pass failed)."""
         try:

@@ -273,7 +273,7 @@ class Responder(Processor):
         best one. The best entry at ``direct_score`` is spoken as written. In extractive
         mode (``knowledge_matching.extractive``) the model never words an answer: an entry
         below ``direct_score`` is asked about, and said on a yes."""
-        about = [r for r in found if index.on_topic(asked, r.entry)]
+        about = index.about(asked, found)
         turn.knowledge = tuple(r.entry.answer for r in about)
         if not about:
             turn.refusals.append(f"other_topic: {found[0].entry.topic}")

@@ -79,6 +79,10 @@ class Speculation:
     #: and the knowledge base has nothing for them: the responder will ask about that
     #: intent, a question as ``doubtful`` says.
     asks_unanswered: bool = False
+    #: The words lead to the responder, and it would only ask about a knowledge entry's
+    #: topic for them ("Just to check, is this about ...?"): a question, as ``doubtful``
+    #: says.
+    asks_topic: bool = False
     no_speech_prob: float = 1.0
     #: Time inside each model call of the pass (``asr``...).
     model_ms: dict[str, float] = field(default_factory=dict)
@@ -107,10 +111,16 @@ class Speculation:
     @property
     def doubtful(self) -> bool:
         """The intent cache would only ask about these words ("Just to check, ...?"), or
-        the responder would (``asks_unanswered``), or, where they led nowhere, about the
+        the responder would (``asks_unanswered``, ``asks_topic``), or, where they led
+        nowhere, about the
         second recognizer's words: a weak match, as often made on a fragment ("My parcel
         arrived and" heard as "My parcel arrived done") as on a whole request."""
-        return self.asks_unanswered or _asks(self.lookup) or _asks(self.second_lookup)
+        return (
+            self.asks_unanswered
+            or self.asks_topic
+            or _asks(self.lookup)
+            or _asks(self.second_lookup)
+        )
 
     @property
     def hit(self) -> bool:
@@ -275,7 +285,7 @@ class Speculator:
         the second hearing says other words. A failed lookup leaves ``second_lookup`` None."""
         found = spec.lookup
         second = other_words(text, spec.second)
-        if self._cache is None or found is None or _leads_on(found) or second is None:
+        if self._cache is None or found is None or leads_somewhere(found.match) or second is None:
             return
         if not await rehearing.worth(text):
             return
@@ -285,35 +295,41 @@ class Speculator:
             log.debug("speculative lookup of the second words failed: %s", exc)
 
     async def _leads_nowhere(self, spec: Speculation, text: str, rehearing: Rehearing) -> bool:
-        """Whether neither hearing of the pause leads to anything but "not sure" (as the
-        router and the responder would decide on the turn). Anything failing: False."""
+        """Whether neither hearing of the pause leads to anything but "not sure", as the
+        router and the responder would decide on the turn. The router takes the second
+        words where they lead somewhere (an answer or a question about an intent), and goes
+        on with the first otherwise: an intent the first words matched but a negative held
+        back is then asked about when the knowledge base has nothing for them
+        (``asks_unanswered``), and words nothing answers leave only "not sure". Anything
+        failing: False."""
         found = spec.lookup
         if found is None and self._cache is not None:
             return False  # the lookup failed: the router's may not
-        if found is not None and _leads_on(found):
-            if (
-                not leads_somewhere(found.match)
-                and other_words(text, spec.second) is None
-                and await rehearing.worth(text)
-            ):
-                # Held back by a negative, with no knowledge entry and no other words heard
-                # the second time (the router may take those): the responder will ask about
-                # the intent, as on a weak match.
-                spec.asks_unanswered = True
-            return False
-        if not await self._nothing_for(text, rehearing, found):
+        if found is not None and leads_somewhere(found.match):
             return False
         second = other_words(text, spec.second)
-        if second is None:
-            return True
-        if self._cache is not None:
+        if second is not None and self._cache is not None and await rehearing.worth(text):
             again = spec.second_lookup
-            # Not when its lookup failed, or the router takes the second words. Otherwise
-            # the router goes on with the first words, and the responder has nothing for
-            # them, whatever it would have made of the second ("Can you handle it?" reads
-            # as a follow-up; the turn was "Can you earn me?", and "not sure").
-            return again is not None and not _leads_on(again)
-        return await self._nothing_for(second, rehearing, None)
+            if again is None or leads_somewhere(again.match):
+                return False  # its lookup failed, or the router takes the second words
+        if found is not None and found.entry is not None and found.match.ask_if_unanswered:
+            spec.asks_unanswered = await rehearing.worth(text)
+            return False
+        if not await self._nothing_for(text, rehearing, found):
+            spec.asks_topic = await self._only_asks(text, rehearing, found)
+            return False
+        if second is not None and self._cache is None:
+            # No intent cache: the responder has the words, whichever it is given.
+            return await self._nothing_for(second, rehearing, None)
+        return True
+
+    async def _only_asks(self, text: str, rehearing: Rehearing, found: Lookup | None) -> bool:
+        """``Rehearing.only_asks`` for words the router passes on: not when it answers them
+        from its last answer."""
+        last = self._last_answer()
+        if last is not None and found is not None and await last.joins_last_answer(text, found):
+            return False
+        return await rehearing.only_asks(text, None if last is None else last.previous_words)
 
     async def _nothing_for(self, text: str, rehearing: Rehearing, found: Lookup | None) -> bool:
         """``Rehearing.nothing_for`` with the turn before, as the router and the responder
@@ -344,11 +360,3 @@ def _acts(found: Lookup | None, actions: tuple[str, ...]) -> bool:
 def _asks(found: Lookup | None) -> bool:
     """The lookup leads only to a question about an intent (a ``confirm`` match)."""
     return found is not None and found.entry is not None and found.match.route == "confirm"
-
-
-def _leads_on(found: Lookup) -> bool:
-    """The lookup leads to an answer or a question about an intent, now or (an intent held
-    back by a negative) once the knowledge base has nothing either."""
-    return leads_somewhere(found.match) or (
-        found.entry is not None and found.match.ask_if_unanswered
-    )

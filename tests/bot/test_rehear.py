@@ -159,6 +159,10 @@ async def test_a_first_transcript_that_matches_is_never_heard_again(cache: Inten
         # the second words read as a follow-up ("it"), but match no intent: the router goes
         # on with the first, which lead nowhere ("Can you send me | a copy of ..." was cut)
         ("Can you earn me?", "Can you handle it?", 1100),
+        # the second words match an intent a negative holds back: the router takes only
+        # words that lead somewhere, so it goes on with the first, which lead nowhere ("I'd
+        # like a refund | for the kettle ..." was cut, and "not sure" said in the pause)
+        ("I like a reefer", "I like a refund.", 1100),
         # the caller said "hello?" into the wait: they had finished, and wait for an answer
         ("What is your fax number? Hello?", "What is your fax number? Hello?", 300),
         # a knowledge entry answers it: the usual short silence
@@ -227,6 +231,31 @@ async def test_words_that_read_as_a_follow_up_lead_on_only_where_the_turn_before
         tone(600) + silence(1700), asr, cache, rehearing=rehearing, last_answer=router
     )
     assert ended_at == ends_at
+
+
+async def test_a_finished_sentence_the_knowledge_base_would_only_ask_about_waits_the_question_silence(
+    cache: IntentCache, knowledge: KnowledgeIndex
+) -> None:
+    # "I got an email saying | my parcel was delivered ...", cut at its pause: no intent
+    # for the first words, and an entry retrieved below ``direct_score``, so the responder
+    # would ask "Just to check, is this about ...?". Like an intent's question, it waits
+    # ``question_silence_ms`` for a caller who may go on (it ended the turn at 300 ms).
+    first, second = "I got a email feeding", "I got some email from you."
+    assert not leads_somewhere((await cache.lookup(first)).match)
+    found = await knowledge.retrieve(first)
+    assert found and knowledge.only_asks(first, found)
+    asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
+    rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
+    frames, ended_at, spec = await drive(tone(600) + silence(1700), asr, cache, rehearing=rehearing)
+    assert ended_at == CFG.question_silence_ms
+    assert ended(frames).turn.eot_reason == "silence"
+    # An entry the bot would say as written ends the turn as any finished sentence does.
+    said = "Can I pay with a gift card?"
+    assert not knowledge.only_asks(said, await knowledge.retrieve(said))
+    asr = TwoPassASR(ScriptedASR(said), ScriptedASR(said))
+    rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
+    _, ended_at, _ = await drive(tone(600) + silence(1700), asr, cache, rehearing=rehearing)
+    assert ended_at == 300
 
 
 async def test_a_finished_sentence_an_intent_would_only_ask_about_waits_the_question_silence(
