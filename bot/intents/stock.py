@@ -17,7 +17,10 @@ less, a transfer for fraud ("Someone took money from my account.") among them (0
 Of the request's phrasings, those nearer the intent's own examples than any other intent's
 by ``ADOPT_LEAD`` join its examples (in a thin profile an intent of 39 examples draws the
 other intents' callers: "I want to terminate my contract" was asked about a person), and
-its negatives join the intent's negatives, in the index it is matched with. Its
+its negatives join the intent's negatives, in the index it is matched with: each negative
+only with the phrasing nearest to it among the request's (adopted, or one of the intent's
+own examples), the one it was written against. Alone, "Are you a robot?" vetoed "Human."
+and "Get me a human." on three of four new operators' profiles. Its
 configuration, its answer and its action stay as the operator wrote them.
 ``intent_matching.stock_phrasings = false`` turns this off.
 """
@@ -130,7 +133,15 @@ def _adopt(
         if normalize(t) not in said and own[i] - other[i] >= ADOPT_LEAD
     ]
     said.update(normalize(r.examples[i]) for i in examples)
-    negatives = [i for i, t in enumerate(r.negatives) if normalize(t) not in said]
+    # A negative was written against the phrasing nearest to it ("Are you a robot?"
+    # against "I want to talk to a human, not a robot."): without that phrasing among the
+    # intent's examples it would veto the very callers the phrasing stood for ("Human.").
+    own_words = {normalize(t) for t in intent.examples}
+    has = set(examples) | {i for i, t in enumerate(r.examples) if normalize(t) in own_words}
+    counterpart = nearest_rows(request.negative_vectors, request.example_vectors)
+    negatives = [
+        i for i, t in enumerate(r.negatives) if normalize(t) not in said and counterpart[i] in has
+    ]
     if not examples and not negatives:
         return intent, 0
     return (
@@ -145,6 +156,13 @@ def _adopt(
         ),
         len(examples),
     )
+
+
+def nearest_rows(rows: Vectors, among: Vectors) -> list[int]:
+    """Per row of ``rows``, the index of its nearest row in ``among`` (unit rows)."""
+    if not len(rows) or not len(among):
+        return [-1] * len(rows)
+    return [int(k) for k in (rows @ among.T).argmax(axis=1)]
 
 
 def _rows(a: Vectors, b: Vectors) -> Vectors:

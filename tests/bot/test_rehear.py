@@ -233,7 +233,7 @@ async def test_words_that_read_as_a_follow_up_lead_on_only_where_the_turn_before
     assert ended_at == ends_at
 
 
-async def test_a_finished_sentence_the_knowledge_base_would_only_ask_about_waits_the_question_silence(
+async def test_a_sentence_the_knowledge_base_would_only_ask_about_waits_the_question_silence(
     cache: IntentCache, knowledge: KnowledgeIndex
 ) -> None:
     # "I got an email saying | my parcel was delivered ...", cut at its pause: no intent
@@ -246,7 +246,7 @@ async def test_a_finished_sentence_the_knowledge_base_would_only_ask_about_waits
     assert found and knowledge.only_asks(first, found)
     asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
     rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
-    frames, ended_at, spec = await drive(tone(600) + silence(1700), asr, cache, rehearing=rehearing)
+    frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, cache, rehearing=rehearing)
     assert ended_at == CFG.question_silence_ms
     assert ended(frames).turn.eot_reason == "silence"
     # An entry the bot would say as written ends the turn as any finished sentence does.

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from bot.intents.match import IntentMatchingConfig, IntentVectors
-from bot.intents.stock import ADOPT_SIMILARITY, adopted, embed_requests, stock_requests
+from bot.intents.stock import (
+    ADOPT_SIMILARITY,
+    adopted,
+    embed_requests,
+    nearest_rows,
+    stock_requests,
+    with_stock_phrasings,
+)
 from bot.profile import DEFAULT_PROFILE, BotProfile, IntentConfig, load_profile
 from tests.bot.published import published
 
@@ -97,3 +104,36 @@ async def test_the_cache_matches_an_adopted_intent_with_the_products_phrasings(
     async with published(profile(stock=False), minilm) as cache:
         found = await cache.lookup("Can I speak to a supervisor?")
         assert found.match.route != "exact"
+
+
+async def test_a_negative_comes_only_with_the_phrasing_it_was_written_against(
+    minilm: MiniLMEmbedder,
+) -> None:
+    # Seen on new operators' profiles: "Are you a robot?" adopted without "I want to talk
+    # to a human, not a robot." vetoed callers who said "Human." or "Get me a human.".
+    requests = {r.request.name: r for r in await embed_requests(minilm.embed)}
+    person = requests["talk_to_person"]
+
+    async def vectors(intent: IntentConfig) -> IntentVectors:
+        v = await minilm.embed(intent.examples)
+        return IntentVectors(intent.name, tuple(intent.examples), (), v, v[:0], intent.action)
+
+    thin = [await vectors(i) for i in (AGENT, FRAUD, BILL)]
+    agent = with_stock_phrasings(thin, [person])[0][0]
+    counterpart = {
+        n: person.request.examples[k]
+        for n, k in zip(
+            person.request.negatives,
+            nearest_rows(person.negative_vectors, person.example_vectors),
+            strict=True,
+        )
+    }
+    adopted_negatives = set(agent.negatives)
+    assert adopted_negatives  # some come along ...
+    assert adopted_negatives < set(person.request.negatives)  # ... not all of them
+    for negative, phrasing in counterpart.items():
+        assert (negative in adopted_negatives) == (phrasing in agent.examples), negative
+    # Alone, with no other intent to keep apart from, the intent takes every phrasing and
+    # with them every negative.
+    alone = with_stock_phrasings(thin[:1], [person])[0][0]
+    assert set(alone.negatives) == set(person.request.negatives)
