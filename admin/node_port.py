@@ -48,8 +48,10 @@ class IntentWarningRead(BaseModel):
 class MatchingInUse(BaseModel):
     """The intents' matching as the node fitted it to this configuration at load."""
 
-    #: The score an answer needs, after fitting (the configured one, or raised).
+    #: The score an answer needs (the configured one).
     threshold: float | None
+    #: Intents held to a higher one, raised at load: each would answer a common request.
+    intent_thresholds: dict[str, float] = {}
     #: The score from which a caller is asked a confirmation question.
     confirm_threshold: float | None
     #: Background lines the node holds the intents to.

@@ -64,6 +64,7 @@ class AdminPort:
             )
         return MatchingInUse(
             threshold=round(fitted.rule.threshold, 4),
+            intent_thresholds={k: round(v, 4) for k, v in fitted.thresholds.items()},
             confirm_threshold=fitted.rule.confirm_threshold,
             background_lines=len(fitted.background_texts),
             warnings=[

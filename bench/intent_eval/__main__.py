@@ -125,6 +125,8 @@ async def run(args: argparse.Namespace) -> int:
         for split, per in inputs.items()
     }
     print(f"## Intent matching ({len(names)} intents; {describe(rule)})\n")
+    for name, threshold in fitted.thresholds.items():
+        print(f"- threshold of {name!r} raised to {threshold:.3g}")
     for warning in fitted.warnings:
         print(f"- warning at load: {warning.message}")
     if absent:

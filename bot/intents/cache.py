@@ -296,16 +296,21 @@ class IntentCache:
             )
         for warning in fitted.warnings:
             log.warning("intent cache: %s", warning.message)
-        if fitted.rule.threshold != configured.threshold:
+        for name, threshold in fitted.thresholds.items():
             log.info(
-                "intent cache: threshold %.2f for this profile (configured %.2f)",
-                fitted.rule.threshold,
+                "intent cache: threshold %.2f for intent %r (configured %.2f)",
+                threshold,
+                name,
                 configured.threshold,
             )
         self._state = _State(
             version=index.version,
             source=index,
-            index=IntentIndex(vectors, fitted.background if background is not None else None),
+            index=IntentIndex(
+                vectors,
+                fitted.background if background is not None else None,
+                fitted.thresholds,
+            ),
             entries={e.name: e for e in chosen},
             thresholds=fitted.rule,
             fitted=fitted,

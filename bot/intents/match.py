@@ -23,6 +23,7 @@ background line is up to ``-clear_background_margin`` nearer than its nearest ex
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -200,8 +201,16 @@ class Scores:
 class IntentIndex:
     """The matching side of the cache: normalized examples and stacked example vectors."""
 
-    def __init__(self, intents: list[IntentVectors], background: Vectors | None = None) -> None:
+    def __init__(
+        self,
+        intents: list[IntentVectors],
+        background: Vectors | None = None,
+        thresholds: Mapping[str, float] | None = None,
+    ) -> None:
         self.intents = intents
+        #: Intents held to a threshold of their own (raised at load, ``bot.intents.fit``)
+        #: rather than the rule's.
+        self.thresholds: Mapping[str, float] = dict(thresholds or {})
         self._exact: dict[str, str] = {}
         self._exact_negative: set[str] = set()
         for intent in intents:
@@ -311,7 +320,8 @@ class IntentIndex:
         similarity = float(scores.intent[best])
         negative = float(scores.negative[best])
         name = self.intents[best].name
-        needed = rule.threshold
+        threshold = self.thresholds.get(name, rule.threshold)
+        needed = threshold
         if self.intents[best].action is not None:
             needed = max(needed, rule.action_threshold)
         # How far the intent's nearest example leads the nearest background line (no lines:
@@ -323,7 +333,7 @@ class IntentIndex:
         # Clearly this intent, though a background line is a little nearer: worth a question
         # (held to ``threshold``, not ``action_threshold``: a question acts on nothing).
         clear = (
-            score >= rule.threshold
+            score >= threshold
             and score - runner_up >= rule.clear_margin
             and lead >= rule.clear_background_margin
         )

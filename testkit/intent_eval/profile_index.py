@@ -53,7 +53,7 @@ async def build_index(profile: BotProfile, embedder: Embedder) -> tuple[IntentIn
         rule,
         raise_threshold=profile.intent_matching.fit_threshold,
     )
-    return IntentIndex(intents, fitted.background), fitted
+    return IntentIndex(intents, fitted.background, fitted.thresholds), fitted
 
 
 async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> Vectors:

@@ -151,14 +151,21 @@ def test_fit_raises_the_threshold_above_a_background_line_it_would_answer() -> N
     # other, and nearer to it than to any other line: in scope, left out.
     assert fitted.left_out == ("where is my parcel",)
     assert fitted.background_texts == ("tell me a joke", "is it raining")
-    # "is it raining" (0.67 to "order", far from "tell me a joke") would be answered: the
-    # threshold goes just above it, and the operator is told which line did it.
+    # "is it raining" (0.67 to "order", far from "tell me a joke") would be answered: that
+    # intent's threshold goes just above it (not the other intent's, nor the rule's), and
+    # the operator is told which line did it.
     raining = float(raining_vector @ E[0])
-    assert fitted.rule.threshold == pytest.approx(raining + 0.02)
+    assert fitted.thresholds == {"order": pytest.approx(raining + 0.02)}
+    assert fitted.rule.threshold == 0.5
     raised = [w for w in fitted.warnings if w.kind == "raised"]
     assert len(raised) == 1 and "is it raining" in raised[0].message
+    assert raised[0].intent == "order"
+    # The line said by a caller, held to the other line as at load: below that threshold.
+    index = IntentIndex([order, HOURS], fitted.background[:1], fitted.thresholds)
+    said = index.semantic(raining_vector, loose)
+    assert (said.best, said.route, said.reason) == ("order", "none", "below threshold")
     kept = fit([order, HOURS], lines, vectors, loose, raise_threshold=False)
-    assert kept.rule.threshold == 0.5
+    assert kept.rule.threshold == 0.5 and not kept.thresholds
 
 
 def test_fit_warns_about_thin_intents_and_examples_nearer_to_another_intent() -> None:
