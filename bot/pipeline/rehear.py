@@ -3,7 +3,9 @@
 With a two-pass recognizer (``SWITCHBOARD_MODELS__ASR=whisper-window+base``: tiny.en on every
 turn, Whisper base on request), a turn whose first transcript matched no intent and retrieved
 no knowledge entry is decoded again, and the router goes on with the second transcript when
-it matches an intent (or is worth asking about); otherwise the first stands. The second
+it matches an intent (or is worth asking about), or, since 2026-11-28, when the knowledge
+base has an entry for it ("I like a refund." for "I like a reefer": the responder answers
+or asks about the entry instead of saying "not sure"); otherwise the first stands. The second
 recognizer was better on as many utterances as it was worse, so it is asked only where the
 first one led nowhere, and its words are taken only where they lead somewhere.
 
@@ -114,6 +116,16 @@ class Rehearing:
         if is_follow_up(text) and previous is not None:
             return await self.worth(f"{previous} {text}")
         return True
+
+    async def known(self, text: str) -> bool:
+        """Whether the knowledge base retrieves an entry for ``text`` as said (no follow-up
+        joined to words before; not small talk). A failed retrieval: False."""
+        if self._knowledge is None or not text.strip() or is_small_talk(text):
+            return False
+        try:
+            return bool(await self._knowledge.retrieve(text))
+        except ProviderError:
+            return False
 
     async def only_asks(self, text: str, previous: str | None = None) -> bool:
         """Whether the responder would only ask about a knowledge entry's topic for

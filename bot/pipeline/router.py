@@ -223,16 +223,24 @@ class Router(Processor):
         return await self._instead(turn, frame, found, words, "its own words alone")
 
     async def _instead(
-        self, turn: Turn, frame: Transcript, found: Lookup, words: str, why: str
+        self,
+        turn: Turn,
+        frame: Transcript,
+        found: Lookup,
+        words: str,
+        why: str,
+        *,
+        known: Rehearing | None = None,
     ) -> tuple[Lookup, Transcript]:
         """``words`` and their lookup in place of the turn's transcript, when they lead
-        somewhere (an answer, or a question about an intent); else as they were."""
+        somewhere (an answer, or a question about an intent), or, given ``known``, when its
+        knowledge base has an entry for them; else as they were."""
         try:
             other = await self._cache.lookup(words)
         except ProviderError:
             return found, frame
         turn.model_ms["intent_lookup"] += other.lookup_ms
-        if not leads_somewhere(other.match):
+        if not leads_somewhere(other.match) and not (known and await known.known(words)):
             log.debug("turn %d: %s %r, no match either", turn.index, why, words)
             return found, frame
         log.info("turn %d of %s: %s %r", turn.index, turn.call_id, why, words)
@@ -322,11 +330,13 @@ class Router(Processor):
         self, turn: Turn, frame: Transcript, found: Lookup, rehearing: Rehearing
     ) -> tuple[Lookup, Transcript]:
         """The turn's second transcript and its lookup, when the words the second recognizer
-        heard match an intent (or are worth asking about); else the first, as they were."""
+        heard match an intent (or are worth asking about), or the knowledge base has an
+        entry for them (it has none for the first words, or they would not be heard again:
+        "I like a refund." for "I like a reefer"); else the first, as they were."""
         second = await rehearing.again(turn, frame.text)
         if second is None:
             return found, frame
-        return await self._instead(turn, frame, found, second, "heard again as")
+        return await self._instead(turn, frame, found, second, "heard again as", known=rehearing)
 
     def _offered(self, previous: Turn, text: str) -> _Asked | None:
         """The colleague the previous answer offered, as a question the caller may answer."""

@@ -297,8 +297,10 @@ class Speculator:
     async def _leads_nowhere(self, spec: Speculation, text: str, rehearing: Rehearing) -> bool:
         """Whether neither hearing of the pause leads to anything but "not sure", as the
         router and the responder would decide on the turn. The router takes the second
-        words where they lead somewhere (an answer or a question about an intent), and goes
-        on with the first otherwise: an intent the first words matched but a negative held
+        words where they lead somewhere (an answer or a question about an intent) or the
+        knowledge base has an entry for them (``asks_topic`` when the responder would only
+        ask about it), and goes on with the first otherwise: an intent the first words
+        matched but a negative held
         back is then asked about when the knowledge base has nothing for them
         (``asks_unanswered``), and words nothing answers leave only "not sure". Anything
         failing: False."""
@@ -312,6 +314,11 @@ class Speculator:
             again = spec.second_lookup
             if again is None or leads_somewhere(again.match):
                 return False  # its lookup failed, or the router takes the second words
+            if await rehearing.known(second):
+                # The router takes them for the knowledge base's entry: an answer, or a
+                # question about its topic.
+                spec.asks_topic = await self._only_asks(second, rehearing, None)
+                return False
         if found is not None and found.entry is not None and found.match.ask_if_unanswered:
             spec.asks_unanswered = await rehearing.worth(text)
             return False
