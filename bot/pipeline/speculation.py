@@ -319,11 +319,13 @@ class Speculator:
                 # question about its topic.
                 spec.asks_topic = await self._only_asks(second, rehearing, None)
                 return False
-        if found is not None and found.entry is not None and found.match.ask_if_unanswered:
-            spec.asks_unanswered = await rehearing.worth(text)
-            return False
         if not await self._nothing_for(text, rehearing, found):
+            # An entry for them (or a question about its topic), or an answer the router
+            # gives from its last one.
             spec.asks_topic = await self._only_asks(text, rehearing, found)
+            return False
+        if found is not None and found.entry is not None and found.match.ask_if_unanswered:
+            spec.asks_unanswered = True  # no entry: the responder asks about the intent
             return False
         if second is not None and self._cache is None:
             # No intent cache: the responder has the words, whichever it is given.

@@ -239,6 +239,10 @@ async def test_words_that_read_as_a_follow_up_lead_on_only_where_the_turn_before
         # match an intent a negative holds back, and the knowledge base has an entry for
         # them below ``direct_score``: the router goes on with them for the entry
         ("I like a reefer", "I like a refund."),
+        # "My parcel arrived | and the box was completely crushed": an intent a negative
+        # holds back, and an entry below ``direct_score``: the responder asks about the
+        # entry, not the intent (it ended the turn at 300 ms)
+        ("My parcel arrived done", "My parcel arrived done."),
     ],
 )
 async def test_a_sentence_the_knowledge_base_would_only_ask_about_waits_the_question_silence(
