@@ -19,8 +19,10 @@ by ``ADOPT_LEAD`` join its examples (in a thin profile an intent of 39 examples 
 other intents' callers: "I want to terminate my contract" was asked about a person), and
 its negatives join the intent's negatives, in the index it is matched with: each negative
 only with the phrasing nearest to it among the request's (adopted, or one of the intent's
-own examples), the one it was written against. Alone, "Are you a robot?" vetoed "Human."
-and "Get me a human." on three of four new operators' profiles. Its
+own examples), the one it was written against. Alone, "I'd like to talk about my
+account." vetoed "I'd like to talk to customer service please." on a new operator's
+broadband profile, and "Is there a real person I could speak with about my account?" on an
+energy supplier's. Its
 configuration, its answer and its action stay as the operator wrote them.
 ``intent_matching.stock_phrasings = false`` turns this off.
 """
@@ -133,9 +135,10 @@ def _adopt(
         if normalize(t) not in said and own[i] - other[i] >= ADOPT_LEAD
     ]
     said.update(normalize(r.examples[i]) for i in examples)
-    # A negative was written against the phrasing nearest to it ("Are you a robot?"
-    # against "I want to talk to a human, not a robot."): without that phrasing among the
-    # intent's examples it would veto the very callers the phrasing stood for ("Human.").
+    # A negative was written against the phrasing nearest to it ("I'd like to talk about
+    # my account." against "I'd like to talk to your staff."): without that phrasing among
+    # the intent's examples it vetoes the callers the phrasing stood for ("I'd like to
+    # talk to customer service please.").
     own_words = {normalize(t) for t in intent.examples}
     has = set(examples) | {i for i, t in enumerate(r.examples) if normalize(t) in own_words}
     counterpart = nearest_rows(request.negative_vectors, request.example_vectors)

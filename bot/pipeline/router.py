@@ -240,7 +240,9 @@ class Router(Processor):
         except ProviderError:
             return found, frame
         turn.model_ms["intent_lookup"] += other.lookup_ms
-        if not leads_somewhere(other.match) and not (known and await known.known(words)):
+        if not leads_somewhere(other.match) and not (
+            known is not None and await known.known(words)
+        ):
             log.debug("turn %d: %s %r, no match either", turn.index, why, words)
             return found, frame
         log.info("turn %d of %s: %s %r", turn.index, turn.call_id, why, words)

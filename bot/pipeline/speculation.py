@@ -112,9 +112,9 @@ class Speculation:
     def doubtful(self) -> bool:
         """The intent cache would only ask about these words ("Just to check, ...?"), or
         the responder would (``asks_unanswered``, ``asks_topic``), or, where they led
-        nowhere, about the
-        second recognizer's words: a weak match, as often made on a fragment ("My parcel
-        arrived and" heard as "My parcel arrived done") as on a whole request."""
+        nowhere, about the second recognizer's words: a weak match, as often made on a
+        fragment ("My parcel arrived and" heard as "My parcel arrived done") as on a whole
+        request."""
         return (
             self.asks_unanswered
             or self.asks_topic
@@ -298,11 +298,11 @@ class Speculator:
         """Whether neither hearing of the pause leads to anything but "not sure", as the
         router and the responder would decide on the turn. The router takes the second
         words where they lead somewhere (an answer or a question about an intent) or the
-        knowledge base has an entry for them (``asks_topic`` when the responder would only
-        ask about it), and goes on with the first otherwise: an intent the first words
-        matched but a negative held
-        back is then asked about when the knowledge base has nothing for them
-        (``asks_unanswered``), and words nothing answers leave only "not sure". Anything
+        knowledge base has an entry for them, and goes on with the first otherwise. The
+        responder then says or asks about an entry for the words it gets (``asks_topic``
+        when it would only ask), asks about an intent the first words matched but a
+        negative held back when the knowledge base has nothing for them
+        (``asks_unanswered``), and says "not sure" to words nothing answers. Anything
         failing: False."""
         found = spec.lookup
         if found is None and self._cache is not None:

@@ -109,8 +109,9 @@ async def test_the_cache_matches_an_adopted_intent_with_the_products_phrasings(
 async def test_a_negative_comes_only_with_the_phrasing_it_was_written_against(
     minilm: MiniLMEmbedder,
 ) -> None:
-    # Seen on new operators' profiles: "Are you a robot?" adopted without "I want to talk
-    # to a human, not a robot." vetoed callers who said "Human." or "Get me a human.".
+    # Seen on new operators' profiles: "I'd like to talk about my account." adopted
+    # without "I'd like to talk to your staff." vetoed "I'd like to talk to customer
+    # service please.".
     requests = {r.request.name: r for r in await embed_requests(minilm.embed)}
     person = requests["talk_to_person"]
 
