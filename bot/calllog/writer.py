@@ -83,6 +83,7 @@ class RecordWriter:
         # One drain at a time: the task's, or a caller's `flush` / `close`.
         self._lock = asyncio.Lock()
         self._inflight = 0
+        self._spooling_now = 0  # records on their way to the spool file (counted on arrival)
         self._task: asyncio.Task[None] | None = None
         self.stats = WriterStats()
 
@@ -94,7 +95,7 @@ class RecordWriter:
     @property
     def pending(self) -> int:
         """Records accepted but not yet in the database or the spool file."""
-        return len(self._queue) + len(self._to_spool) + self._inflight
+        return len(self._queue) + len(self._to_spool) + self._inflight + self._spooling_now
 
     def submit(self, record: Record) -> None:
         """Hand over a record; never blocks, never raises for database trouble."""
@@ -175,6 +176,7 @@ class RecordWriter:
         while self._to_spool:
             items = list(self._to_spool)
             self._to_spool.clear()
+            self._spooling_now = len(items)
             try:
                 rewritten, dropped = await asyncio.to_thread(
                     self._spool.append, items, self._offset
@@ -182,6 +184,8 @@ class RecordWriter:
             except BaseException:
                 self._to_spool.extendleft(reversed(items))
                 raise
+            finally:
+                self._spooling_now = 0
             self.stats.spooled += len(items)
             if rewritten:
                 self._offset = 0  # the replayed records are gone from the file

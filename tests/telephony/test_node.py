@@ -354,6 +354,13 @@ async def test_killed_worker_ends_its_calls_and_is_replaced(
             assert victim.worker_pid in node.worker_pids
             os.kill(victim.worker_pid, signal.SIGKILL)  # a worker this node started
             await wait_until(lambda: victim.ended, timeout_s=3, what="victim ended")
+            # The end is queued behind the audio the worker sent before it died: wait for
+            # the handler to read up to it (a loaded machine lags), then it must be the last.
+            await wait_until(
+                lambda: any(isinstance(e, CallEnded) for e in calls.events[victim.call_id]),
+                timeout_s=3,
+                what="victim's end read",
+            )
             ended = calls.events[victim.call_id][-1]
             assert isinstance(ended, CallEnded) and ended.reason == "worker crashed"
             assert not survivor.ended
