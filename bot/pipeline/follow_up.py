@@ -10,9 +10,14 @@ before: "As I said, we cannot take card payments over the phone").
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from bot.answers.guard import closest_sentence, stems
 from bot.answers.small_talk import is_small_talk
+
+if TYPE_CHECKING:
+    from bot.knowledge.index import KnowledgeIndex, Retrieved
+    from serve import StageTimings
 
 #: Longer than this, the words are a request of their own.
 MAX_WORDS = 9
@@ -126,3 +131,21 @@ def is_follow_up(text: str) -> bool:
     if any(tuple(words[: len(lead)]) == lead for lead in _LEADS):
         return True
     return any(word in _REFERRING for word in words)
+
+
+async def retrieve_following(
+    index: KnowledgeIndex,
+    text: str,
+    previous: str | None,
+    *,
+    timings: StageTimings | None = None,
+) -> tuple[list[Retrieved], str]:
+    """The entries for the caller's words and the words they were retrieved for, as the
+    responder retrieves: the words alone or, when they retrieve nothing and read as a
+    follow-up, joined to ``previous`` (the caller's words before; None: nothing to join).
+    The embedder's errors are the caller's to handle."""
+    found = await index.retrieve(text, timings=timings)
+    if found or not previous or not is_follow_up(text):
+        return found, text
+    asked = f"{previous} {text}"
+    return await index.retrieve(asked, timings=timings), asked

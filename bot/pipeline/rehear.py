@@ -29,7 +29,7 @@ from bot.answers.small_talk import is_small_talk
 from bot.answers.text import sentences
 from bot.intents.match import Match, normalize
 from bot.knowledge.index import KnowledgeIndex
-from bot.pipeline.follow_up import is_follow_up
+from bot.pipeline.follow_up import retrieve_following
 from bot.pipeline.turn import Turn
 from serve import ASR, ProviderError, StageTimings, Transcription
 
@@ -100,22 +100,23 @@ class Rehearing:
 
     async def nothing_for(self, text: str, previous: str | None = None) -> bool:
         """Whether the responder would have nothing but "not sure" for ``text``: a
-        knowledge base that retrieves nothing for it, and words that are no small talk or
-        attempt at the bot's instructions. Words that read as a follow-up are retrieved
-        joined to ``previous``, the caller's words before, as the responder does (no words
-        before: nothing to join). Without a knowledge base the model answers: False. Nor
-        words that end in small talk ("... Hello?"): a caller who finished and heard
-        nothing yet. (The intent cache is the caller's to ask.)"""
-        if self._knowledge is None or is_injection(text):
+        knowledge base that retrieves nothing for it, retrieving as the responder does (the
+        words alone, or joined to ``previous``, the caller's words before, when they read
+        as a follow-up), and words that are no small talk or attempt at the bot's
+        instructions. Without a knowledge base the model answers: False. Nor words that end
+        in small talk ("... Hello?"): a caller who finished and heard nothing yet. A failed
+        retrieval: False. (The intent cache is the caller's to ask.)"""
+        index = self._knowledge
+        if index is None or is_injection(text) or not text.strip() or is_small_talk(text):
             return False
         said = sentences(text)
         if len(said) > 1 and is_small_talk(said[-1]):
             return False  # "... Hello? Are you there?": the caller is waiting for an answer
-        if not await self.worth(text):
+        try:
+            found, _ = await retrieve_following(index, text, previous)
+        except ProviderError:
             return False
-        if is_follow_up(text) and previous is not None:
-            return await self.worth(f"{previous} {text}")
-        return True
+        return not found
 
     async def known(self, text: str) -> bool:
         """Whether the knowledge base retrieves an entry for ``text`` as said (no follow-up
@@ -130,17 +131,13 @@ class Rehearing:
     async def only_asks(self, text: str, previous: str | None = None) -> bool:
         """Whether the responder would only ask about a knowledge entry's topic for
         ``text`` ("Just to check, is this about ...?"; ``KnowledgeIndex.only_asks``),
-        retrieving as it does: the words alone, or joined to ``previous`` when they read as
-        a follow-up and retrieve nothing alone. Small talk, an attempt at the bot's
+        retrieving as it does (``retrieve_following``). Small talk, an attempt at the bot's
         instructions, a failed retrieval or no knowledge base: False."""
         index = self._knowledge
         if index is None or is_injection(text) or is_small_talk(text):
             return False
         try:
-            found, asked = await index.retrieve(text), text
-            if not found and previous is not None and is_follow_up(text):
-                asked = f"{previous} {text}"
-                found = await index.retrieve(asked)
+            found, asked = await retrieve_following(index, text, previous)
         except ProviderError:
             return False
         return index.only_asks(asked, found)

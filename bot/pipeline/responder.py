@@ -14,7 +14,7 @@ from bot.answers.small_talk import is_small_talk
 from bot.intents.confirm import read_answer
 from bot.knowledge.index import KnowledgeIndex, Retrieved, topic_question
 from bot.pipeline.clauses import ClauseSplitter
-from bot.pipeline.follow_up import is_follow_up
+from bot.pipeline.follow_up import retrieve_following
 from bot.pipeline.frames import (
     AnswerPending,
     DataFrame,
@@ -176,20 +176,26 @@ class Responder(Processor):
             self._remember(turn.transcript, None)
             self._current = None
 
-    async def _retrieve(self, turn: Turn, text: str) -> list[Retrieved]:
+    async def _retrieve(self, turn: Turn, text: str) -> tuple[list[Retrieved], str]:
+        """The entries for ``text`` and the words they were retrieved for: the words
+        alone, or joined to the words before when they read as a follow-up ("and to a PO
+        box?" names its topic in the turn before; words with a request of their own are
+        never joined to it)."""
         if self._knowledge is None:
-            return []
+            return [], text
         timings = StageTimings()
         try:
-            found = await self._knowledge.retrieve(text, timings=timings)
+            found, asked = await retrieve_following(
+                self._knowledge, text, self._previous, timings=timings
+            )
         except ProviderError as exc:
             # As if nothing were retrieved: the caller hears "not sure", never a guess.
             log.warning("knowledge lookup failed on turn %d: %s", turn.index, exc)
-            return []
+            return [], text
         finally:
             turn.model_ms.update({f"knowledge_{k}": v for k, v in timings.durations_ms.items()})
         turn.knowledge = tuple(r.entry.answer for r in found)
-        return found
+        return found, asked
 
     async def _answer(self, turn: Turn, text: str) -> None:
         self._current = turn
@@ -201,12 +207,7 @@ class Responder(Processor):
         if reply is not None:  # "Hi there.", "Thanks, bye.": the operator's fixed words
             await self._operator_answer(turn, text, reply, route="small_talk")
             return
-        found, asked = await self._retrieve(turn, text), text
-        if not found and self._previous and self._knowledge is not None and is_follow_up(text):
-            # A follow-up ("and to a PO box?") names its topic in the turn before; words
-            # with a request of their own are never joined to it.
-            asked = f"{self._previous} {text}"
-            found = await self._retrieve(turn, asked)
+        found, asked = await self._retrieve(turn, text)
         self._previous = text
         if self._knowledge is not None and not found and not is_small_talk(text):
             # Nothing the operator wrote covers it: say so, do not let the model guess.
