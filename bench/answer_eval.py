@@ -13,7 +13,11 @@ an entry about another topic), repeated sentences, the guard's refusals by reaso
 mix, the mean time per answer, and every failure (question -> what the caller heard).
 
 ``--spoken`` adds the same questions said by three flite voices at 8 kHz and transcribed by
-the bot's Whisper (cached in ``testkit/answer_eval/asr_transcripts.json``).
+the bot's Whisper (cached in ``testkit/answer_eval/asr_transcripts.json``). The bot's
+recognizer has two passes (tiny.en, and Whisper base on a turn that led nowhere,
+``bot.pipeline.rehear``): each question is also transcribed by the second one, cached the
+same way, and the router hears a turn again as on a call (``--no-second-pass``: the first
+pass alone).
 
 The questions were written, and each given its split ("tuning" about 40%, "test" about 60%,
 a field in the file), before the first run. The tuning split may be read while changing the
@@ -35,6 +39,7 @@ from pathlib import Path
 from threadpoolctl import threadpool_limits
 
 from bot.profile import DEFAULT_PROFILE, load_profile
+from serve.asr_twopass import TwoPassASR
 from serve.registry import ModelSpec, asr_backends
 from testkit.answer_eval import guard_heldout as heldout
 from testkit.answer_eval.not_answer import KINDS as NOT_ANSWER_KINDS
@@ -72,30 +77,51 @@ def input_label(name: str) -> str:
 
 async def spoken_inputs(
     cases: list[Case], args: argparse.Namespace
-) -> dict[str, dict[str, list[str]]]:
-    """Per voice, per case id, the transcript of each of its asks."""
+) -> tuple[dict[str, dict[str, list[str]]], dict[str, dict[str, list[str]]]]:
+    """Per voice, per case id, the transcript of each of its asks; and, for a two-pass
+    recognizer (the bot's default) unless ``--no-second-pass``, the second one's."""
     spec = ModelSpec()
     asr = asr_backends.create(spec.asr, spec)
-    setup = asr_setup(spec.asr, asr)
     texts = [a.text for c in cases for a in c.asks]
-    todo = missing(texts, VOICES, setup, args.transcripts)
-    progress(f"ASR {spec.asr} ({asr.description}), setup {setup.key}: {todo} to transcribe")
-    if todo:
-        await asr.load()
-        await asr.warm()
-    started = time.monotonic()
-    result = await transcribe(
-        texts, VOICES, setup, asr if todo else None, cache=args.transcripts, progress=progress
-    )
-    if result.asr_ms:
-        progress(
-            f"transcribed {len(result.asr_ms)} in {time.monotonic() - started:.0f}s "
-            f"(ASR mean {mean(result.asr_ms) or 0:.0f} ms)"
+    passes = [(spec.asr, asr)]
+    if isinstance(asr, TwoPassASR) and args.second_pass:
+        passes.append((f"{spec.asr}, second pass", asr.second))
+    found = []
+    for name, recognizer in passes:
+        setup = asr_setup(spec.asr if recognizer is asr else _second_name(spec.asr), recognizer)
+        todo = missing(texts, VOICES, setup, args.transcripts)
+        progress(f"ASR {name} ({recognizer.description}), setup {setup.key}: {todo} to transcribe")
+        if todo:
+            await recognizer.load()
+            await recognizer.warm()
+        started = time.monotonic()
+        result = await transcribe(
+            texts,
+            VOICES,
+            setup,
+            recognizer if todo else None,
+            cache=args.transcripts,
+            progress=progress,
         )
-    return {
-        voice: {c.id: [result.texts[key(voice, a.text)] for a in c.asks] for c in cases}
-        for voice in VOICES
-    }
+        if result.asr_ms:
+            progress(
+                f"transcribed {len(result.asr_ms)} in {time.monotonic() - started:.0f}s "
+                f"(ASR mean {mean(result.asr_ms) or 0:.0f} ms)"
+            )
+        found.append(
+            {
+                voice: {c.id: [result.texts[key(voice, a.text)] for a in c.asks] for c in cases}
+                for voice in VOICES
+            }
+        )
+    return found[0], (found[1] if len(found) > 1 else {})
+
+
+def _second_name(backend: str) -> str:
+    """The registry's name of a two-pass backend's second recognizer, for its cache key
+    (``whisper-window+base`` -> ``whisper-base-window``, as ``bench.intent_eval
+    --second-pass`` names it, so that both read the same transcripts)."""
+    return {"whisper-window+base": "whisper-base-window"}.get(backend, f"{backend}:second")
 
 
 def summary_table(summaries: dict[tuple[str, str], Summary]) -> list[str]:
@@ -182,10 +208,12 @@ async def run(args: argparse.Namespace) -> int:
     if args.cases:
         cases = [c for c in cases if c.id in args.cases]
     inputs: dict[str, dict[str, list[str]]] = {}
+    seconds: dict[str, dict[str, list[str]]] = {}
     if not args.spoken_only:
         inputs[TEXT] = {c.id: [a.text for a in c.asks] for c in cases}
     if args.spoken or args.spoken_only:
-        inputs.update(await spoken_inputs(cases, args))
+        spoken, seconds = await spoken_inputs(cases, args)
+        inputs.update(spoken)
     spec = ModelSpec() if args.llm is None else ModelSpec(llm=args.llm)
     rig = await Rig.load(profile, spec, llm_timeout_s=args.llm_timeout, progress=progress)
     ref = Reference.of(profile)
@@ -194,11 +222,13 @@ async def run(args: argparse.Namespace) -> int:
         label = TEXT if name == TEXT else SPOKEN
         began = time.monotonic()
         for n, case in enumerate(cases, 1):
-            records = await rig.converse(case, heard[case.id], input=name)
+            again = seconds.get(name, {}).get(case.id)
+            records = await rig.converse(case, heard[case.id], input=name, second=again)
             verdicts[(case.split, label)] += judge(records, ref)
             if n % 20 == 0:
                 progress(f"{input_label(name)}: {n}/{len(cases)} cases")
         progress(f"{input_label(name)}: {len(cases)} cases in {time.monotonic() - began:.0f}s")
+    heard_again = rig.second_passes
     order = [(s, i) for s in SPLITS for i in (TEXT, SPOKEN) if (s, i) in verdicts]
     summaries = {(s, input_label(i) if i == TEXT else f"{SPOKEN}, {len(VOICES)} voices"):
                  summarize(verdicts[(s, i)]) for s, i in order}  # fmt: skip
@@ -215,7 +245,13 @@ async def run(args: argparse.Namespace) -> int:
         counts = Counter(c.kind for c in cases if c.split == split)
         print(f"- {split}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
     if any(i != TEXT for i in inputs):
-        print(f"- spoken: each question in the flite voices {', '.join(VOICES)}, 8 kHz, Whisper")
+        passes = (
+            f"; a second pass where the first led nowhere ({heard_again} turns)" if seconds else ""
+        )
+        print(
+            f"- spoken: each question in the flite voices {', '.join(VOICES)}, 8 kHz, "
+            f"Whisper{passes}"
+        )
     print()
     print("\n".join(summary_table(summaries)))
     print("\n### Guard refusals by reason (clauses; injection: declined before the model)\n")
@@ -250,6 +286,13 @@ def main() -> int:
         "--spoken", action="store_true", help="also run the questions as Whisper transcripts"
     )
     parser.add_argument("--spoken-only", action="store_true", help="Whisper transcripts only")
+    parser.add_argument(
+        "--second-pass",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="hear a spoken turn that led nowhere again with the bot's second recognizer, as "
+        "the bot does (default); --no-second-pass: the first recognizer alone",
+    )
     parser.add_argument("--cases", nargs="+", help="only these case ids (a quick look)")
     parser.add_argument(
         "--llm", help="the language model's backend (default: the bot's, ModelSpec().llm)"

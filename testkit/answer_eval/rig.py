@@ -8,6 +8,11 @@ Responder history and guard memory), as a new call would be; the models, the cac
 index are shared, as on a node. Transcripts go in as the Transcriber sends them; the texts
 of what the speaker would say come out. No synthesis is needed: the cache's answer audio is
 silence, since only its text is judged.
+
+Spoken turns may come with the second recognizer's transcript of the same audio (the bot's
+default recognizer has two passes; ``bot.pipeline.rehear``): the router then hears a turn
+again as on a call, and gets that transcript, decoded ahead and cached like the first one
+(``ReplayedSecondPass``).
 """
 
 from __future__ import annotations
@@ -25,12 +30,13 @@ from bot.pipeline.answer_guard import AnswerGuard
 from bot.pipeline.frames import CallAction, DataFrame, Frame, PlayAudio, ResponseDone, Speak
 from bot.pipeline.frames import Transcript as TranscriptFrame
 from bot.pipeline.processor import Collector, Processor
+from bot.pipeline.rehear import Rehearing
 from bot.pipeline.repeater import Repeater
 from bot.pipeline.responder import Responder
 from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import BotProfile
-from serve import LLM, TTS, ChatMessage, Embedder
+from serve import LLM, TTS, ChatMessage, Embedder, StageTimings, Transcription
 from serve.base import unhurried
 from serve.registry import ModelSpec, embedder_backends, llm_backends
 from telephony.config import SAMPLE_RATE
@@ -59,6 +65,26 @@ class SilentTTS(TTS):
 
     def _synthesize_impl(self, text: str, sample_rate: int) -> Iterator[bytes]:
         yield bytes(2 * sample_rate // 100)
+
+
+#: A turn's audio where the second transcript is replayed: the router hears a turn again
+#: only when it has audio; what that audio says is ``ReplayedSecondPass.text``.
+STAND_IN_AUDIO = bytes(2 * SAMPLE_RATE // 100)
+
+
+class ReplayedSecondPass:
+    """The second recognizer of a two-pass ASR, replayed: its transcript of the turn being
+    fed, decoded ahead from the same synthesized audio (``bench.answer_eval``)."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.asked = 0
+
+    async def second_pass(
+        self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
+    ) -> Transcription:
+        self.asked += 1
+        return Transcription(text=self.text, confidence=1.0, audio_ms=0.0, no_speech_prob=0.0)
 
 
 @dataclass(frozen=True)
@@ -100,6 +126,8 @@ class Rig:
     llm: LLM
     cache: IntentCache
     knowledge: KnowledgeIndex
+    #: Turns the router heard again (a second transcript asked for), over all conversations.
+    second_passes: int = 0
 
     @classmethod
     async def load(
@@ -150,12 +178,23 @@ class Rig:
                 pass
 
     async def converse(
-        self, case: Case, heard: Sequence[str], input: str = TEXT
+        self,
+        case: Case,
+        heard: Sequence[str],
+        input: str = TEXT,
+        second: Sequence[str] | None = None,
     ) -> list[TurnRecord]:
         """Feed ``heard`` (one transcript per ask of ``case``) as one call's turns, each after
-        the last one's answer ended; one record per turn."""
+        the last one's answer ended; one record per turn. ``second``: the second
+        recognizer's transcript of each ask, for the turns the router hears again."""
         profile = self.profile
-        router = Router(self.cache, offer=profile.unsure)
+        replay = ReplayedSecondPass() if second is not None else None
+        rehearing = (
+            Rehearing(replay, sample_rate=SAMPLE_RATE, knowledge=self.knowledge)
+            if replay is not None
+            else None
+        )
+        router = Router(self.cache, offer=profile.unsure, rehearing=rehearing)
         responder = Responder(self.llm, profile, apology_pcm=b"", knowledge=self.knowledge)
         guard = AnswerGuard(
             unsure=profile.unsure,
@@ -171,22 +210,36 @@ class Rig:
         for stage in stages:
             stage.start()
         try:
-            return [
-                await self._turn(repeater, tap, case, n, text, input=input)
-                for n, text in enumerate(heard)
-            ]
+            records = []
+            for n, text in enumerate(heard):
+                if replay is not None and second is not None:
+                    replay.text = second[n]
+                records.append(
+                    await self._turn(repeater, tap, case, n, text, input=input, again=replay)
+                )
+            return records
         finally:
             for stage in stages:
                 await stage.stop()
+            if replay is not None:
+                self.second_passes += replay.asked
 
     async def _turn(
-        self, first: Processor, tap: _Tap, case: Case, n: int, text: str, *, input: str
+        self,
+        first: Processor,
+        tap: _Tap,
+        case: Case,
+        n: int,
+        text: str,
+        *,
+        input: str,
+        again: ReplayedSecondPass | None = None,
     ) -> TurnRecord:
         text = text.strip()
         if not text:  # the Transcriber drops a turn without words
             return TurnRecord(case, n, text, (), "none", input=input)
         started = time.perf_counter()
-        turn, frames, error = await self._feed(first, tap, case, text)
+        turn, frames, error = await self._feed(first, tap, case, text, again=again)
         asked = None
         for _ in range(MAX_QUESTIONS):
             if turn.route != "confirm" or error is not None:
@@ -220,10 +273,20 @@ class Rig:
         )
 
     async def _feed(
-        self, first: Processor, tap: _Tap, case: Case, text: str
+        self,
+        first: Processor,
+        tap: _Tap,
+        case: Case,
+        text: str,
+        *,
+        again: ReplayedSecondPass | None = None,
     ) -> tuple[Turn, list[Frame], str | None]:
-        """One transcript through the stages, until its answer is flushed."""
+        """One transcript through the stages, until its answer is flushed; ``again``: the
+        second recognizer, set to what it heard in the same audio (None: no second hearing,
+        as for the caller's yes or no to a question, which are written, not spoken)."""
         turn = Turn(call_id=f"answer-eval-{case.id}", transcript=text)
+        if again is not None:
+            turn.audio = STAND_IN_AUDIO
         turn.mark("transcript_ready")
         flushed = tap.flushed.setdefault(turn.index, asyncio.Event())
         await first.put(TranscriptFrame(turn=turn, text=text))

@@ -129,3 +129,21 @@ def test_the_topic_question_is_the_operators_or_made_from_the_first_question() -
     assert topic_question(gifts) == "Just to check, is this about: do you sell gift cards?"
     asked = gifts.model_copy(update={"confirm": "Do you want to know about our gift cards?"})
     assert topic_question(asked) == "Do you want to know about our gift cards?"
+
+
+@pytest.mark.models
+async def test_the_rig_hears_a_turn_again_with_the_second_transcript_as_a_call_does() -> None:
+    # The spoken evaluation replays the second recognizer's transcript of a turn whose
+    # first one led nowhere, as the router asks for it on a call (bot.pipeline.rehear).
+    rig = await Rig.load(PROFILE)
+    misheard, again = "Howl much is the living?", "How much is delivery?"
+    asked = case((misheard, "delivery_cost"))
+    [alone] = await rig.converse(asked, [misheard])
+    assert alone.intent is None and rig.second_passes == 0
+    [heard] = await rig.converse(asked, [misheard], second=[again])
+    assert heard.intent == "delivery_cost" and rig.second_passes == 1
+    cost = next(i for i in PROFILE.intents if i.name == "delivery_cost")
+    assert said(heard) == [cost.answer]
+    # Words that lead somewhere the first time are not heard again.
+    [direct] = await rig.converse(asked, [again], second=["Something else entirely."])
+    assert direct.intent == "delivery_cost" and rig.second_passes == 1
