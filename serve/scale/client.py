@@ -123,6 +123,23 @@ class RayASR(_RemoteModel, ASR):
         raise ProviderUnavailable("runs on the tier: transcribe() calls the deployment")
 
 
+class RayTwoPassASR(RayASR):
+    """The tier's recognizer when its deployment has two passes (``whisper-window+base``,
+    the default): ``second_pass`` asks the deployment's second one, so that a node on the
+    tier hears a turn again as an embedded one does (``bot.pipeline.rehear``)."""
+
+    async def second_pass(
+        self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
+    ) -> Transcription:
+        check_pcm(pcm, sample_rate)
+
+        async def work() -> Transcription:
+            result: Transcription = await self.handle.second_pass.remote(pcm, sample_rate)
+            return result
+
+        return await self._call_async("asr_second", work, timings)
+
+
 class RayLLM(_RemoteModel, LLM):
     kind = "llm"
 
@@ -210,10 +227,12 @@ class RayEmbedder(_RemoteModel, Embedder):
 RAY = "ray"
 
 
-def register_ray_backends(app_name: str) -> None:
+def register_ray_backends(app_name: str, *, second_pass: bool = False) -> None:
     """Register the remote backends of the tier's application ``app_name`` as ``ray``, like
-    every other backend (the VAD has none: it runs in the node on every 20 ms frame)."""
-    asr_backends.register(RAY, lambda s: RayASR(app_name=app_name))
+    every other backend (the VAD has none: it runs in the node on every 20 ms frame).
+    ``second_pass``: the ASR deployment has a second recognizer (``RayTwoPassASR``)."""
+    asr = RayTwoPassASR if second_pass else RayASR
+    asr_backends.register(RAY, lambda s: asr(app_name=app_name))
     llm_backends.register(RAY, lambda s: RayLLM(app_name=app_name))
     tts_backends.register(RAY, lambda s: RayTTS(app_name=app_name))
     embedder_backends.register(RAY, lambda s: RayEmbedder(app_name=app_name))

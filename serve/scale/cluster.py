@@ -16,8 +16,9 @@ from typing import Any
 import ray
 from ray import serve
 
+from serve.asr_twopass import TwoPassASR
 from serve.base import Provider
-from serve.registry import ModelSet, ModelSpec, create_models
+from serve.registry import ModelSet, ModelSpec, asr_backends, create_models
 from serve.scale.client import RAY, register_ray_backends
 from serve.scale.deployments import DEPLOYMENT_NAMES, build_app, kinds_of
 from serve.scale.load import remove_board
@@ -152,7 +153,7 @@ async def connect_tier(
             progress(f"model tier: deployed {kinds} in {time.monotonic() - begun:.1f}s")
     # The tier's backends, chosen through the registry like the in-process ones; the VAD
     # stays the spec's own, in this process.
-    register_ray_backends(tier.app_name)
+    register_ray_backends(tier.app_name, second_pass=has_second_pass(spec))
     remote = {"asr": RAY, "llm": RAY, "tts": RAY, "embedder": spec.embedder and RAY}
     models = create_models(spec.model_copy(update=remote))
     providers: list[Provider | None] = [
@@ -167,6 +168,12 @@ async def connect_tier(
             await provider.load()
             await provider.warm()
     return Tier(models=models, started_local=started_local, tier=tier)
+
+
+def has_second_pass(spec: ModelSpec) -> bool:
+    """Whether ``spec``'s recognizer, as the ASR deployment builds it, has a second pass
+    (built, not loaded: no model is read)."""
+    return isinstance(asr_backends.create(spec.asr, spec), TwoPassASR)
 
 
 def replica_actor_names(tier: TierSettings, kind: str) -> list[str]:

@@ -20,8 +20,10 @@ from ray import serve
 from ray.serve.config import AutoscalingConfig, AutoscalingPolicy
 
 from serve.asr import ASR, Transcription
+from serve.asr_twopass import TwoPassASR
 from serve.base import WARMUP_TIMEOUT_S
 from serve.embed import Embedder
+from serve.errors import ProviderUnavailable
 from serve.llm import LLM, ChatMessage
 from serve.registry import (
     ModelSpec,
@@ -88,6 +90,13 @@ class ASRDeployment(_Replica):
     async def transcribe(self, pcm: bytes, sample_rate: int) -> Transcription:
         result: Transcription = raise_if_error(await self._transcribe_together((pcm, sample_rate)))
         return result
+
+    async def second_pass(self, pcm: bytes, sample_rate: int) -> Transcription:
+        """The same audio decoded by a two-pass recognizer's second one (the node asks on
+        a turn that led nowhere: ``bot.pipeline.rehear``); one at a time, not batched."""
+        if not isinstance(self.provider, TwoPassASR):
+            raise ProviderUnavailable(f"{self.provider.name} has no second pass")
+        return await self.provider.second_pass(pcm, sample_rate)
 
     @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.002)
     async def _transcribe_together(

@@ -26,10 +26,11 @@ from bot.profile import DEFAULT_PROFILE
 from serve.llm import ChatMessage
 from serve.registry import ModelSpec
 from serve.scale import cluster
-from serve.scale.client import RayASR, RayEmbedder, RayLLM, RayTTS
+from serve.scale.client import RayASR, RayEmbedder, RayLLM, RayTTS, RayTwoPassASR
 from serve.scale.load import load_board
 from serve.scale.policy import CALL_QUEUE_DEPTH, CALLS_IN_FLIGHT
 from serve.scale.settings import DeploymentSettings, TierSettings
+from serve.timing import StageTimings
 from testkit.botproc import run_bot
 from testkit.voices import speak, write_wav
 from testkit.wire import FRAME_MS, segments, voiced_frames
@@ -102,6 +103,16 @@ async def test_each_model_kind_answers_through_its_deployment(tier: TierSettings
     assert len(pcm) > RATE  # more than half a second of speech
     heard = await asr.transcribe(pcm, RATE)
     assert "parcel" in heard.text.lower() or "ships" in heard.text.lower(), heard
+    # The deployment's recognizer has two passes (the default): a node on the tier hears a
+    # turn again through it, as an embedded node does.
+    assert cluster.has_second_pass(ModelSpec())
+    assert not cluster.has_second_pass(ModelSpec(asr="whisper-window"))
+    again = RayTwoPassASR(app_name=tier.app_name)
+    await again.load()
+    timings = StageTimings()
+    second = await again.second_pass(pcm, RATE, timings=timings)
+    assert "parcel" in second.text.lower() or "ships" in second.text.lower(), second
+    assert "asr_second" in timings.durations_ms
 
     vectors = await embedder.embed(["where is my order", "where's my package"])
     assert vectors.shape == (2, embedder.dim)
