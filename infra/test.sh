@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need, then lint, types and the test suite.
-# Extra arguments go to pytest (e.g. `bash infra/test.sh -k barge`).
+# Extra arguments go to pytest (e.g. `bash infra/test.sh -k barge`); with a test path
+# among them, one pytest run of that path alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash infra/install.sh --test
@@ -37,6 +38,14 @@ fuzz=tests/admin/test_openapi_fuzz.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pytest=(.venv/bin/pytest -p no:cacheprovider)
+# Paths among the arguments (`bash infra/test.sh tests/bot/test_router.py`, or a test's
+# node id): one pytest run of just those, not the same tests again in every group below.
+for arg in "$@"; do
+    if [[ $arg != -* && -e ${arg%%::*} ]]; then
+        echo "== pytest: $*" >&2
+        exec "${pytest[@]}" "$@"
+    fi
+done
 group() {  # group NAME NICENESS PYTEST-ARGUMENTS...
     local name=$1 niceness=$2 status=0
     shift 2
