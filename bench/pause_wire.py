@@ -13,12 +13,13 @@ questions (flite). From the capture and the bot's call log:
   bot's first voiced packet after it), and the end-of-turn wait the bot logged.
 
     .venv/bin/python -m bench.pause_wire [--voices en-us,en-gb+f3,en-gb-scotland]
-        [--held-out | --held-out-2 | --held-out-3]
+        [--held-out | --held-out-2 | --held-out-3 | --held-out-4]
 
 ``--held-out`` asks requests written apart from the ones the end-of-turn rules were
 worked on, in other voices: read once, when a change is done. ``--held-out-2`` is a
 second such set, written once the first had been read several times, and
-``--held-out-3`` a third, written once both had been read.
+``--held-out-3`` a third, written once both had been read, ``--held-out-4`` a fourth,
+written once all three had been.
 
 The same command, run from a checkout of an earlier commit (with this file and
 ``testkit/paused_speech.py`` copied in), gives the figures before a change.
@@ -43,6 +44,7 @@ import numpy as np
 from bench.pause_wire_held_out import HELD_OUT_VOICES, PAUSED_HELD_OUT
 from bench.pause_wire_held_out_2 import HELD_OUT_2_VOICES, PAUSED_HELD_OUT_2
 from bench.pause_wire_held_out_3 import HELD_OUT_3_VOICES, PAUSED_HELD_OUT_3
+from bench.pause_wire_held_out_4 import HELD_OUT_4_VOICES, PAUSED_HELD_OUT_4
 from bot.profile import DEFAULT_PROFILE
 from testkit.baresip import Caller, run_level
 from testkit.botproc import run_bot
@@ -306,31 +308,28 @@ def report(outcomes: list[Outcome]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--voices", default=None, help="espeak-ng voices (comma-separated)")
-    parser.add_argument(
-        "--held-out",
-        action="store_true",
-        help="the held-out requests, in their own voices (read once, at the end of a change)",
-    )
-    parser.add_argument(
-        "--held-out-2",
-        action="store_true",
-        help="the second held-out set, in voices of its own (read once, at the end of a change)",
-    )
-    parser.add_argument(
-        "--held-out-3",
-        action="store_true",
-        help="the third held-out set, in voices of its own (read once, at the end of a change)",
-    )
+    held_out = {
+        "held_out": (HELD_OUT_VOICES, PAUSED_HELD_OUT, "the held-out requests"),
+        "held_out_2": (HELD_OUT_2_VOICES, PAUSED_HELD_OUT_2, "the second held-out set"),
+        "held_out_3": (HELD_OUT_3_VOICES, PAUSED_HELD_OUT_3, "the third held-out set"),
+        "held_out_4": (HELD_OUT_4_VOICES, PAUSED_HELD_OUT_4, "the fourth held-out set"),
+    }
+    chosen = parser.add_mutually_exclusive_group()
+    for dest, (_, _, what) in held_out.items():
+        chosen.add_argument(
+            "--" + dest.replace("_", "-"),
+            dest=dest,
+            action="store_true",
+            help=f"{what}, in voices of their own (read once, at the end of a change)",
+        )
     parser.add_argument("--finished", type=int, default=4, help="finished questions a caller")
     parser.add_argument("--answer-window", type=float, default=8.0, help="s after each request")
     args = parser.parse_args(argv)
-    default, paused = ESPEAK_VOICES, PAUSED
-    if args.held_out:
-        default, paused = HELD_OUT_VOICES, PAUSED_HELD_OUT
-    elif args.held_out_2:
-        default, paused = HELD_OUT_2_VOICES, PAUSED_HELD_OUT_2
-    elif args.held_out_3:
-        default, paused = HELD_OUT_3_VOICES, PAUSED_HELD_OUT_3
+    default: Sequence[str] = ESPEAK_VOICES
+    paused: Sequence[tuple[str, str]] = PAUSED
+    for dest, (voices_of_set, requests, _) in held_out.items():
+        if getattr(args, dest):
+            default, paused = voices_of_set, requests
     voices = [v for v in (args.voices or ",".join(default)).split(",") if v]
     outcomes = asyncio.run(run(voices, args.finished, args.answer_window, paused))
     for o in outcomes:
