@@ -128,9 +128,28 @@ def is_follow_up(text: str) -> bool:
     words = _WORD.findall(text.lower())
     if not words or len(words) > MAX_WORDS or is_small_talk(text):
         return False
-    if any(tuple(words[: len(lead)]) == lead for lead in _LEADS):
-        return True
-    return any(word in _REFERRING for word in words)
+    return _leads(words) or any(word in _REFERRING for word in words)
+
+
+def _leads(words: list[str]) -> bool:
+    return any(tuple(words[: len(lead)]) == lead for lead in _LEADS)
+
+
+def follows_up(text: str, context: str) -> bool:
+    """Whether short words go on with the topic of ``context`` (the question answered and
+    its answer), to be matched joined to that question: words that lead like a follow-up
+    and bring at most one topic word of their own ("and the fast one?", "what about
+    Sunday?"), or that only point back at it and bring none but a kind of detail ("how
+    much is that one?", "was that the cheapest?"). Words that only point back and name a
+    thing of their own are a statement or a request of their own ("It's possible.", heard
+    in a caller's pause; "Can I return it?"): joined to a question, they matched it and
+    got its answer again."""
+    if not is_follow_up(text):
+        return False
+    own = new_words(text, context)
+    if _leads(_WORD.findall(text.lower())):
+        return len(own) <= 1
+    return all(word in _DETAIL for word in own)
 
 
 async def retrieve_following(

@@ -14,7 +14,7 @@ from bot.pipeline.end_of_turn import leads_with_answer
 from bot.pipeline.follow_up import (
     about_last_answer,
     asks_again,
-    is_follow_up,
+    follows_up,
     new_words,
     sentence_about,
 )
@@ -269,11 +269,8 @@ class Router(Processor):
             return found
         context = f"{previous.transcript} {previous.answer}"
         again = asks_again(text, context)
-        if not again and (
-            not is_follow_up(text)
-            # "and can I pay by card" after the order status is a request of its own.
-            or len(new_words(text, context)) > 1
-        ):
+        # "and can I pay by card" after the order status is a request of its own.
+        if not again and not follows_up(text, context):
             return found
         try:
             joined = await self._cache.lookup(f"{previous.transcript} {text}")

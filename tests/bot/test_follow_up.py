@@ -18,6 +18,7 @@ from bot.intents.cache import IntentCache
 from bot.pipeline.follow_up import (
     about_last_answer,
     asks_again,
+    follows_up,
     is_follow_up,
     new_words,
     sentence_about,
@@ -62,6 +63,28 @@ def test_new_words_are_the_topic_words_the_last_answer_did_not_have() -> None:
     assert new_words("What was the standard price again?", context) == ["price"]
     assert new_words("Is that free?", context) == ["free"]
     assert new_words("And can I pay by card?", context) == ["pay", "card"]
+
+
+def test_words_that_only_point_back_and_name_a_thing_of_their_own_are_not_joined() -> None:
+    # "Is it possible | to pay with PayPal?", heard in the caller's pause as "It's
+    # possible" after the change-address answer: joined to that question it matched it
+    # again, and the bot said the change-address answer into the pause.
+    address = (
+        "My name is Sarah and I need to change my delivery address. You can change the "
+        "delivery address in My Orders until your order ships."
+    )
+    assert is_follow_up("It's possible.") and not follows_up("It's possible.", address)
+    delivery = (
+        "How much does delivery cost? Standard delivery costs four ninety-nine. Express "
+        "delivery costs nine ninety-nine."
+    )
+    assert not follows_up("Can I return it?", delivery)
+    # Words that lead like a follow-up may bring one word of their own; words that only
+    # point back, a kind of detail.
+    for text in ("And the fast one?", "What about Sunday?", "Is that free?"):
+        assert follows_up(text, delivery), text
+    for text in ("How much is that one?", "Was that the cheapest?", "What was it again?"):
+        assert follows_up(text, delivery), text
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +136,21 @@ async def test_a_new_request_after_an_answer_is_not_joined_to_it(cache: IntentCa
     fresh.link(fresh_sink)
     alone = await _ask(fresh, fresh_sink, "And the fast one?")
     assert alone.intent is None or alone.route not in ("exact", "semantic")
+
+
+async def test_a_statement_pointing_back_does_not_get_the_last_answer_again(
+    cache: IntentCache,
+) -> None:
+    router, sink = Router(cache), Collector()
+    router.link(sink)
+    first = await _ask(router, sink, "I need to change my delivery address.")
+    assert first.intent == "change_address"
+    first.answer = "You can change the delivery address in My Orders until your order ships."
+    turn = await _ask(router, sink, "It's possible.")
+    assert turn.intent != "change_address"
+    assert not await router.joins_last_answer(
+        "It's possible.", await cache.lookup("It's possible.")
+    )
 
 
 RETURNS = (
