@@ -62,6 +62,12 @@ class EndpointingConfig(BaseModel):
     #: read as a finished sentence, after ``sentence_end_silence_ms`` on either one.
     early_end: bool = True
     sentence_end_silence_ms: int = Field(300, ge=20)
+    #: The early end on a cached intent waits for this much quiet (frames under
+    #: ``energy_floor_dbfs``, not only frames the VAD does not call speech): the VAD takes
+    #: a fricative for silence, and a caller saying "I've been waiting two weeks | for my
+    #: parcel" was answered 200 ms into the "s f". Where the line is never that quiet,
+    #: ``sentence_end_silence_ms``. 0: at once.
+    hit_quiet_ms: int = Field(40, ge=0, le=1000)
     #: Silence the turn waits for when that pass heard an unfinished thought ("my order
     #: number is", "I'd like to change", digits still to come): callers pause mid-sentence
     #: to look something up. 0: no longer than ``end_silence_ms``.

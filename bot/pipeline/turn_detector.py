@@ -112,6 +112,9 @@ class TurnDetector(Processor):
         self._in_speech = False
         self._voiced_run_ms = 0
         self._silence_ms = 0
+        #: Of that silence, the last frames in a row under the energy floor: quiet, not
+        #: a sound the VAD does not call speech (a fricative: "weeks | for").
+        self._quiet_ms = 0
         self._turn_ms = 0
         self._audio = bytearray()
         self._last_voiced_at = 0.0
@@ -175,8 +178,10 @@ class TurnDetector(Processor):
         if self._in_speech:
             # The VAD's view of the end of speech trails the audio by ~80-200 ms (its
             # context window); a frame under the energy floor is silence whatever it says.
-            if voiced and self._floor is not None and _level_dbfs(frame.pcm) < self._floor:
+            quiet = self._floor is not None and _level_dbfs(frame.pcm) < self._floor
+            if voiced and quiet:
                 voiced = False
+            self._quiet_ms = self._quiet_ms + self._frame_ms if quiet and not voiced else 0
             await self._in_turn(frame, voiced)
         else:
             await self._listening(frame, voiced)
@@ -351,12 +356,19 @@ class TurnDetector(Processor):
             return False
         finished = self._verdict == "finished"
         if done.hit and not done.acts and finished:
-            return True
+            # At once, but on quiet: the VAD takes a fricative for silence, and "I've been
+            # waiting two weeks" is a cached intent 200 ms into the "s f" of "weeks | for
+            # my parcel". A line too noisy to be quiet waits as for a finished sentence.
+            return self._quiet_enough() or self._silence_ms >= self._cfg.sentence_end_silence_ms
         # A finished sentence, an intent that would transfer (or hang up, with
         # ``hangup_silence_ms`` at 0), or a cached intent in words that say neither (no
         # final punctuation): a little more silence first, in case the caller was only
         # pausing.
         return (finished or done.hit) and self._silence_ms >= self._cfg.sentence_end_silence_ms
+
+    def _quiet_enough(self) -> bool:
+        """Quiet for ``hit_quiet_ms`` under the energy floor (no floor: the VAD alone)."""
+        return self._floor is None or self._quiet_ms >= self._cfg.hit_quiet_ms
 
     async def _end_turn(self, reason: EotReason) -> None:
         turn = Turn(call_id=self._call_id, audio=bytes(self._audio))

@@ -8,6 +8,7 @@ import json
 import threading
 from typing import Literal
 
+import numpy as np
 import pytest
 
 from bot.intents.cache import Lookup
@@ -156,6 +157,33 @@ async def test_a_cached_intent_ends_the_turn_without_waiting_out_the_silence() -
     assert end.turn.eot_reason == "early"
     assert ended_at is not None and ended_at <= 200, ended_at  # not 500 ms
     assert end.turn.pause_id is not None
+
+
+def hiss(ms: int, rms: int = 300) -> bytes:
+    """A fricative: a sound the VAD does not call speech (the fake's bar is rms 500), above
+    the energy floor (-50 dBFS is rms ~100)."""
+    rng = np.random.default_rng(ms)
+    return (rng.standard_normal(8000 * ms // 1000) * rms).astype("<i2").tobytes()
+
+
+async def test_a_cached_intent_ends_the_turn_on_quiet_not_on_a_fricative() -> None:
+    # "I've been waiting two weeks | for my parcel": the VAD took the "s f" of "weeks for"
+    # for 200 ms of silence, and the cached intent the pass heard ended the turn in it.
+    words = "I've been waiting two weeks."
+    pcm = tone(600) + hiss(240) + tone(400) + silence(600)
+    frames, _, spec = await drive(pcm, ScriptedASR(words), FakeLookup(words))
+    end = turn_of(frames)  # one turn: the caller's words on both sides of the hiss
+    assert len(end.turn.audio) >= len(tone(600) + hiss(240) + tone(400))
+    assert spec.started == 2 and spec.discarded == 1
+    # After a fricative that ends the words, the turn ends as soon as the line is quiet.
+    frames, ended_at, _ = await drive(
+        tone(600) + hiss(120) + silence(600), ScriptedASR(words), FakeLookup(words)
+    )
+    assert turn_of(frames).turn.eot_reason == "early"
+    assert ended_at is not None and ended_at <= 60, ended_at
+    # A line never that quiet: the wait of a finished sentence.
+    frames, ended_at, _ = await drive(tone(600) + hiss(1000), ScriptedASR(words), FakeLookup(words))
+    assert turn_of(frames).turn.eot_reason == "early"
 
 
 async def test_a_cached_intent_in_words_that_trail_off_is_not_answered_in_the_pause() -> None:
