@@ -50,6 +50,7 @@ const SETTING_LABELS = {
   "endpointing.speculate_after_ms": ["Look ahead after (ms)", "0: never."],
   "endpointing.early_end": ["End a finished sentence early"],
   "endpointing.sentence_end_silence_ms": ["Finished sentence silence (ms)"],
+  "endpointing.hit_quiet_ms": ["Quiet before a cached answer (ms)", "Under the energy floor, not only unvoiced: a fricative is not the end. 0: at once."],
   "endpointing.unfinished_silence_ms": ["Unfinished thought silence (ms)"],
   "endpointing.unsure_silence_ms": ["Unsure end silence (ms)", "Words heard again with no end to them either, or heard as two different sentences."],
   "endpointing.nowhere_silence_ms": ["Nothing-to-say end silence (ms)", "A finished sentence nothing answers (the bot would only say it is not sure): often half a request. 0: no longer wait."],
