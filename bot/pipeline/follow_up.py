@@ -139,17 +139,48 @@ def follows_up(text: str, context: str) -> bool:
     """Whether short words go on with the topic of ``context`` (the question answered and
     its answer), to be matched joined to that question: words that lead like a follow-up
     and bring at most one topic word of their own ("and the fast one?", "what about
-    Sunday?"), or that only point back at it and bring none but a kind of detail ("how
-    much is that one?", "was that the cheapest?"). Words that only point back and name a
-    thing of their own are a statement or a request of their own ("It's possible.", heard
-    in a caller's pause; "Can I return it?"): joined to a question, they matched it and
-    got its answer again."""
+    Sunday?"), or that only point back at it and name no thing of their own but a kind of
+    detail or an aside ("how much is that one?", "was that the cheapest?"). Words that
+    only point back and name a thing of their own are a statement or a request of their
+    own ("It's possible.", heard in a caller's pause; "Can I return it?"): joined to a
+    question, they matched it and got its answer again."""
     if not is_follow_up(text):
         return False
     own = new_words(text, context)
     if _leads(_WORD.findall(text.lower())):
         return len(own) <= 1
-    return all(word in _DETAIL for word in own)
+    return _only_details(own)
+
+
+def joins_words_before(text: str, previous: str) -> bool:
+    """Whether words that retrieve nothing alone are retrieved joined to ``previous``, the
+    caller's words before: words that lead like a follow-up ("and to a PO box?"), that
+    ask about what they point back at ("what's the most I can load on one?"), or that only
+    point back and name no thing of their own but a kind of detail. A statement that
+    points back and names a thing of its own is not: "It's all your number" (a caller's
+    "It's order number |", heard in the pause), joined to "How long does a refund take?",
+    got the refund entry again."""
+    if not is_follow_up(text):
+        return False
+    words = _WORD.findall(text.lower())
+    return (
+        _leads(words)
+        or text.rstrip().endswith("?")
+        or words[0] in _ASKING
+        or _only_details(new_words(text, previous))
+    )
+
+
+#: How a question starts.
+_ASKING = frozenset((
+    "what", "what's", "how", "how's", "which", "when", "where", "where's", "who", "why",
+    "can", "could", "do", "does", "did", "is", "are", "was", "were", "will", "would",
+    "should", "may", "has", "have",
+))  # fmt: skip
+
+
+def _only_details(words: list[str]) -> bool:
+    return all(word in _DETAIL or word in _ASIDE for word in words)
 
 
 async def retrieve_following(
@@ -161,10 +192,11 @@ async def retrieve_following(
 ) -> tuple[list[Retrieved], str]:
     """The entries for the caller's words and the words they were retrieved for, as the
     responder retrieves: the words alone or, when they retrieve nothing and read as a
-    follow-up, joined to ``previous`` (the caller's words before; None: nothing to join).
+    follow-up (``joins_words_before``), joined to ``previous`` (the caller's words before;
+    None: nothing to join).
     The embedder's errors are the caller's to handle."""
     found = await index.retrieve(text, timings=timings)
-    if found or not previous or not is_follow_up(text):
+    if found or not previous or not joins_words_before(text, previous):
         return found, text
     asked = f"{previous} {text}"
     return await index.retrieve(asked, timings=timings), asked

@@ -20,6 +20,7 @@ from bot.pipeline.follow_up import (
     asks_again,
     follows_up,
     is_follow_up,
+    joins_words_before,
     new_words,
     sentence_about,
 )
@@ -85,6 +86,18 @@ def test_words_that_only_point_back_and_name_a_thing_of_their_own_are_not_joined
         assert follows_up(text, delivery), text
     for text in ("How much is that one?", "Was that the cheapest?", "What was it again?"):
         assert follows_up(text, delivery), text
+
+
+def test_words_retrieved_with_the_words_before_lead_on_or_ask() -> None:
+    # "It's order number | five five two one nine", heard in the pause as "It's all your
+    # number" after a question about refunds: joined to it, the refund entry again.
+    refund = "How long does a refund take?"
+    assert not joins_words_before("It's all your number", refund)
+    assert not joins_words_before("It's possible.", refund)
+    for text in ("And to a PO box?", "What's the largest amount I can load on one?",
+                 "how long does it take", "Is that free?"):  # fmt: skip
+        assert joins_words_before(text, refund), text
+    assert not joins_words_before("Where is my order?", refund)  # a request of its own
 
 
 @pytest.fixture(scope="module")
