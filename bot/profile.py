@@ -98,7 +98,10 @@ class EndpointingConfig(BaseModel):
     #: goodbye ("Where can I find" heard as "Bye bye.") would end the call of a caller who
     #: was only pausing; a goodbye said this much later costs nothing. A transfer keeps the
     #: usual wait: a person takes the call either way, and the transfer question is held to
-    #: the cache route's latency. 0: such words end the turn as any finished sentence does.
+    #: the cache route's latency. A yes that would transfer or hang up (to the offer of a
+    #: colleague, to a question about such an intent) waits this long too: "Okay, okay."
+    #: may start a request of its own. 0: such words end the turn as any finished sentence
+    #: does.
     hangup_silence_ms: int = Field(1500, ge=0, le=10_000)
     #: A caller who starts again this soon after the end of their last turn's voice, and
     #: speaks over the bot's answer to it, was pausing mid-request: the bot stops (as at

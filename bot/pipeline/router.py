@@ -107,6 +107,18 @@ class Router(Processor):
         previous = self._previous
         return previous.transcript if previous is not None and previous.transcript else None
 
+    def acts_on_reply(self, text: str) -> bool:
+        """Whether ``text``, said now, would be read as a yes to the question or offer
+        waiting for an answer, and the yes would act (a transfer to a colleague, a
+        hang-up). The speculative pass asks while the caller pauses: "Okay, okay." heard
+        in "Right, okay, so | what time do you close today?" after the honest fallback's
+        offer of a colleague transferred a caller who was going on."""
+        asked = self._waiting()
+        previous = self._previous
+        if asked is None and previous is not None:
+            asked = self._offered(previous, text)
+        return asked is not None and asked.entry.action is not None and read_answer(text) == "yes"
+
     def confirming(self) -> bool:
         """Whether a confirmation question about the caller's words waits for its answer."""
         asked = self._waiting()

@@ -83,6 +83,11 @@ class Speculation:
     #: topic for them ("Just to check, is this about ...?"): a question, as ``doubtful``
     #: says.
     asks_topic: bool = False
+    #: The words would be read as a yes to a question or offer whose yes acts (a
+    #: transfer, a hang-up): ``LastAnswer.acts_on_reply``. That cannot be taken back, and
+    #: "Okay, okay." may start a request ("Right, okay, so | what time ..."): the end of
+    #: turn waits as for a goodbye.
+    acts_on_reply: bool = False
     no_speech_prob: float = 1.0
     #: Time inside each model call of the pass (``asr``...).
     model_ms: dict[str, float] = field(default_factory=dict)
@@ -141,6 +146,8 @@ class LastAnswer(Protocol):
     def previous_words(self) -> str | None: ...
 
     async def joins_last_answer(self, text: str, found: Lookup) -> bool: ...
+
+    def acts_on_reply(self, text: str) -> bool: ...
 
 
 class Speculator:
@@ -244,6 +251,8 @@ class Speculator:
             spec.heard = text
             if text and result.no_speech_prob <= self._max_no_speech:
                 spec.transcript = text
+                last = self._last_answer()
+                spec.acts_on_reply = last is not None and last.acts_on_reply(text)
                 if self._cache is not None:
                     try:
                         spec.lookup = await self._cache.lookup(text)

@@ -26,6 +26,7 @@ from bot.pipeline.frames import (
     UserStoppedSpeaking,
 )
 from bot.pipeline.processor import Processor
+from bot.pipeline.rehear import other_words
 from bot.pipeline.speculation import Speculator
 from bot.pipeline.turn import EotReason, Turn
 from bot.profile import BotProfile, EndpointingConfig
@@ -301,11 +302,21 @@ class TurnDetector(Processor):
                 # The second recognizer heard the same pause: where it hears a thought
                 # still going, the first one made a sentence of a fragment; where it hears
                 # no end either (no final punctuation), or another sentence than the first
-                # one heard (the words are a guess), the turn waits a little longer; so it
-                # does on a finished sentence that leads nowhere (``Speculation.nowhere``):
-                # "not sure" can wait for a caller who was only pausing.
+                # one heard (the words are a guess), or the only end, in other words, the
+                # turn waits a little longer; so it does on a finished sentence that leads
+                # nowhere (``Speculation.nowhere``): "not sure" can wait for a caller who
+                # was only pausing.
                 again = self._thought(done.second) if done.second else "open"
                 if again == "finished" and not heard_alike(done.heard, done.second or ""):
+                    again = "open"
+                if (
+                    again == "finished"
+                    and self._verdict == "open"
+                    and other_words(done.heard, done.second) is not None
+                ):
+                    # Only the second heard an end, and on words of its own ("That's weak
+                    # I ordered" and "Last week I ordered.", a caller's "Last week I
+                    # ordered | a lamp ..."): neither hearing says the caller finished.
                     again = "open"
                 self._verdict = again
                 self._unsure = again == "open"
@@ -320,7 +331,10 @@ class TurnDetector(Processor):
             )
             # An intent that hangs up: that cannot be taken back, so a caller who was only
             # pausing ("Where can I find" heard as "Bye bye.") may go on.
-            self._hangs_up = done.hangs_up and self._cfg.hangup_silence_ms > 0
+            # So may a yes that would transfer or hang up ("Okay, okay." after the offer of
+            # a colleague, from a caller starting "Right, okay, so | what time ...").
+            acts = done.hangs_up or done.acts_on_reply
+            self._hangs_up = acts and self._cfg.hangup_silence_ms > 0
         reply = self._cfg.hold_reply
         if self._verdict == "hold" and not self._hold_said and reply and self._say is not None:
             self._hold_said = True

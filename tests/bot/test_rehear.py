@@ -230,23 +230,27 @@ async def test_words_that_read_as_a_follow_up_lead_on_only_where_the_turn_before
 
 
 @pytest.mark.parametrize(
-    ("first", "second"),
+    ("first", "second", "wait"),
     [
         # "I got an email saying | my parcel was delivered ...": no intent for the first
         # words, and an entry retrieved for them below ``direct_score``
-        ("I got a email feeding", "I got some email from you."),
+        ("I got a email feeding.", "I got some email from you.", "question"),
         # "I'd like a refund | for the kettle ...": nothing for the first words; the second
         # match an intent a negative holds back, and the knowledge base has an entry for
         # them below ``direct_score``: the router goes on with them for the entry
-        ("I like a reefer", "I like a refund."),
+        ("I like a reefer.", "I like a refund.", "question"),
         # "My parcel arrived | and the box was completely crushed": an intent a negative
         # holds back, and an entry below ``direct_score``: the responder asks about the
         # entry, not the intent (it ended the turn at 300 ms)
-        ("My parcel arrived done", "My parcel arrived done."),
+        ("My parcel arrived done", "My parcel arrived done.", "question"),
+        # As heard on the wire: the first recognizer heard no end, the second heard one in
+        # other words: unsure, a longer wait still
+        ("I got a email feeding", "I got some email from you.", "unsure"),
+        ("I like a reefer", "I like a refund.", "unsure"),
     ],
 )
 async def test_a_sentence_the_knowledge_base_would_only_ask_about_waits_the_question_silence(
-    cache: IntentCache, knowledge: KnowledgeIndex, first: str, second: str
+    cache: IntentCache, knowledge: KnowledgeIndex, first: str, second: str, wait: str
 ) -> None:
     # Each was cut at its pause (0.7-1.2 s): the turn ended at 300 ms, with "not sure" or
     # a topic question ("Just to check, is this about ...?"), which the responder asks in
@@ -258,7 +262,8 @@ async def test_a_sentence_the_knowledge_base_would_only_ask_about_waits_the_ques
     asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
     rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
     frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, cache, rehearing=rehearing)
-    assert ended_at == CFG.question_silence_ms
+    expected = CFG.question_silence_ms if wait == "question" else CFG.unsure_silence_ms
+    assert ended_at == expected
     assert ended(frames).turn.eot_reason == "silence"
     # An entry the bot would say as written ends the turn as any finished sentence does.
     said = "Can I pay with a gift card?"
@@ -312,3 +317,32 @@ async def test_a_finished_sentence_an_intent_would_only_ask_about_waits_the_ques
         )
         assert ended_at == ends_at
         assert ended(frames).turn.eot_reason == reason
+
+
+async def test_a_yes_that_would_transfer_waits_for_a_caller_who_may_go_on(
+    cache: IntentCache, knowledge: KnowledgeIndex
+) -> None:
+    # "Right, okay, so | what time do you close today?", after the honest fallback's offer
+    # of a colleague: "Okay, okay." heard in the pause ended the turn after 440 ms, and the
+    # router took it for a yes: the caller was transferred.
+    profile = load_profile(DEFAULT_PROFILE)
+    router = Router(cache, offer=profile.unsure)
+    earlier = turn_of("What's the weather like on Mars?")
+    await _route(router, earlier)
+    earlier.answer = profile.unsure  # the fallback the responder said, with the offer
+    assert router.acts_on_reply("Okay, okay.")
+    assert not router.acts_on_reply("What time do you close today?")
+    words = "Okay, okay."
+    asr = TwoPassASR(ScriptedASR(words), ScriptedASR(words))
+    rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
+    _, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, cache, rehearing=rehearing, last_answer=router
+    )
+    assert ended_at == CFG.hangup_silence_ms
+    # With no offer before them, the same words end the turn as a finished sentence does.
+    fresh = Router(cache, offer=profile.unsure)
+    assert not fresh.acts_on_reply(words)
+    _, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, cache, rehearing=rehearing, last_answer=fresh
+    )
+    assert ended_at == 300
