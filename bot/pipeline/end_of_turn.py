@@ -87,6 +87,19 @@ _INFINITIVE_LEAD = frozenset((
     "allowed", "meant", "want", "wants", "wanted", "need", "needs", "like", "love", "how",
     "what", "where", "when", "whether",
 ))
+#: Verbs in the past that a caller's story goes on after ("Last week I ordered | a lamp
+#: ..."), unless their object came first ("the lamp I ordered").
+_PAST_OBJECT = frozenset(("ordered", "bought", "purchased", "received"))
+#: Words that show an object before the subject ("the lamp I ordered", "something I bought").
+_OBJECT_FIRST = frozenset((
+    "the", "a", "an", "this", "that", "these", "those", "something", "everything",
+    "anything", "one", "item", "items", "stuff", "thing", "things",
+))
+#: Words that start a turn but are none ("Right, okay, so | what time do you close?").
+_MARKERS = frozenset((
+    "right", "okay", "ok", "alright", "so", "well", "now", "oh", "um", "uh", "er", "erm",
+    "hmm", "ah", "and",
+))
 _WH = frozenset(("what", "where", "when", "which", "who", "whom", "whose", "how", "why"))
 _WH_OBJECTS = frozenset(("what", "where", "which", "who", "whom", "whose"))
 #: Words that belong to the wh-word before them ("how much", "what time").
@@ -207,6 +220,9 @@ def _dangles(words: list[str], question: bool = False) -> bool:
         # a whole yes-or-no question whose object came first.
         whole_question = question and words[0] in _AUX and len(words) >= 5
         return not (whole_question or _wh_before(words, _WH_OBJECTS))
+    if last in _PAST_OBJECT and before in _VERB_LEAD:
+        subject = len(words) - 2
+        return not (_wh_before(words) or any(w in _OBJECT_FIRST for w in words[:subject]))
     if last in _TRANSITIVE and before in _VERB_LEAD:
         if last in _NEEDS_OBJECT:
             # Only an object's wh-word ("what", "how much") can be the verb's object.
@@ -247,6 +263,9 @@ def judge(text: str, digits: Digits | None = None) -> Thought:
         if digits.maximum is not None and len(number) >= digits.maximum:
             return "finished"
     if stripped.endswith(("...", "…", ",", "-", ":", ";")):
+        return "unfinished"
+    if all(w in _MARKERS for w in words) and (len(words) > 1 or words[0] not in _REPLY):
+        # "Right, okay", "So.": how a request starts; "Okay." alone may be a reply.
         return "unfinished"
     if _dangles(words, question=stripped.endswith("?")):
         return "unfinished"

@@ -57,6 +57,19 @@ CFG = EndpointingConfig(
     [
         # the issue's fragments, as Whisper writes them: with a full stop
         ("I'd like to change.", "unfinished"),
+        # a story's verb in the past, its object still to come ("Last week I ordered | a
+        # lamp and it arrived broken."), unless it came first
+        ("Last week I ordered.", "unfinished"),
+        ("Yesterday we bought.", "unfinished"),
+        ("I want to return the lamp I ordered.", "finished"),
+        ("Where is the parcel I ordered?", "finished"),
+        ("Can you check something I bought?", "finished"),
+        # words that start a turn but are none ("Right, okay, so | what time ...")
+        ("Right Okay, okay", "unfinished"),
+        ("Right.", "unfinished"),
+        ("Oh, okay.", "unfinished"),
+        ("Okay.", "finished"),  # alone, it may be a reply
+        ("Right, okay. So what time do you close today?", "finished"),
         ("My order number is", "unfinished"),
         ("My order number is.", "unfinished"),
         ("Can you tell me.", "unfinished"),

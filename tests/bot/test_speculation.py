@@ -253,9 +253,9 @@ async def test_a_fragment_misheard_as_a_sentence_is_heard_again_and_waited_for(
         ("You will be my group.", "Do you believe in me?", 1200),
         # the second heard a finished sentence where the first put no full stop
         ("Where is my parcel", "Where is my parcel?", 300),
-        # ... but in words of its own: only a guess heard an end ("Last week I ordered |
-        # a lamp and it arrived broken.")
-        ("That's weak I ordered", "Last week I ordered.", 1200),
+        # ... but in words of its own: only a guess heard an end ("I'd like a refund |
+        # for the kettle ...")
+        ("I like a reefer", "I'd like a refund.", 1200),
         # much the same sentence, a word or two apart: the words are trusted
         ("Can I pay with people?", "Can I pay with PayPal?", 300),
         (
