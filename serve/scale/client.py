@@ -103,13 +103,19 @@ class RayASR(_RemoteModel, ASR):
     async def transcribe(
         self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
     ) -> Transcription:
+        return await self._decode("transcribe", "asr", pcm, sample_rate, timings)
+
+    async def _decode(
+        self, method: str, stage: str, pcm: bytes, sample_rate: int, timings: StageTimings | None
+    ) -> Transcription:
+        """``pcm`` decoded by the deployment's ``method``, timed as ``stage``."""
         check_pcm(pcm, sample_rate)
 
         async def work() -> Transcription:
-            result: Transcription = await self.handle.transcribe.remote(pcm, sample_rate)
+            result: Transcription = await getattr(self.handle, method).remote(pcm, sample_rate)
             return result
 
-        return await self._call_async("asr", work, timings)
+        return await self._call_async(stage, work, timings)
 
     async def transcribe_batch(
         self, items: Sequence[tuple[bytes, int]], *, timings: StageTimings | None = None
@@ -131,13 +137,7 @@ class RayTwoPassASR(RayASR):
     async def second_pass(
         self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
     ) -> Transcription:
-        check_pcm(pcm, sample_rate)
-
-        async def work() -> Transcription:
-            result: Transcription = await self.handle.second_pass.remote(pcm, sample_rate)
-            return result
-
-        return await self._call_async("asr_second", work, timings)
+        return await self._decode("second_pass", "asr_second", pcm, sample_rate, timings)
 
 
 class RayLLM(_RemoteModel, LLM):
