@@ -45,6 +45,7 @@ from bench.pause_wire_held_out import HELD_OUT_VOICES, PAUSED_HELD_OUT
 from bench.pause_wire_held_out_2 import HELD_OUT_2_VOICES, PAUSED_HELD_OUT_2
 from bench.pause_wire_held_out_3 import HELD_OUT_3_VOICES, PAUSED_HELD_OUT_3
 from bench.pause_wire_held_out_4 import HELD_OUT_4_VOICES, PAUSED_HELD_OUT_4
+from bench.pause_wire_held_out_5 import HELD_OUT_5_VOICES, PAUSED_HELD_OUT_5
 from bot.profile import DEFAULT_PROFILE
 from testkit.baresip import Caller, run_level
 from testkit.botproc import run_bot
@@ -313,6 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "held_out_2": (HELD_OUT_2_VOICES, PAUSED_HELD_OUT_2, "the second held-out set"),
         "held_out_3": (HELD_OUT_3_VOICES, PAUSED_HELD_OUT_3, "the third held-out set"),
         "held_out_4": (HELD_OUT_4_VOICES, PAUSED_HELD_OUT_4, "the fourth held-out set"),
+        "held_out_5": (HELD_OUT_5_VOICES, PAUSED_HELD_OUT_5, "the fifth held-out set"),
     }
     chosen = parser.add_mutually_exclusive_group()
     for dest, (_, _, what) in held_out.items():
