@@ -125,10 +125,17 @@ def asks_again(text: str, context: str) -> bool:
 
 def is_follow_up(text: str) -> bool:
     """Short words that lead like a follow-up or point back at the last answer."""
+    return _follow_up_words(text) is not None
+
+
+def _follow_up_words(text: str) -> list[str] | None:
+    """The words of ``text`` if they read as a follow-up (``is_follow_up``), else None."""
     words = _WORD.findall(text.lower())
     if not words or len(words) > MAX_WORDS or is_small_talk(text):
-        return False
-    return _leads(words) or any(word in _REFERRING for word in words)
+        return None
+    if _leads(words) or any(word in _REFERRING for word in words):
+        return words
+    return None
 
 
 def _leads(words: list[str]) -> bool:
@@ -144,10 +151,11 @@ def follows_up(text: str, context: str) -> bool:
     only point back and name a thing of their own are a statement or a request of their
     own ("It's possible.", heard in a caller's pause; "Can I return it?"): joined to a
     question, they matched it and got its answer again."""
-    if not is_follow_up(text):
+    words = _follow_up_words(text)
+    if words is None:
         return False
     own = new_words(text, context)
-    if _leads(_WORD.findall(text.lower())):
+    if _leads(words):
         return len(own) <= 1
     return _only_details(own)
 
@@ -160,9 +168,9 @@ def joins_words_before(text: str, previous: str) -> bool:
     points back and names a thing of its own is not: "It's all your number" (a caller's
     "It's order number |", heard in the pause), joined to "How long does a refund take?",
     got the refund entry again."""
-    if not is_follow_up(text):
+    words = _follow_up_words(text)
+    if words is None:
         return False
-    words = _WORD.findall(text.lower())
     return (
         _leads(words)
         or text.rstrip().endswith("?")

@@ -113,16 +113,21 @@ class Router(Processor):
         hang-up). The speculative pass asks while the caller pauses: "Okay, okay." heard
         in "Right, okay, so | what time do you close today?" after the honest fallback's
         offer of a colleague transferred a caller who was going on."""
-        asked = self._waiting()
-        previous = self._previous
-        if asked is None and previous is not None:
-            asked = self._offered(previous, text)
+        asked = self._awaited(self._previous, text)
         return asked is not None and asked.entry.action is not None and read_answer(text) == "yes"
 
     def confirming(self) -> bool:
         """Whether a confirmation question about the caller's words waits for its answer."""
         asked = self._waiting()
         return asked is not None and not asked.offer
+
+    def _awaited(self, previous: Turn | None, text: str) -> _Asked | None:
+        """What ``text`` may answer: the question waiting for its answer, else the colleague
+        the previous answer offered."""
+        asked = self._waiting()
+        if asked is None and previous is not None:
+            asked = self._offered(previous, text)
+        return asked
 
     def _waiting(self) -> _Asked | None:
         """The question asked on the last turn, by this router or by the responder."""
@@ -157,16 +162,12 @@ class Router(Processor):
             await self.push(frame)
             return
         turn = frame.turn
-        asked = self._waiting()
-        self._asked = self._unsure = None
-        if turn.continues is not None:
-            # The caller went on with their request over the bot's question: no reply to it.
-            asked = None
-        if asked is not None:
-            self._questioned.add(asked.entry.name)
         previous, self._previous = self._previous, turn
-        if asked is None and previous is not None and turn.continues is None:
-            asked = self._offered(previous, frame.text)
+        # The caller who went on with their request over the bot's question made no reply.
+        asked = self._awaited(previous, frame.text) if turn.continues is None else None
+        self._asked = self._unsure = None
+        if asked is not None and not asked.offer:
+            self._questioned.add(asked.entry.name)
         if asked is not None and await self._answered(turn, frame.text, asked):
             return
         spec = turn.speculation

@@ -133,8 +133,9 @@ class TurnDetector(Processor):
         self._nowhere = False
         #: A finished sentence the cache would only ask about (``question_silence_ms``).
         self._asks = False
-        #: Words an intent would hang up on (``hangup_silence_ms``).
-        self._hangs_up = False
+        #: Words that would act at once and for good: an intent that hangs up, or a yes
+        #: that would transfer or hang up (``hangup_silence_ms``).
+        self._acts = False
         self._hold_said = False
         #: Silence after which this pause's pass is made again (0: no second pass).
         self._again_at_ms = 0
@@ -265,7 +266,7 @@ class TurnDetector(Processor):
         self._unsure = False
         self._nowhere = False
         self._asks = False
-        self._hangs_up = False
+        self._acts = False
         self._again_at_ms = 0
         self._pause_id += 1
 
@@ -334,7 +335,7 @@ class TurnDetector(Processor):
             # So may a yes that would transfer or hang up ("Okay, okay." after the offer of
             # a colleague, from a caller starting "Right, okay, so | what time ...").
             acts = done.hangs_up or done.acts_on_reply
-            self._hangs_up = acts and self._cfg.hangup_silence_ms > 0
+            self._acts = acts and self._cfg.hangup_silence_ms > 0
         reply = self._cfg.hold_reply
         if self._verdict == "hold" and not self._hold_said and reply and self._say is not None:
             self._hold_said = True
@@ -355,7 +356,7 @@ class TurnDetector(Processor):
             return max(cfg.end_silence_ms, cfg.nowhere_silence_ms)
         if self._asks:
             return max(cfg.end_silence_ms, cfg.question_silence_ms)
-        if self._hangs_up:
+        if self._acts:
             return max(cfg.end_silence_ms, cfg.hangup_silence_ms)
         return cfg.end_silence_ms
 
@@ -365,7 +366,7 @@ class TurnDetector(Processor):
         done = self._speculator.ready(self._pause_id)
         if done is None or self._verdict in ("unfinished", "hold") or self._unsure:
             return False  # no cached answer on a fragment, nor on words heard as a guess
-        if self._nowhere or self._asks or self._hangs_up:
+        if self._nowhere or self._asks or self._acts:
             # nothing to say but "not sure", a question, a hang-up: the caller may go on
             return False
         finished = self._verdict == "finished"
@@ -399,7 +400,7 @@ class TurnDetector(Processor):
         self._unsure = False
         self._nowhere = False
         self._asks = False
-        self._hangs_up = False
+        self._acts = False
         self._again_at_ms = 0
         self._voiced_run_ms = 0
         self._audio = bytearray()

@@ -40,6 +40,7 @@ def _pause_record(turn: Turn) -> dict[str, object] | None:
         "doubtful": spec.doubtful,
         "nowhere": spec.nowhere,
         "hangs_up": spec.hangs_up,
+        "acts_on_reply": spec.acts_on_reply,
         "failed": spec.failed,
     }
 

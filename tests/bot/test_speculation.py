@@ -595,6 +595,7 @@ async def test_the_turn_log_says_what_the_pause_found_and_no_words() -> None:
         "doubtful": False,
         "nowhere": False,
         "hangs_up": True,
+        "acts_on_reply": False,
         "failed": False,
     }
     assert "bye" not in json.dumps(record).lower()
