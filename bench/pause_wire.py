@@ -100,6 +100,9 @@ class Outcome:
     #: it ended (which limit ended it: 300 a finished sentence, 500 the usual wait...), and
     #: what the pause's pass heard (each recognizer) and found.
     cut_as: tuple[str, ...] = ()
+    #: The model time of the turn at the request's end (``asr``: the first recognizer's
+    #: last pass in the pause, reused; ``asr_second``: heard again), from the call log.
+    model_ms: tuple[tuple[str, float], ...] = ()
 
 
 def _pause_at(pcm: bytes) -> tuple[float, float]:
@@ -246,6 +249,7 @@ async def run(
                         f"pause {pause_of.get(t.transcript or '')}"
                         for t in ends
                     ),
+                    model_ms=() if first is None else tuple(first.model_ms.items()),
                 )
             )
     return out
@@ -303,7 +307,21 @@ def report(outcomes: list[Outcome]) -> str:
             f"paused requests kept whole: end-of-turn wait after the request, P50 "
             f"{statistics.median(waits):.0f} ms"
         )
+    lines.append(_pass_times(outcomes))
     return "\n".join(lines)
+
+
+def _pass_times(outcomes: list[Outcome]) -> str:
+    """What deciding the end of turn cost in model time: the recognizers' time on the turn
+    that ended each request (the pause's pass is reused when the caller did not go on)."""
+    times = [dict(o.model_ms) for o in outcomes if o.model_ms]
+    first = [t["asr"] for t in times if "asr" in t]
+    second = [t["asr_second"] for t in times if "asr_second" in t]
+    return (
+        f"recognizer time of the turn that ended a request: first pass P50 {_pct(first, 50)} / "
+        f"P95 {_pct(first, 95)} ms ({len(first)} turns); heard again on {len(second)} of "
+        f"{len(times)}, P50 {_pct(second, 50)} / P95 {_pct(second, 95)} ms"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

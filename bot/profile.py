@@ -89,10 +89,12 @@ class EndpointingConfig(BaseModel):
     #: Silence the turn waits for when a finished sentence would only be asked about
     #: ("Just to check, do you want to talk to a person?"): the cache is not sure what the
     #: caller means, and half a request misheard as a sentence ("Can you send me" as "Can
-    #: you friend me?") is one reason why. Longer than the pauses of up to 1.2 s callers
-    #: make mid-sentence; the question comes this much later. 0: such a sentence ends the
-    #: turn as any finished one does.
-    question_silence_ms: int = Field(1500, ge=0, le=10_000)
+    #: you friend me?") is one reason why. Longer than the pauses of up to 1.5 s callers
+    #: make mid-sentence, by the time it takes to hear them go on: at 1500 ms, a caller
+    #: who went on after a 1.5 s pause ("Can someone help me? | with a missing item ...")
+    #: heard the question start over them. The question comes this much later. 0: such a
+    #: sentence ends the turn as any finished one does.
+    question_silence_ms: int = Field(1800, ge=0, le=10_000)
     #: Silence the turn waits for when the words match an intent that hangs up after its
     #: answer (a goodbye). A hang-up cannot be taken back, and a fragment misheard as a
     #: goodbye ("Where can I find" heard as "Bye bye.") would end the call of a caller who
