@@ -67,8 +67,14 @@ class ScriptedASR(ASR):
 
 
 class ScriptedLLM(LLM):
-    def __init__(self, pieces: Sequence[str], delay_s: float = 0.0, fail: bool = False) -> None:
-        super().__init__(timeout_s=2.0, retries=0)
+    def __init__(
+        self,
+        pieces: Sequence[str],
+        delay_s: float = 0.0,
+        fail: bool = False,
+        timeout_s: float = 2.0,
+    ) -> None:
+        super().__init__(timeout_s=timeout_s, retries=0)
         self.pieces = list(pieces)
         self.delay_s = delay_s
         self.fail = fail

@@ -388,9 +388,11 @@ async def test_a_long_wait_gets_a_filler_every_so_often_until_the_answer(
     started: Start,
 ) -> None:
     # Fillers at 0.3 s (600 ms long), 1.1 s (300 ms) and 1.6 s (600 ms); the first word
-    # comes at 1.9 s and queues behind the third; the one due at 2.4 s never plays.
+    # comes at 1.9 s and queues behind the third; the one due at 2.4 s never plays. The
+    # model's timeout is well past the first word: at the usual 2 s, a loaded machine's
+    # loop lag of 100 ms turned the answer into the apology.
     chatty = PROFILE.model_copy(update={"filler_every_ms": 200})
-    llm = ScriptedLLM(["Your order ships today."], delay_s=1.9)
+    llm = ScriptedLLM(["Your order ships today."], delay_s=1.9, timeout_s=5.0)
     bot = await started(llm=llm, profile=chatty)
     await bot.say("is my parcel insured")
     await bot.until(lambda: len(bot.turns) == 1)
