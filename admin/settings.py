@@ -49,5 +49,8 @@ class AdminSettings(BaseModel):
     #: Browser test calls a node takes at once (further offers: 503). They are calls of the
     #: node, and count against its own call limit too.
     webrtc_max_calls: int = Field(4, ge=0, le=1000)
+    #: Seconds a browser test call has to connect (ICE and DTLS) after its offer is
+    #: answered; one that does not is dropped and its place freed.
+    webrtc_connect_timeout_s: float = Field(10.0, gt=0.0, le=120.0)
     #: How often a node checks the database for a new configuration version (s).
     config_poll_s: float = Field(2.0, gt=0.0, le=3600.0)

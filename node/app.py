@@ -36,6 +36,7 @@ from bot.queue.line import CallQueue
 from bot.queue.lobby import Lobby
 from bot.recording import CallRecorder, RecordedCall, recording_path
 from node.admin_port import AdminPort
+from node.call_places import CallPlaces
 from node.calllog import database_url, node_name, open_call_log, recordings_dir
 from node.config_sync import ConfigSync
 from node.looplag import LoopLagMonitor
@@ -75,6 +76,8 @@ class Node:
         self.admin: AdminServer | None = None
         self.config: ConfigSync | None = None
         self.webrtc: WebRtcCalls | None = None
+        #: The node's one count of calls, SIP and browser: its call limit and its drain.
+        self.places = CallPlaces()
         self.metrics = NodeMetrics()
         self.metrics.add_snapshot(
             sip=lambda: self.endpoint.stats() if self.endpoint is not None else {},
@@ -143,6 +146,7 @@ class Node:
             self.webhooks = Webhooks(self.profile.lookups, secrets)
         self.endpoint = SipServer(self.settings.sip, self._on_call)
         await self.endpoint.start()
+        self.places.sip = self.endpoint  # browser calls from now on, as phone calls
         self.loop_lag.start()
         if self._load_reporter is not None:
             self._load_reporter.start()
@@ -232,17 +236,12 @@ class Node:
         if importlib.util.find_spec("aiortc") is None:
             log.info("browser test calls off: the webrtc extra (aiortc) is not installed")
             return None
+        # A browser test call takes a place a phone call could have (node/call_places.py).
         self.webrtc = WebRtcCalls(
-            self._on_call, sample_rate=SAMPLE_RATE, call_limit=self._calls_in_progress
+            self._on_call, sample_rate=SAMPLE_RATE, take_place=self.places.take_browser
         )
+        self.places.browser = self.webrtc
         return self.webrtc
-
-    def _calls_in_progress(self) -> tuple[int, int]:
-        """Calls in progress (SIP and browser) and the node's call limit: a browser test
-        call takes a place a phone call could have."""
-        sip = self.endpoint.stats().get("calls_active", 0) if self.endpoint is not None else 0
-        browser = self.webrtc.in_progress if self.webrtc is not None else 0
-        return sip + browser, self.settings.sip.max_calls
 
     def _queue_metrics(self) -> dict[str, float]:
         if self.lobby is None:
@@ -408,17 +407,28 @@ class Node:
             self.log_sip_stats()
 
     async def drain(self, give_up: asyncio.Event) -> None:
-        """Take no new call and let the live ones end, for ``sip.drain_s`` at most."""
+        """Take no new call, SIP or browser, and let the live ones of both end, for
+        ``sip.drain_s`` at most."""
         if self.endpoint is None:
             return
         max_s = self.settings.sip.drain_s
-        live = self.endpoint.active_calls
-        log.info("draining: new calls get 503; waiting up to %.0f s for %d live", max_s, live)
-        if await self.endpoint.drain(max_s, give_up=give_up):
+        sip, browser = self.places.live
+        log.info(
+            "draining: new calls get 503; waiting up to %.0f s for %d live (%d SIP, %d browser)",
+            max_s,
+            sip + browser,
+            sip,
+            browser,
+        )
+        if await self.places.drain(max_s, give_up=give_up):
             log.info("drained: no live call")
         else:
+            sip, browser = self.places.live
             log.warning(
-                "drain ended with %d live calls: hanging them up", self.endpoint.active_calls
+                "drain ended with %d live calls (%d SIP, %d browser): hanging them up",
+                sip + browser,
+                sip,
+                browser,
             )
             # Callers still in line: the overflow target, or the apology; never a silent BYE.
             await self.close_line()

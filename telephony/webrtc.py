@@ -1,11 +1,13 @@
 """WebRTC calls (aiortc): telephony's second transport, beside SIP, as a call of the same
 pipeline. The console's test call from the browser uses it.
 
-The console (or any WebRTC client) posts an SDP offer; the node answers it and runs a
-``CallSession`` on a ``WebRtcCall``, the same ``CallPort`` a SIP call is: the same models,
-the same intent cache and the same call log. Audio is Opus on the wire; aiortc decodes it,
-and it is resampled here to the pipeline's rate in 20 ms frames, and the bot's frames are
-paced out at 20 ms. Needs the ``webrtc`` extra (aiortc).
+The console (or any WebRTC client) posts an SDP offer, checked first
+(``telephony.webrtc_sdp``); the node answers it and, once the browser is connected (ICE and
+DTLS), runs a ``CallSession`` on a ``WebRtcCall``, the same ``CallPort`` a SIP call is: the
+same models, the same intent cache and the same call log. From the offer to the call's end
+the call holds one of the node's places for calls, which its phone calls take too. Audio
+is Opus on the wire; aiortc decodes it, and it is resampled here to the pipeline's rate in
+20 ms frames, and the bot's frames are paced out at 20 ms. Needs the ``webrtc`` extra (aiortc).
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ from typing import Any
 
 from telephony.config import FRAME_MS
 from telephony.events import AudioIn, CallEnded, InboundEvent, TransferResult
+from telephony.webrtc_sdp import SdpError, check_offer
 
 log = logging.getLogger(__name__)
 
 #: A new browser call: the node runs its session (``Node._on_call``).
 CallRunner = Callable[[Any], Awaitable[None]]
-#: The node's calls in progress (phone and browser) and its call limit.
-CallLimit = Callable[[], tuple[int, int]]
+#: Takes one of the node's places for calls (phone and browser count alike) and returns
+#: what gives it back; raises ``CallRefused`` when the node has none free.
+TakePlace = Callable[[], Callable[[], None]]
 
 
 class CallRefused(Exception):
@@ -174,26 +178,67 @@ def _outbound_track(call: WebRtcCall) -> Any:
     return BotAudio()
 
 
+class _Place:
+    """A browser call's place on the node, from its offer to its end: held once, freed once."""
+
+    def __init__(self, owner: WebRtcCalls, caller: str, give_back: Callable[[], None]) -> None:
+        self.owner = owner
+        self.caller = caller
+        self._give_back = give_back
+        self.held = True
+
+    def free(self) -> None:
+        if self.held:
+            self.held = False
+            self._give_back()
+            self.owner._freed(self.caller)
+
+
 class WebRtcCalls:
-    """Answers browser offers and runs each as a call of the node."""
+    """Answers browser offers and runs each as a call of the node.
+
+    A browser call holds a place from its offer: the node's (``take_place``, the one count
+    of its calls, SIP and browser), the caller's share (``max_per_caller``) and one of
+    ``max_calls``. It becomes a call of the node (``run_call``: the session, the call log's
+    live call) once connected, ICE and DTLS done; an offer not connected within
+    ``connect_timeout_s`` is dropped and its place freed.
+    """
 
     def __init__(
-        self, run_call: CallRunner, *, sample_rate: int, call_limit: CallLimit | None = None
+        self,
+        run_call: CallRunner,
+        *,
+        sample_rate: int,
+        take_place: TakePlace | None = None,
     ) -> None:
         self._run_call = run_call
         self.sample_rate = sample_rate
-        self._call_limit = call_limit
+        self._take_place = take_place
         self._tasks: set[asyncio.Task[None]] = set()
         self._pcs: set[Any] = set()
-        #: Browser calls in progress, by caller (from the answer to the call's end).
+        #: Browser calls holding a place, by caller (from the offer to the call's end).
         self._by_caller: Counter[str] = Counter()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        #: New offers are refused (503): the node drains (``Node.drain``).
+        self.draining = False
+        #: Offers answered and never connected, dropped (since start).
+        self.dropped_unconnected = 0
 
     @property
     def in_progress(self) -> int:
-        """Browser calls answered and not yet ended."""
+        """Browser calls holding a place: offers being connected, and calls up."""
         return sum(self._by_caller.values())
 
-    def _admit(self, caller: str, max_per_caller: int, max_calls: int) -> None:
+    async def wait_idle(self) -> None:
+        """Returns once no browser call holds a place."""
+        await self._idle.wait()
+
+    def _admit(self, caller: str, max_per_caller: int, max_calls: int) -> _Place:
+        if self.draining:
+            raise CallRefused(
+                "the node is stopping (draining): it takes no new call", node_full=True
+            )
         held = self._by_caller[caller]
         if held >= max_per_caller:
             raise CallRefused(
@@ -206,18 +251,17 @@ class WebRtcCalls:
                 f"{self.in_progress} browser calls in progress, the most this node takes",
                 node_full=True,
             )
-        if self._call_limit is not None:
-            busy, limit = self._call_limit()
-            if busy >= limit:
-                raise CallRefused(
-                    f"the node is at its call limit ({busy} of {limit} calls in progress)",
-                    node_full=True,
-                )
+        give_back = self._take_place() if self._take_place is not None else _nothing
+        self._by_caller[caller] += 1  # held from here: offers at once cannot pass together
+        self._idle.clear()
+        return _Place(self, caller, give_back)
 
-    def _release(self, caller: str) -> None:
+    def _freed(self, caller: str) -> None:
         self._by_caller[caller] -= 1
         if self._by_caller[caller] <= 0:
             del self._by_caller[caller]
+        if not self._by_caller:
+            self._idle.set()
 
     async def answer(
         self,
@@ -227,55 +271,89 @@ class WebRtcCalls:
         *,
         max_per_caller: int = 2,
         max_calls: int = 4,
+        connect_timeout_s: float = 10.0,
     ) -> tuple[str, str]:
-        """The SDP answer to a browser's offer; the call starts when its audio arrives.
+        """The SDP answer to a browser's offer; the call starts once it is connected.
 
-        ``CallRefused`` when ``caller`` already has ``max_per_caller`` browser calls, the
-        node ``max_calls``, or the node is at its own call limit (phone calls count): a
-        browser call is a call of the node, with its models, log and recording."""
+        ``SdpError`` when the offer is malformed or could never connect
+        (``telephony.webrtc_sdp``). ``CallRefused`` when ``caller`` already has
+        ``max_per_caller`` browser calls, the node ``max_calls``, or the node has no place
+        (``take_place``: its calls, phone and browser, at its call limit) or is draining.
+        An offer not connected within ``connect_timeout_s`` is dropped."""
         from aiortc import RTCPeerConnection, RTCSessionDescription  # noqa: PLC0415
 
-        self._admit(caller, max_per_caller, max_calls)
-        self._by_caller[caller] += 1  # held from here: offers at once cannot pass together
+        checked = check_offer(sdp)
+        place = self._admit(caller, max_per_caller, max_calls)
         pc = RTCPeerConnection()
         self._pcs.add(pc)
         call = WebRtcCall(pc, sample_rate=self.sample_rate, caller=caller)
+        settled = asyncio.Event()  # connected, or failed or closed first
 
         @pc.on("track")
         def _on_track(track: Any) -> None:
-            if track.kind == "audio":
+            if track.kind == "audio" and call._reader is None:
                 call.read_from(track)
 
         @pc.on("connectionstatechange")
         async def _on_state() -> None:
-            if pc.connectionState in ("failed", "closed", "disconnected"):
+            if pc.connectionState == "connected":
+                settled.set()
+            elif pc.connectionState in ("failed", "closed", "disconnected"):
+                settled.set()
                 call.end("remote_hangup", by_remote=True)
                 self._pcs.discard(pc)
                 await pc.close()
 
         try:
-            await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type=sdp_type))
-            pc.addTrack(_outbound_track(call))
-            await pc.setLocalDescription(await pc.createAnswer())
+            try:
+                await pc.setRemoteDescription(RTCSessionDescription(sdp=checked, type=sdp_type))
+                pc.addTrack(_outbound_track(call))
+                await pc.setLocalDescription(await pc.createAnswer())
+            except (asyncio.CancelledError, SdpError):
+                raise
+            except Exception as exc:  # what the check let through and aiortc did not take
+                log.warning("browser offer from %s not answered: %r", caller, exc)
+                why = str(exc) or type(exc).__name__
+                raise SdpError(f"the offer could not be answered: {why}") from exc
         except BaseException:
-            self._release(caller)
+            place.free()
             self._pcs.discard(pc)
             await pc.close()
             raise
-        task = asyncio.create_task(self._run(call), name=call.call_id)
+        task = asyncio.create_task(
+            self._run(call, place, settled, connect_timeout_s), name=call.call_id
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         local = pc.localDescription
         return local.sdp, local.type
 
-    async def _run(self, call: WebRtcCall) -> None:
-        log.info("browser call %s from %s", call.call_id, call.remote_uri)
+    async def _run(
+        self, call: WebRtcCall, place: _Place, settled: asyncio.Event, timeout_s: float
+    ) -> None:
+        pc = call.pc
         try:
+            try:
+                await asyncio.wait_for(settled.wait(), timeout_s)
+            except TimeoutError:
+                self.dropped_unconnected += 1
+                log.info(
+                    "browser call %s from %s not connected within %.1f s: dropped",
+                    call.call_id,
+                    call.remote_uri,
+                    timeout_s,
+                )
+                return
+            if pc.connectionState != "connected":
+                log.info("browser call %s from %s never connected", call.call_id, call.remote_uri)
+                return
+            call.answered_at = time.monotonic()
+            log.info("browser call %s from %s", call.call_id, call.remote_uri)
             await self._run_call(call)
         finally:
-            self._release(call.remote_uri)
-            self._pcs.discard(call.pc)
-            await call.pc.close()
+            place.free()
+            self._pcs.discard(pc)
+            await pc.close()
 
     async def close(self) -> None:
         for pc in list(self._pcs):
@@ -283,3 +361,7 @@ class WebRtcCalls:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(task, 5)
+
+
+def _nothing() -> None:
+    pass
