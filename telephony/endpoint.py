@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import pjsua2 as pj
 
-from telephony import pjsip_c, srtp
+from telephony import front_token, pjsip_c, srtp
 from telephony.bridge import AgentLeg, Bridges
 from telephony.call import Bridger, CallHandle, SipCall, Transferrer
 from telephony.config import EndpointConfig
@@ -137,6 +137,7 @@ class _Core:
         #: for calls already ended for their bot (``_report_ending``), when it changes.
         self.on_ending: Callable[[int], None] | None = None
         self.ending = 0
+        self.stamp_key: bytes | None = None  # see SipEndpoint
 
     # plumbing -------------------------------------------------------------------
     def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
@@ -285,6 +286,8 @@ class _Core:
         med.maxMediaPorts = max(64, 2 * ep_cfg.uaConfig.maxCalls + 16)
         self.ep.libInit(ep_cfg)
         pjsip_c.set_timers(cfg.t1_ms)
+        if self.stamp_key is not None:
+            pjsip_c.refuse_strangers(self._stranger_dropped)
         self.ep.audDevManager().setNullDev()
         self._set_codec_priorities()
 
@@ -298,7 +301,8 @@ class _Core:
 
         acfg = pj.AccountConfig()
         host = cfg.public_host or cfg.host
-        acfg.idUri = f"sip:switchboard@{host}:{cfg.port}"
+        # No user part: the Contact a caller sees names no product.
+        acfg.idUri = f"sip:{host}:{cfg.port}"
         mtc = acfg.mediaConfig.transportConfig
         mtc.port = cfg.rtp_port_start
         mtc.portRange = cfg.rtp_port_range
@@ -380,6 +384,12 @@ class _Core:
             message: str = prm.rdata.wholeMsg
         except UnicodeDecodeError:  # SWIG cannot hand over a non-UTF-8 message
             message = ""
+        if self.stamp_key is not None and not front_token.stamped(
+            self.stamp_key, message, call.sip_call_id
+        ):
+            self.counters["rejected_unstamped"] += 1
+            self._reject(call, 403, "Forbidden", {})
+            return
         defect = request_defect(message) if message else None
         if defect is not None:
             self.counters["rejected_malformed"] += 1
@@ -404,6 +414,9 @@ class _Core:
             self.call_later(self.config.answer_delay_ms / 1000, lambda: self._answer(call, 200))
         else:
             self._answer(call, 200)
+
+    def _stranger_dropped(self) -> None:
+        self.counters["strangers_dropped"] += 1
 
     def _reject(self, call: SipCall, code: int, reason: str, headers: dict[str, str]) -> None:
         call.rejected = True
@@ -777,8 +790,12 @@ class SipEndpoint:
         on_call: OnCall,
         *,
         on_ending: Callable[[int], None] | None = None,
+        stamp_key: bytes | None = None,
     ) -> None:
         self.config = config
+        #: Behind a front (a worker): new calls only with its stamp (``front_token``), and
+        #: nothing else from outside a dialog.
+        self.stamp_key = stamp_key
         self._on_call = on_call
         self._on_ending = on_ending  # see _Core.on_ending
         self._core: _Core | None = None
@@ -807,6 +824,7 @@ class SipEndpoint:
         loop = asyncio.get_running_loop()
         core = _Core(self.config, self._on_call, loop)
         core.on_ending = self._on_ending
+        core.stamp_key = self.stamp_key
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         thread = threading.Thread(target=core.run, args=(ready,), name="sip-endpoint", daemon=True)
         self._core, self._thread = core, thread

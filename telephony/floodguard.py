@@ -76,6 +76,11 @@ class FrontLimits(BaseModel):
     #: Call-IDs the front routes at once (calls and INVITE transactions); a new INVITE
     #: beyond it gets 503.
     max_routes: int = Field(4096, ge=1)
+    #: New calls one source may have that are not yet confirmed (INVITEs not answered,
+    #: and answers not ACKed); its next INVITE gets 503 + Retry-After, so that one source
+    #: cannot hold every call slot until its unACKed calls get it banned. Upstreams are
+    #: spared (every caller behind them shares their address).
+    max_unconfirmed_per_source: int = Field(4, ge=1)
 
 
 @dataclass(slots=True)

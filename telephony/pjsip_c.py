@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib
+from collections.abc import Callable
 
 #: RFC 3261's ratios to T1: T2 (the longest retransmit interval) 4 s, T4 (how long a
 #: message may stay in the network) 5 s, Timer D (a UAC's wait for retransmitted final
@@ -51,3 +52,75 @@ def calls_held() -> int:
 def transaction_s(t1_ms: int) -> float:
     """64*T1: the longest a transaction lives, and an answered INVITE waits for its ACK."""
     return 64 * t1_ms / 1000
+
+
+# --------------------------------------------------------------------------- strangers
+# A pjsip module placed after the dialog layer (which takes every request of a known
+# dialog, priority 32) and before pjsua's own modules (64: calls, presence, instant
+# messages). It sees only requests outside every dialog: a new INVITE goes on to pjsua
+# (whose incoming-call handler checks the front's stamp); anything else (SUBSCRIBE, MESSAGE,
+# OPTIONS, NOTIFY, REFER, a BYE of no dialog...) is dropped unanswered: behind a front,
+# none of them comes from the front, which answers them all itself. Without this, pjsua
+# answers an out-of-dialog SUBSCRIBE with 200 and then sends NOTIFYs to whatever address
+# its Contact names, and a MESSAGE with 200.
+_PRIORITY_AFTER_DIALOGS = 40
+_ON_RX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+
+
+class _PjStr(ctypes.Structure):
+    _fields_ = [("ptr", ctypes.c_char_p), ("slen", ctypes.c_ssize_t)]
+
+
+class _PjsipModule(ctypes.Structure):
+    """``pjsip_module`` (pjsip/sip_module.h)."""
+
+    _fields_ = [
+        ("prev", ctypes.c_void_p),
+        ("next", ctypes.c_void_p),
+        ("name", _PjStr),
+        ("id", ctypes.c_int),
+        ("priority", ctypes.c_int),
+        ("load", ctypes.c_void_p),
+        ("start", ctypes.c_void_p),
+        ("stop", ctypes.c_void_p),
+        ("unload", ctypes.c_void_p),
+        ("on_rx_request", _ON_RX),
+        ("on_rx_response", ctypes.c_void_p),
+        ("on_tx_request", ctypes.c_void_p),
+        ("on_tx_response", ctypes.c_void_p),
+        ("on_tsx_state", ctypes.c_void_p),
+    ]
+
+
+_MODULE_NAME = b"mod-refuse-strangers"
+_kept: list[object] = []  # the module and its callback live as long as the library
+
+
+def refuse_strangers(on_drop: Callable[[], None]) -> None:
+    """After ``libInit``: drop every request outside a dialog but a new INVITE."""
+    lib = _lib()
+    lib.pjsua_get_pjsip_endpt.argtypes = []
+    lib.pjsua_get_pjsip_endpt.restype = ctypes.c_void_p
+    lib.pjsip_endpt_register_module.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.pjsip_endpt_register_module.restype = ctypes.c_int
+    lib.pjsip_rx_data_get_info.argtypes = [ctypes.c_void_p]
+    lib.pjsip_rx_data_get_info.restype = ctypes.c_char_p
+
+    def on_rx_request(rdata: int | None) -> int:
+        info = lib.pjsip_rx_data_get_info(rdata) or b""
+        # "Request msg INVITE/cseq=1 (rdata0x...)"
+        if info.startswith(b"Request msg INVITE/"):
+            return 0  # pjsua's call handler decides (the stamp)
+        on_drop()
+        return 1  # taken: nothing answered, nothing made
+
+    callback = _ON_RX(on_rx_request)
+    module = _PjsipModule()
+    module.name = _PjStr(_MODULE_NAME, len(_MODULE_NAME))
+    module.id = -1
+    module.priority = _PRIORITY_AFTER_DIALOGS
+    module.on_rx_request = callback
+    status = lib.pjsip_endpt_register_module(lib.pjsua_get_pjsip_endpt(), ctypes.byref(module))
+    if status != 0:
+        raise RuntimeError(f"pjsip_endpt_register_module failed: status {status}")
+    _kept.extend((module, callback))

@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from telephony import front_token
 from telephony.config import EndpointConfig
 from telephony.events import NO_ACK
 from telephony.ipc import (
@@ -193,6 +194,21 @@ class _WorkerLink(asyncio.Protocol):
         self.node._worker_lost(self, "worker crashed")
 
 
+def free_port_outside(host: str, avoid: range, tries: int = 64) -> int:
+    """A UDP port free on ``host`` now and not in ``avoid`` (0: let the worker pick)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for _ in range(tries):
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            try:
+                probe.bind((host, 0))
+            except OSError:
+                return 0
+            port = int(probe.getsockname()[1])
+        if port not in avoid:
+            return port
+    return 0
+
+
 class SipServer:
     """A SIP node that answers calls in worker processes and hands each to ``on_call``.
 
@@ -214,6 +230,8 @@ class SipServer:
     ) -> None:
         self.config = config
         self._on_call = on_call
+        #: The key of the front's stamp on new calls, shared with the workers only.
+        self._stamp_key = front_token.new_key()
         per = per_worker if per_worker is not None else per_worker_calls()
         if not 1 <= per <= per_worker_calls():
             raise ValueError(f"per_worker must be 1..{per_worker_calls()}, not {per}")
@@ -294,6 +312,9 @@ class SipServer:
             ringing_s=cfg.answer_delay_ms / 1000,
             limits=cfg.limits,
             gate=CallerGate(cfg.peers, cfg.realm),
+            public_host=cfg.public_host,
+            stamp_key=self._stamp_key,
+            on_key=self._key_from_front,
         )
         try:
             await front.start()
@@ -464,13 +485,16 @@ class SipServer:
         cfg = self.config
         half = self._generation[slot.index] % 2
         self._generation[slot.index] += 1
+        rtp_start = cfg.rtp_port_start + slot.index * self._rtp_slice + half * self._rtp_half
         return cfg.model_copy(
             update={
-                "port": 0,
+                # Outside every worker's RTP range, so that no worker's media can find it
+                # taken (an ephemeral port could fall anywhere).
+                "port": free_port_outside(
+                    cfg.host, range(cfg.rtp_port_start, cfg.rtp_port_start + cfg.rtp_port_range)
+                ),
                 "max_calls": slot.capacity,
-                "rtp_port_start": cfg.rtp_port_start
-                + slot.index * self._rtp_slice
-                + half * self._rtp_half,
+                "rtp_port_start": rtp_start,
                 "rtp_port_range": self._rtp_half,
             }
         )
@@ -495,7 +519,11 @@ class SipServer:
                 pass_fds=(child_sock.fileno(),),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL,  # pjlib prints there; logs go to stderr
-                env={**os.environ, "PYTHONPATH": _package_root()},
+                env={
+                    **os.environ,
+                    "PYTHONPATH": _package_root(),
+                    front_token.KEY_ENV: self._stamp_key.hex(),
+                },
             )
         except BaseException:
             parent_sock.close()
@@ -596,6 +624,18 @@ class SipServer:
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _key_from_front(self, call_id: str, digit: str, duration_ms: int) -> bool:
+        """An in-dialog INFO's DTMF key, answered by the front: to its call, as the
+        worker's RFC 4733 keys go (True if a call of that Call-ID is up)."""
+        for w in self._workers:
+            if w is None:
+                continue
+            for call in w.calls.values():
+                if call.call_id == call_id:
+                    call.on_dtmf(digit, duration_ms, time.monotonic())
+                    return True
+        return False
 
     def _call_finished(self, call: RemoteCall, reason: str = "") -> None:
         self._calls_active -= 1

@@ -48,14 +48,17 @@ import logging
 import re
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from telephony import front_token
+from telephony.dialog_requests import dtmf_key, neutral_response
 from telephony.floodguard import GUARD_KEYS, FloodGuard, FrontLimits
 from telephony.peers import CallerGate
 from telephony.registration import Registration
 from telephony.sip_stream import (
+    BRANCH_PREFIX,
     STREAM_KEYS,
     StreamConn,
     creates_dialog,
@@ -200,6 +203,24 @@ def stateless_response(
     return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
+DTMF_ACCEPT = "application/dtmf-relay, application/dtmf"
+
+
+def _own_via_on_top(msg: SipScan) -> bool:
+    via = msg.get("via")
+    return via is not None and BRANCH_PREFIX in top_via_parm(via.value)
+
+
+def _local_towards(family: int, addr: Addr) -> str:
+    """The local address the kernel sends from towards ``addr`` (no packet is sent)."""
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(tuple(addr[:2]))
+            return str(probe.getsockname()[0])
+        except OSError:
+            return "127.0.0.1" if family == socket.AF_INET else "::1"
+
+
 def invite_status(data: bytes) -> int:
     """Status code if ``data`` is a response to an INVITE, else 0."""
     if len(data) < 12 or not data.startswith(b"SIP/2.0 "):
@@ -270,6 +291,12 @@ FRONT_KEYS = (
     "front_registration_responses",
     "front_busy_rewritten",  # a worker's 486 passed on as 503 + Retry-After
     "front_unacked",  # calls whose caller never ACKed the 200 OK
+    "front_dialog_options",  # in-dialog OPTIONS (a PBX's keepalive) answered here
+    "front_dialog_keys",  # in-dialog INFO with a DTMF key, passed to the call
+    "front_dialog_info_refused",  # in-dialog INFO of another kind: 415
+    "front_dialog_refused",  # in-dialog SUBSCRIBE, MESSAGE, PUBLISH, REGISTER: 405
+    "front_responses_relayed",  # a caller's response to a worker's request (its BYE)
+    "front_unconfirmed_refused",  # a source over max_unconfirmed_per_source: 503
     *GUARD_KEYS,
     *STREAM_KEYS,
 )
@@ -283,6 +310,11 @@ class _Route:
     relay: _Relay | None = None
     #: The caller's TCP or TLS connection (None: a UDP caller, answered from the front's port).
     conn: StreamConn | None = None
+    #: The front's own ``host:port`` as a UDP caller reaches it (its Record-Route and Via).
+    own: bytes = b""
+    #: Counted in its source's unconfirmed calls (``max_unconfirmed_per_source``) until
+    #: its INVITE's answer is ACKed, refused, or the route ends.
+    unconfirmed: str | None = None
     holds_slot: bool = False  # counted in worker.load (an INVITE not yet over)
     responded: bool = False  # the worker has sent something back for this Call-ID
     invite_at: float = 0.0  # when the INVITE holding the slot was forwarded
@@ -352,8 +384,21 @@ class SipFront(asyncio.DatagramProtocol):
         ringing_s: float = 0.0,
         limits: FrontLimits | None = None,
         gate: CallerGate | None = None,
+        public_host: str | None = None,
+        stamp_key: bytes | None = None,
+        on_key: Callable[[str, str, int], bool] | None = None,
     ) -> None:
         self.host, self.port = host, port
+        #: The address callers are told to reach the front at (Record-Route, Via); None:
+        #: the bound host, or for a wildcard the local address the kernel picks towards
+        #: each caller.
+        self.public_host = public_host
+        #: The key of the stamp every new INVITE gets for its worker (``front_token``).
+        self.stamp_key = stamp_key if stamp_key is not None else front_token.new_key()
+        #: Hands an in-dialog INFO's DTMF key to the call of that Call-ID (True if taken).
+        self.on_key = on_key
+        self._towards: dict[str, bytes] = {}  # a wildcard front's local address per caller
+        self._unconfirmed: dict[str, int] = {}  # source -> its routes' unconfirmed calls
         self.workers = workers
         self.retry_after_s = retry_after_s
         self.server = server
@@ -448,8 +493,8 @@ class SipFront(asyncio.DatagramProtocol):
                 self._reply_raw(b"\r\n", addr)
             return
         msg = scan(data)
-        if msg.is_response and conn is not None:
-            self._stream_response(data, msg)
+        if msg.is_response and (conn is not None or _own_via_on_top(msg)):
+            self._client_response(data, msg)
             return
         if msg.is_response and self.registration is not None and self.registration.response(msg):
             c["front_registration_responses"] += 1
@@ -468,6 +513,12 @@ class SipFront(asyncio.DatagramProtocol):
             if msg.method == "INVITE" and not self._admit_again(route, msg):
                 self._reject_busy(msg, addr, conn)
                 return
+            answer = self._answer_in_dialog(route, data, msg)
+            if answer is not None:
+                self._reply(msg, answer.code, answer.reason, addr, answer.headers, conn=conn)
+                return
+            if msg.method == "ACK" and route.answered:
+                self._confirm(route)
             route.client, route.conn = addr, conn
             self._forward(route, data, msg, now)
             return
@@ -511,6 +562,15 @@ class SipFront(asyncio.DatagramProtocol):
                     )
             self._reject_busy(msg, addr, conn)
             return
+        source = str(addr[0])
+        spared = self.guard.upstream(source)
+        if (
+            not spared
+            and self._unconfirmed.get(source, 0) >= self.limits.max_unconfirmed_per_source
+        ):
+            self.counters["front_unconfirmed_refused"] += 1
+            self._reject_busy(msg, addr, conn)
+            return
         route = _Route(call_id, worker, addr, conn=conn, last_seen=now)
         try:
             route.relay = _Relay(self, route)
@@ -518,6 +578,11 @@ class SipFront(asyncio.DatagramProtocol):
             log.warning("no relay socket for %s: %s", call_id, exc)
             self._reject_busy(msg, addr, conn)
             return
+        if conn is None:
+            route.own = self._own_address(addr)
+        if not spared:
+            route.unconfirmed = source
+            self._unconfirmed[source] = self._unconfirmed.get(source, 0) + 1
         self.routes[call_id] = route
         self._hold(route, msg)
         self._forward(route, data, msg, now)
@@ -563,6 +628,49 @@ class SipFront(asyncio.DatagramProtocol):
             )
         return None
 
+    def _answer_in_dialog(self, route: _Route, data: bytes, msg: SipScan) -> Rejection | None:
+        """The front's own answer to a request inside a routed call, or None to forward it.
+
+        OPTIONS (a PBX's or SBC's session keepalive): 200 while the call lasts. INFO with a
+        DTMF key: the key goes to the call, 200; any other INFO: 415 with what is accepted.
+        SUBSCRIBE, MESSAGE, PUBLISH, REGISTER: 405, as outside a call.
+        """
+        method = msg.method
+        c = self.counters
+        if method == "OPTIONS":
+            c["front_dialog_options"] += 1
+            return Rejection(200, "OK", OPTIONS_HEADERS)
+        if method == "INFO":
+            key = dtmf_key(msg, data)
+            if key is None:
+                c["front_dialog_info_refused"] += 1
+                return Rejection(415, "Unsupported Media Type", (("Accept", DTMF_ACCEPT),))
+            taken = self.on_key is not None and self.on_key(route.call_id, key[0], key[1])
+            if not taken:
+                return Rejection(481, "Call/Transaction Does Not Exist")
+            c["front_dialog_keys"] += 1
+            return Rejection(200, "OK")
+        answer = method_rejection(method)
+        if answer is not None and answer.code == 405:
+            c["front_dialog_refused"] += 1
+            return answer
+        return None
+
+    def _own_address(self, addr: Addr) -> bytes:
+        """``host:port`` of the front as the caller at ``addr`` reaches it over UDP."""
+        host = self.public_host or self.host
+        if host in ("", "0.0.0.0", "::"):
+            ip = str(addr[0])
+            host_b = self._towards.get(ip)
+            if host_b is None:
+                host_b = _local_towards(self.family, addr).encode()
+                if len(self._towards) >= 4096:
+                    self._towards.clear()
+                self._towards[ip] = host_b
+            host = host_b.decode()
+        host = f"[{host}]" if ":" in host and not host.startswith("[") else host
+        return f"{host}:{self.port}".encode()
+
     def _pick(self, *, need_slot: bool) -> WorkerSlot | None:
         up = [w for w in self.workers if w.addr is not None and (w.free > 0 or not need_slot)]
         if not up:
@@ -600,39 +708,46 @@ class SipFront(asyncio.DatagramProtocol):
         if addr is None or route.relay is None:
             return
         self.counters["front_relayed_to_workers"] += 1
-        if route.conn is not None:
-            data, msg = self._towards_worker(route.conn, route.relay, data, msg)
-        elif msg.method == "INVITE" and msg.get("contact") is None:
+        if route.conn is None and msg.method == "INVITE" and msg.get("contact") is None:
             data, msg = with_contact(data, msg, route.client)
+        data, msg = self._towards_worker(route, route.relay, data, msg)
         route.relay.send(with_rport(data, msg), addr)
 
-    @staticmethod
     def _towards_worker(
-        conn: StreamConn, relay: _Relay, data: bytes, msg: SipScan
+        self, route: _Route, relay: _Relay, data: bytes, msg: SipScan
     ) -> tuple[bytes, SipScan]:
-        """A stream caller's request as its worker gets it: the front's Route values gone,
-        a dialog-creating INVITE record-routed twice (``telephony.sip_stream``)."""
-        kept = drop_routes(data, msg, {relay.local, conn.local})
+        """A caller's request as its worker gets it: the front's Route values gone, a
+        dialog-creating INVITE record-routed twice (the relay socket, what the worker sees
+        first, and the front as the caller reaches it: RFC 5658's double Record-Route) and
+        stamped for the worker (``front_token``). So every later request of the call, both
+        ways, passes the front (``telephony.sip_stream`` says the same for TCP and TLS)."""
+        conn = route.conn
+        own = conn.local if conn is not None else route.own
+        kept = drop_routes(data, msg, {relay.local, own})
         if kept is not data:
             data, msg = kept, scan(kept)
         if creates_dialog(msg):
+            front_rr = conn.record_route if conn is not None else b"<sip:" + own + b";lr>"
             lines = [
                 b"Record-Route: <sip:" + relay.local + b";lr>\r\n",
-                b"Record-Route: " + conn.record_route + b"\r\n",
+                b"Record-Route: " + front_rr + b"\r\n",
+                front_token.header_line(self.stamp_key, route.call_id),
             ]
             data = insert_headers(data, msg, lines)
             msg = scan(data)
         return data, msg
 
-    def _stream_response(self, data: bytes, msg: SipScan) -> None:
-        """A stream caller's response to a worker's request: to the worker, less our Via."""
+    def _client_response(self, data: bytes, msg: SipScan) -> None:
+        """A caller's response to a worker's request (its BYE, a REFER): to the worker,
+        less the front's Via."""
         route = self.routes.get(msg.call_id or "")
         rest = pop_own_via(data, msg)
         if route is None or route.relay is None or route.worker.addr is None or rest is None:
             self.counters["front_dropped_responses"] += 1
             return
         route.last_seen = time.monotonic()
-        self.counters["front_stream_responses_relayed"] += 1
+        key = "front_responses_relayed" if route.conn is None else "front_stream_responses_relayed"
+        self.counters[key] += 1
         route.relay.send(rest, route.worker.addr)
 
     def _unavailable(self) -> Rejection:
@@ -681,6 +796,7 @@ class SipFront(asyncio.DatagramProtocol):
         route.last_seen = time.monotonic()
         route.responded = True
         self.counters["front_relayed_to_clients"] += 1
+        data = neutral_response(data)
         code = invite_status(data)
         if code == 486:
             # pjsua's own answer when it has no call slot left: a trunk or proxy retries
@@ -689,8 +805,8 @@ class SipFront(asyncio.DatagramProtocol):
             code = 503
             self.counters["front_busy_rewritten"] += 1
         if route.conn is None:
-            self._reply_raw(data, route.client)
-        elif not route.conn.send(self._towards_stream(route, data)):
+            self._reply_raw(self._towards_client(route, data), route.client)
+        elif not route.conn.send(self._towards_client(route, data)):
             self.counters["front_stream_lost"] += 1
         if route.expires_at is None and (route.holds_slot or not route.answered):
             if code >= 300:
@@ -705,17 +821,25 @@ class SipFront(asyncio.DatagramProtocol):
         """The TCP and TLS connections that routes (calls, transactions) still need."""
         return {r.conn for r in self.routes.values() if r.conn is not None}
 
-    def _towards_stream(self, route: _Route, data: bytes) -> bytes:
-        """What the worker sent as a stream caller gets it: a request (its BYE) without the
-        front's Route values and with the front's Via on top; a response unchanged."""
+    def _towards_client(self, route: _Route, data: bytes) -> bytes:
+        """What the worker sent as the caller gets it: a request (its BYE) without the
+        front's Route values and with the front's Via on top, so that the caller's response
+        comes back through the front; a response unchanged."""
+        if data.startswith(b"SIP/2.0 ") or route.relay is None:
+            return data
         msg = scan(data)
-        if msg.is_response or route.conn is None or route.relay is None:
+        if msg.is_response:
             return data
         conn = route.conn
-        kept = drop_routes(data, msg, {route.relay.local, conn.local})
+        own = conn.local if conn is not None else route.own
+        kept = drop_routes(data, msg, {route.relay.local, own})
         if kept is not data:
             data, msg = kept, scan(kept)
-        return insert_headers(data, msg, [b"Via: " + conn.via(own_branch(msg)) + b"\r\n"])
+        if conn is not None:
+            via = conn.via(own_branch(msg))
+        else:
+            via = b"SIP/2.0/UDP " + own + b";branch=" + own_branch(msg) + b";rport"
+        return insert_headers(data, msg, [b"Via: " + via + b"\r\n"])
 
     # node hooks ------------------------------------------------------------------
     def call_started(self, call_id: str) -> None:
@@ -748,6 +872,16 @@ class SipFront(asyncio.DatagramProtocol):
             self._drop(route)
         worker.load = worker.ending = 0
 
+    def _confirm(self, route: _Route) -> None:
+        """The route's call no longer counts among its source's unconfirmed ones."""
+        source, route.unconfirmed = route.unconfirmed, None
+        if source is not None:
+            left = self._unconfirmed.get(source, 1) - 1
+            if left > 0:
+                self._unconfirmed[source] = left
+            else:
+                self._unconfirmed.pop(source, None)
+
     def _unhold(self, route: _Route) -> None:
         if route.holds_slot:
             route.holds_slot = False
@@ -755,10 +889,12 @@ class SipFront(asyncio.DatagramProtocol):
 
     def _release(self, route: _Route) -> None:
         self._unhold(route)
+        self._confirm(route)
         route.expires_at = time.monotonic() + self.linger_s
 
     def _drop(self, route: _Route) -> None:
         self._unhold(route)
+        self._confirm(route)
         if route.relay is not None:
             route.relay.close()
             route.relay = None

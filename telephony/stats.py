@@ -34,6 +34,8 @@ STAT_KEYS = (
     "rtp_frames_muted",
     "inbound_frames_dropped",
     "refer_refused",
+    "rejected_unstamped",  # a new INVITE that did not come through the front: 403
+    "strangers_dropped",  # a request outside every dialog that was not a new INVITE
 )
 
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import pjsua2 as pj
 
+from telephony import front_token
 from telephony.call import CallHandle
 from telephony.config import EndpointConfig
 from telephony.endpoint import SipEndpoint
@@ -132,6 +133,8 @@ class EndpointWorker:
         self.down_hops = HopTimes()
         self.ipc_frames_dropped = 0
         self.transport: asyncio.Transport | None = None
+        #: The front's stamp key (``telephony.front_token``), from the environment.
+        self.stamp_key: bytes | None = None
         self.endpoint: SipEndpoint | None = None
         self.stopping: asyncio.Event | None = None
 
@@ -153,7 +156,9 @@ class EndpointWorker:
             loop.add_signal_handler(sig, self.request_stop)
         transport, link = await loop.create_unix_connection(lambda: _Link(self), sock=self.sock)
         self.transport = transport
-        self.endpoint = SipEndpoint(self.config, self.on_call, on_ending=self.on_ending)
+        self.endpoint = SipEndpoint(
+            self.config, self.on_call, on_ending=self.on_ending, stamp_key=self.stamp_key
+        )
         await self.endpoint.start()
         try:
             port = await self.endpoint.run(_sip_port)
@@ -310,7 +315,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     die_with_parent(args.parent_pid)
     sock = socket.socket(fileno=args.ipc_fd)
-    return asyncio.run(EndpointWorker(config_from_json(args.config), sock).run())
+    worker = EndpointWorker(config_from_json(args.config), sock)
+    key = os.environ.pop(front_token.KEY_ENV, "")
+    worker.stamp_key = bytes.fromhex(key) if key else None
+    return asyncio.run(worker.run())
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from tests.e2e.conftest import Listener
 from tests.support.sipp import run_sipp
 from tests.support.sipp_scenarios import (
     ANSWER_BYE,
-    ANSWERED_TO_CONTACT,
+    ANSWERED_ALONG_ROUTE,
     INVITE_STREAMING,
     logged_refer_to,
     refer_notify,
@@ -132,7 +132,7 @@ async def test_talk_to_a_person_is_transferred_by_refer(bot: BotProcess, tmp_pat
     # (202), reports the target's answer (NOTIFY, "SIP/2.0 200 OK"), and expects the BYE.
     xml = scenario(
         INVITE_STREAMING,
-        ANSWERED_TO_CONTACT,
+        ANSWERED_ALONG_ROUTE,
         stream(audio),
         refer_received(60_000),
         refer_response(202, "Accepted"),

@@ -39,7 +39,7 @@ from testkit.wire import voiced_frames
 from tests.e2e.conftest import Listener
 from tests.support.sipp import run_sipp
 from tests.support.sipp_scenarios import (
-    ANSWERED_TO_CONTACT,
+    ANSWERED_ALONG_ROUTE,
     INVITE_STREAMING,
     bye_to_contact,
     scenario,
@@ -411,7 +411,8 @@ async def test_a_recorded_call_holds_both_sides_and_is_purged_after_retention(
 
 
 def info_dtmf(signal: str, cseq: int) -> str:
-    """A SIP INFO digit (application/dtmf-relay) to the bot's Contact, and its 200."""
+    """A SIP INFO digit (application/dtmf-relay) to the bot's Contact along the route set,
+    and its 200."""
     return f"""  <send retrans="500"><![CDATA[
 INFO [$bot_contact] SIP/2.0
 Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
@@ -421,6 +422,7 @@ Call-ID: [call_id]
 CSeq: {cseq} INFO
 Contact: sip:sipp@[local_ip]:[local_port]
 Max-Forwards: 70
+[routes]
 Content-Type: application/dtmf-relay
 Content-Length: [len]
 
@@ -436,7 +438,7 @@ async def test_a_sip_info_digit_drives_the_menu(flow_bot: FlowBot, tmp_path: Pat
     first = len(bot.lines)
     xml = scenario(
         INVITE_STREAMING,
-        ANSWERED_TO_CONTACT,
+        ANSWERED_ALONG_ROUTE,
         '  <pause milliseconds="1500"/>\n',
         info_dtmf("3", 2),
         '  <pause milliseconds="5000"/>\n',

@@ -21,20 +21,19 @@ Content-Length: 0
 """
 
 #: After the INVITE: provisional responses and the 200 OK, whose Contact (the bot worker's
-#: own address, not the node's front) becomes the destination of every later message: the
-#: ACK, the responses to the bot's requests and our in-dialog requests, as RFC 3261 has it.
-ANSWERED_TO_CONTACT = """  <recv response="100" optional="true"/>
+#: own address) is the Request-URI of every later request and whose Record-Route (the node's
+#: front) is the route set they follow (``[routes]``; sipp sends to the front, its remote
+#: address): the ACK, the responses to the bot's requests and our in-dialog requests all
+#: pass the front, as RFC 3261 12.2.1.1 has it.
+ANSWERED_ALONG_ROUTE = """  <recv response="100" optional="true"/>
   <recv response="180" optional="true"/>
-  <recv response="200" rtd="true">
+  <recv response="200" rtd="true" rrs="true">
     <action>
       <ereg regexp="&lt;(sip:[^&gt;]*)&gt;" search_in="hdr" header="Contact:" check_it="true"
             assign_to="c,bot_contact"/>
-      <ereg regexp="sip:[^@]*@([0-9.]+):([0-9]+)" search_in="hdr" header="Contact:"
-            check_it="true" assign_to="d,bot_host,bot_port"/>
     </action>
   </recv>
-  <Reference variables="c,d"/>
-  <nop><action><setdest host="[$bot_host]" port="[$bot_port]" protocol="udp"/></action></nop>
+  <Reference variables="c"/>
   <send><![CDATA[
 ACK [$bot_contact] SIP/2.0
 Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch]
@@ -44,6 +43,7 @@ Call-ID: [call_id]
 CSeq: 1 ACK
 Contact: sip:sipp@[local_ip]:[local_port]
 Max-Forwards: 70
+[routes]
 Content-Length: 0
 
 ]]></send>
@@ -91,6 +91,7 @@ Call-ID: [call_id]
 CSeq: {cseq} NOTIFY
 Contact: sip:sipp@[local_ip]:[local_port]
 Max-Forwards: 70
+[routes]
 Event: refer
 Subscription-State: terminated;reason=noresource
 Content-Type: message/sipfrag;version=2.0
@@ -114,6 +115,7 @@ Call-ID: [call_id]
 CSeq: {cseq} REFER
 Contact: sip:sipp@[local_ip]:[local_port]
 Max-Forwards: 70
+[routes]
 Refer-To: <{refer_to}>
 Referred-By: <sip:sipp@[local_ip]:[local_port]>
 Content-Length: 0
@@ -135,6 +137,7 @@ Call-ID: [call_id]
 CSeq: {cseq} BYE
 Contact: sip:sipp@[local_ip]:[local_port]
 Max-Forwards: 70
+[routes]
 Content-Length: 0
 
 ]]></send>

@@ -23,11 +23,27 @@ def header(head: str, name: str) -> str | None:
     return m.group(1) if m else None
 
 
+def route_set(head: str) -> list[str]:
+    """A UAC's route set from a 2xx: its Record-Route values, last first (RFC 3261 12.1.2)."""
+    values: list[str] = []
+    for m in re.finditer(r"(?im)^record-route[ \t]*:[ \t]*(.*?)\r?$", head):
+        values += [v.strip() for v in m.group(1).split(",") if v.strip()]
+    return values[::-1]
+
+
+def hostport(uri: str) -> tuple[str, int]:
+    """Host and port of a SIP URI (5060 if none)."""
+    m = re.search(r"sips?:(?:[^@;>]*@)?([^:;>]+)(?::(\d+))?", uri)
+    assert m is not None, uri
+    return m.group(1), int(m.group(2) or 5060)
+
+
 @dataclass
 class Received:
     at: float
     src: tuple[str, int]
     head: str  # start line and headers
+    body: str = ""
 
     @property
     def first(self) -> str:
@@ -77,6 +93,55 @@ class RawUA:
             dest,
         )
 
+    def answer_of(self, call_id: str) -> Received | None:
+        """The 2xx answer to the INVITE of ``call_id``, if one came."""
+        for r in self.got:
+            cseq = header(r.head, "cseq") or ""
+            if r.call_id == call_id and r.first.startswith("SIP/2.0 2") and "INVITE" in cseq:
+                return r
+        return None
+
+    def in_dialog(
+        self, call_id: str, method: str, cseq: int, *, content_type: str = "", body: str = ""
+    ) -> tuple[str, int]:
+        """Send ``method`` inside the call ``call_id`` answered 2xx, along its route set
+        (RFC 3261 12.2.1.1); returns where it went."""
+        ok = self.answer_of(call_id)
+        assert ok is not None, f"no 2xx for {call_id}"
+        contact = re.search(r"<(sip:[^>]+)>", header(ok.head, "contact") or "")
+        assert contact is not None
+        uri = contact.group(1)
+        routes = route_set(ok.head)
+        dest = hostport(routes[0] if routes else uri)
+        lines = [
+            f"{method} {uri} SIP/2.0",
+            f"Via: SIP/2.0/UDP {self.ip}:{self.port};branch=z9hG4bK-{random.getrandbits(48):x}"
+            ";rport",
+            f"From: {header(ok.head, 'from')}",
+            f"To: {header(ok.head, 'to')}",
+            f"Call-ID: {call_id}",
+            f"CSeq: {cseq} {method}",
+            "Max-Forwards: 70",
+            f"Contact: <sip:raw@{self.ip}:{self.port}>",
+        ]
+        if routes:
+            lines.append(f"Route: {', '.join(routes)}")
+        if content_type:
+            lines.append(f"Content-Type: {content_type}")
+        lines.append(f"Content-Length: {len(body.encode())}")
+        self.send(("\r\n".join(lines) + "\r\n\r\n" + body).encode(), dest)
+        return dest
+
+    def responses(self, call_id: str, method: str) -> list[int]:
+        """The statuses of every response to ``method`` requests of ``call_id``."""
+        return [
+            int(r.first[8:11])
+            for r in self.got
+            if r.call_id == call_id
+            and r.first.startswith("SIP/2.0 ")
+            and (header(r.head, "cseq") or "").split()[-1:] == [method]
+        ]
+
     def finals(self, call_id: str) -> list[int]:
         """The distinct final statuses the INVITE of ``call_id`` got, in order."""
         codes: list[int] = []
@@ -97,26 +162,35 @@ class RawUA:
         loop = asyncio.get_running_loop()
         while True:
             data, src = await loop.sock_recvfrom(self.sock, 65535)
-            head = data.split(b"\r\n\r\n", 1)[0].decode("utf-8", "replace")
-            r = Received(time.monotonic(), src, head)
+            head, _, body = data.partition(b"\r\n\r\n")
+            r = Received(
+                time.monotonic(),
+                src,
+                head.decode("utf-8", "replace"),
+                body.decode("utf-8", "replace"),
+            )
             self.got.append(r)
             with contextlib.suppress(OSError):
                 self._react(r)
 
     def _react(self, r: Received) -> None:
         if r.first.startswith("SIP/2.0 2") and "INVITE" in (header(r.head, "cseq") or ""):
-            contact = re.search(r"<sip:[^@>]*@([0-9.]+):(\d+)", header(r.head, "contact") or "")
+            contact = re.search(r"<(sip:[^>]+)>", header(r.head, "contact") or "")
             if self.ack and contact is not None:
-                host, port = contact.group(1), int(contact.group(2))
+                uri = contact.group(1)
+                routes = route_set(r.head)
+                # RFC 3261 12.2.1.1: to the first Route of the route set, else the Contact.
+                host, port = hostport(routes[0] if routes else uri)
                 cseq = (header(r.head, "cseq") or "1").split()[0]
+                route_line = f"Route: {', '.join(routes)}\r\n" if routes else ""
                 self.send(
                     (
-                        f"ACK sip:bot@{host}:{port} SIP/2.0\r\n"
+                        f"ACK {uri} SIP/2.0\r\n"
                         f"Via: SIP/2.0/UDP {self.ip}:{self.port};"
                         f"branch=z9hG4bK-{random.getrandbits(48):x};rport\r\n"
                         f"From: {header(r.head, 'from')}\r\nTo: {header(r.head, 'to')}\r\n"
                         f"Call-ID: {r.call_id}\r\nCSeq: {cseq} ACK\r\nMax-Forwards: 70\r\n"
-                        "Content-Length: 0\r\n\r\n"
+                        f"{route_line}Content-Length: 0\r\n\r\n"
                     ).encode(),
                     (host, port),
                 )

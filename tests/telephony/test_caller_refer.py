@@ -14,7 +14,7 @@ import pytest
 
 from telephony import CallEnded, CallHandle
 from telephony.remote_call import RemoteCall
-from tests.support.sipp_scenarios import ANSWERED_TO_CONTACT, bye_to_contact, caller_refer
+from tests.support.sipp_scenarios import ANSWERED_ALONG_ROUTE, bye_to_contact, caller_refer
 from tests.telephony.nodekit import alive, wait_until
 
 pytestmark = pytest.mark.sip
@@ -70,7 +70,7 @@ async def test_a_callers_refer_is_declined_and_nothing_is_dialled(
             pids = list(node.worker_pids)
             xml = h.scenario(
                 h.invite(h.sdp()),
-                ANSWERED_TO_CONTACT,
+                ANSWERED_ALONG_ROUTE,
                 caller_refer(target, 2, 603),
                 caller_refer(target + ";transport=udp", 3, 603),
                 caller_refer(f"{target}?Replaces=abc%3Bto-tag%3D1%3Bfrom-tag%3D2", 4, 603),
@@ -85,7 +85,9 @@ async def test_a_callers_refer_is_declined_and_nothing_is_dialled(
             # to crash it 15-23 s after the REFERs; nothing is created now, so nothing waits).
             assert all(alive(p) for p in pids)
             res = await sipp(
-                h.scenario(h.invite(h.sdp()), ANSWERED_TO_CONTACT, h.pause(500), bye_to_contact(2)),
+                h.scenario(
+                    h.invite(h.sdp()), ANSWERED_ALONG_ROUTE, h.pause(500), bye_to_contact(2)
+                ),
                 node.config.port,
             )
             assert res.ok, res.stdout + res.errors

@@ -15,7 +15,7 @@ from telephony import CallEnded, CallHandle, EndpointConfig, SipServer
 from telephony.events import TransferResult
 from telephony.remote_call import RemoteCall
 from tests.support.sipp_scenarios import (
-    ANSWERED_TO_CONTACT,
+    ANSWERED_ALONG_ROUTE,
     bye_to_contact,
     logged_refer_to,
     refer_notify,
@@ -71,7 +71,7 @@ async def test_accepted_transfer_then_our_bye(
     async with make_endpoint(app) as ep:
         xml = h.scenario(
             h.invite(h.sdp()),
-            ANSWERED_TO_CONTACT,
+            ANSWERED_ALONG_ROUTE,
             refer_received(10_000),
             refer_response(202, "Accepted"),
             refer_notify("SIP/2.0 200 OK"),
@@ -101,7 +101,7 @@ async def test_failed_transfer_leaves_the_call_up(
     async with make_endpoint(app) as ep:
         xml = h.scenario(
             h.invite(h.sdp()),
-            ANSWERED_TO_CONTACT,
+            ANSWERED_ALONG_ROUTE,
             refer_received(10_000),
             *steps,
             h.pause(1500),
@@ -123,7 +123,7 @@ async def test_transfer_without_outcome_times_out(
     async with make_endpoint(app) as ep:
         xml = h.scenario(
             h.invite(h.sdp()),
-            ANSWERED_TO_CONTACT,
+            ANSWERED_ALONG_ROUTE,
             refer_received(10_000),
             refer_response(202, "Accepted"),  # ...and never a NOTIFY
             h.pause(2500),
@@ -158,7 +158,7 @@ async def test_transfer_through_a_node_and_its_worker(
             if accepted
             else (refer_response(603, "Decline"), h.pause(1000), bye_to_contact())
         )
-        xml = h.scenario(h.invite(h.sdp()), ANSWERED_TO_CONTACT, refer_received(10_000), *outcome)
+        xml = h.scenario(h.invite(h.sdp()), ANSWERED_ALONG_ROUTE, refer_received(10_000), *outcome)
         res = await sipp(xml, cfg.port, extra=("-trace_logs",))
         assert res.ok, res.stdout + res.errors
         await wait_until(lambda: len(app.ended) == 1)
@@ -188,7 +188,7 @@ async def test_a_target_outside_transfer_targets_never_gets_a_refer(
     await node.start()
     try:
         # sipp fails the scenario on any message it does not expect, a REFER included.
-        xml = h.scenario(h.invite(h.sdp()), ANSWERED_TO_CONTACT, h.pause(1500), bye_to_contact(2))
+        xml = h.scenario(h.invite(h.sdp()), ANSWERED_ALONG_ROUTE, h.pause(1500), bye_to_contact(2))
         res = await sipp(xml, cfg.port)
         assert res.ok, res.stdout + res.errors
         await wait_until(lambda: len(app.ended) == 1)
