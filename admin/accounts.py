@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, delete, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from admin.audit import record
@@ -58,8 +59,9 @@ async def create_user(
         raise AccountError(problem)
     if len(password) < MIN_PASSWORD_LENGTH:
         raise AccountError(f"password: at least {MIN_PASSWORD_LENGTH} characters")
+    taken = AccountError(f"name: user {name!r} exists")
     if await find_user(session, name) is not None:
-        raise AccountError(f"name: user {name!r} exists")
+        raise taken
     user = User(
         id=uuid.uuid4(),
         name=name,
@@ -68,7 +70,75 @@ async def create_user(
         created_at=now(),
     )
     session.add(user)
+    try:
+        # Written now, not at the commit: a name taken at the same moment (which the look-up
+        # above could not see) is the unique index's refusal, answered as a taken name.
+        await session.flush()
+    except IntegrityError:
+        await session.rollback()
+        raise taken from None
     record(session, actor, "user.create", f"user:{name}", after=user_view(user))
+    return user
+
+
+class LastAdmin(AccountError):
+    """The change would leave no enabled admin."""
+
+
+async def _enabled_admins(session: AsyncSession, *, lock: bool = False) -> list[uuid.UUID]:
+    query = (
+        select(User.id).where(User.role == "admin", User.disabled_at.is_(None)).order_by(User.id)
+    )
+    if lock:
+        query = query.with_for_update()
+    return list((await session.execute(query)).scalars())
+
+
+async def update_user(
+    session: AsyncSession,
+    user: User,
+    *,
+    role: Role | None = None,
+    password: str | None = None,
+    disabled: bool | None = None,
+    actor: str,
+) -> User:
+    """Change ``user``'s role, password or state (audited; a new password or a disabled
+    account ends their logins and tokens). ``LastAdmin`` (nothing written) when the change
+    would leave no enabled admin.
+
+    Race-free on both databases: on PostgreSQL the enabled admins' rows are locked first
+    (``FOR UPDATE``, in id order), so two admins demoting each other at once are one after
+    the other, and the second sees the first's change; on SQLite the change is written
+    first, which takes the database's one write lock, and the admins are counted after it,
+    under that lock."""
+    name = user.name
+    before = user_view(user)
+    loses_admin = before["role"] == "admin" and before["disabled"] is False
+    loses_admin = loses_admin and ((role is not None and role != "admin") or (disabled is True))
+    if loses_admin:
+        await _enabled_admins(session, lock=True)
+    if role is not None:
+        user.role = role
+    if password is not None:
+        user.password_hash = hash_password(password)
+    if disabled is not None and disabled != (user.disabled_at is not None):
+        user.disabled_at = now() if disabled else None
+    if loses_admin:
+        await session.flush()
+        if not await _enabled_admins(session):
+            await session.rollback()
+            raise LastAdmin(
+                f"user {name!r} is the last enabled admin: make another user admin first"
+            )
+    after = user_view(user)
+    if password is not None:
+        after["password"] = "changed"
+    record(session, actor, "user.update", f"user:{name}", before=before, after=after)
+    if password is not None:
+        await end_logins(session, user, actor=actor, reason="password reset")
+    elif disabled:
+        await end_logins(session, user, actor=actor, reason="disabled")
     return user
 
 
@@ -98,7 +168,7 @@ async def _failures(session: AsyncSession, since: datetime, *where: Any) -> tupl
     return int(count), oldest
 
 
-async def login_blocked(
+async def reserve_attempt(
     session: AsyncSession,
     name: str,
     client: str,
@@ -106,13 +176,25 @@ async def login_blocked(
     max_failures: int,
     max_client_failures: int,
     window_s: int,
-) -> RateLimited | None:
-    """Whether this client address failed too often in the window: at this name, or at all.
+) -> uuid.UUID | RateLimited:
+    """Count a login attempt as a failure before its password is checked; the attempt's
+    row id, or ``RateLimited`` (and no row) when this client address is past a limit: at
+    this name, or at all.
+
+    The row is committed first, then the failures are counted, the attempt's own included:
+    an attempt goes on only if that count is within the limit. Of attempts at once, each
+    sees its own row and every row committed before its count, so the k-th to go on saw
+    at least k rows, and no more than the limit go on: however many arrive at once, on any
+    number of API servers sharing the database, no lock held. A refused attempt's row is
+    deleted (it checked no password); ``authenticate`` clears the row of a success.
 
     The name alone never blocks: a stranger who fails at a user's name from their address
     is stopped there, and the user logging in from elsewhere is not (``login_delay``
     slows a name that many addresses fail at instead).
     """
+    attempt = LoginFailure(id=uuid.uuid4(), user_name=name[:64], client=client[:64], at=now())
+    session.add(attempt)
+    await session.commit()
     window = timedelta(seconds=window_s)
     since = now() - window
     for where, limit in (
@@ -120,36 +202,50 @@ async def login_blocked(
         ((LoginFailure.client == client[:64],), max_client_failures),
     ):
         count, oldest = await _failures(session, since, *where)
-        if count >= limit:
+        if count > limit:
+            await session.execute(delete(LoginFailure).where(LoginFailure.id == attempt.id))
+            await session.commit()
             oldest_at = aware(oldest)
             assert oldest_at is not None
             wait = (oldest_at + window - now()).total_seconds()
             return RateLimited(retry_after_s=max(1, int(wait) + 1))
-    return None
+    return attempt.id
 
 
 async def login_delay(
-    session: AsyncSession, name: str, *, max_failures: int, window_s: int, max_delay_s: float
+    session: AsyncSession,
+    name: str,
+    attempt: uuid.UUID,
+    *,
+    max_failures: int,
+    window_s: int,
+    max_delay_s: float,
 ) -> float:
-    """Seconds to wait before answering an attempt at ``name``: none until it has
-    ``max_failures`` failures in the window from anywhere, then 1 s, doubling with each
-    further failure, up to ``max_delay_s``. Slows guessing spread over many addresses,
-    and never refuses the user who knows the password."""
+    """Seconds to wait before answering ``attempt`` at ``name``: none until the name has
+    ``max_failures`` failures in the window from anywhere (attempts under way count as
+    failures; ``attempt`` itself does not), then 1 s, doubling with each further failure,
+    up to ``max_delay_s``. Slows guessing spread over many addresses, and never refuses
+    the user who knows the password."""
     since = now() - timedelta(seconds=window_s)
-    count, _ = await _failures(session, since, LoginFailure.user_name == name[:64])
+    count, _ = await _failures(
+        session, since, LoginFailure.user_name == name[:64], LoginFailure.id != attempt
+    )
     if count < max_failures:
         return 0.0
     return float(min(max_delay_s, 2.0 ** min(count - max_failures, 16)))
 
 
-async def authenticate(session: AsyncSession, name: str, password: str, client: str) -> User | None:
-    """The user if the password is right; a failure is recorded for the rate limit (a
-    success clears this address's failures at this name)."""
+async def authenticate(
+    session: AsyncSession, name: str, password: str, client: str, attempt: uuid.UUID
+) -> User | None:
+    """The user if the password is right. ``attempt`` (``reserve_attempt``'s row) stays as
+    the failure otherwise; a success deletes it with this address's other failures at this
+    name."""
     user = await find_user(session, name)
+    await session.commit()  # no connection held while the password is checked
     # argon2 takes tens of ms of CPU: off the event loop, where a node's calls run.
     ok = await asyncio.to_thread(verify_password, user.password_hash if user else None, password)
     if not ok or user is None or user.disabled_at is not None:
-        session.add(LoginFailure(user_name=name[:64], client=client[:64], at=now()))
         return None
     await session.execute(
         delete(LoginFailure)
@@ -294,13 +390,13 @@ async def create_token(
     return token, secret
 
 
-async def list_tokens(session: AsyncSession, user: User | None) -> list[tuple[ApiToken, str]]:
-    """Tokens (of ``user``, or everyone's), newest first, with their owner's name."""
-    query = select(ApiToken, User.name).join(User, User.id == ApiToken.user_id)
+async def list_tokens(session: AsyncSession, user: User | None) -> list[tuple[ApiToken, User]]:
+    """Tokens (of ``user``, or everyone's), newest first, with their owner."""
+    query = select(ApiToken, User).join(User, User.id == ApiToken.user_id)
     if user is not None:
         query = query.where(ApiToken.user_id == user.id)
     rows = await session.execute(query.order_by(ApiToken.created_at.desc()))
-    return [(t, n) for t, n in rows.all()]
+    return [(t, u) for t, u in rows.all()]
 
 
 async def revoke_token(

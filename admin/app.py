@@ -9,7 +9,7 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from admin import errors
+from admin import errors, openapi
 from admin.api import accounts, calls, config, missed, webrtc
 from admin.api.metrics import metrics_router
 from admin.db import AdminDb
@@ -50,7 +50,7 @@ def create_app(
     app.include_router(calls.router)
     app.include_router(missed.router)
     app.include_router(config.router)
-    app.include_router(webrtc.router)
+    app.include_router(webrtc.router, responses=errors.error_responses(429, 503))
     app.include_router(metrics_router(public=settings.metrics_public))
     app.mount("/console", StaticFiles(directory=STATIC, html=True), name="console")
 
@@ -59,6 +59,7 @@ def create_app(
         return RedirectResponse("/console/")
 
     errors.install(app)
+    openapi.install(app)
     # Outermost last: the headers go on every response, the guard's own included.
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
     app.add_middleware(SecurityHeaders)

@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
 
+def _durable(dbapi_conn: Any, _record: object, _proxy: object) -> None:
+    # A commit is on disk, in the WAL, before it returns: NORMAL (the call log's setting)
+    # survives a crash of the process but may lose the last commits to a power loss, and a
+    # 2xx for a new user, a revoked token or a configuration version must not be lost.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.close()
+
+
 class AdminDb:
-    """The call log's database, seen from the admin API."""
+    """The call log's database, seen from the admin API.
+
+    On SQLite every connection the admin takes writes with ``synchronous=FULL`` (set as it
+    leaves the pool, outside any transaction, so connections made before this wrapper
+    are covered too); PostgreSQL commits are durable on its own defaults (``fsync``,
+    ``synchronous_commit`` on)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.sessions = async_sessionmaker(engine, expire_on_commit=False)
+        sync = engine.sync_engine
+        if sync.dialect.name == "sqlite" and not event.contains(sync, "checkout", _durable):
+            event.listen(sync, "checkout", _durable)
 
 
 def now() -> datetime:

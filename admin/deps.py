@@ -127,6 +127,7 @@ def require(role: Role) -> Callable[..., Awaitable[Principal]]:
             )
         return who
 
+    check.role = role  # type: ignore[attr-defined]  # read by admin/openapi.py
     return check
 
 

@@ -7,22 +7,119 @@ type, never the value; every text in an error is cut to ``MAX_ERROR_TEXT`` chara
 reason quoting an example of 5 MB is cut, and so is a path or key it names). An exception
 nothing handled is answered 500 ``internal error`` (the server logs its traceback); a node
 that cannot do what was asked (``NodeUnavailable``) is a 503 with its reason.
+
+Every error has one shape, ``ErrorResponse``: ``{"detail": [{"loc", "msg", "type"}]}``, a
+422's field errors and a 404's "no user 'ada'" alike (``loc`` empty when no one field is at
+fault). A 405 names in ``Allow`` every method the path takes.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
+from starlette.routing import Match, Route
 
 from admin.http import SECURITY_HEADERS
 from admin.node_port import NodeUnavailable
 
 MAX_ERROR_TEXT = 300
+
+
+#: ``type`` of an error that names no field, by status.
+ERROR_TYPES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    422: "invalid",
+    429: "rate_limited",
+    500: "internal",
+    503: "unavailable",
+}
+
+#: What each status means here (the OpenAPI document's descriptions).
+ERROR_MEANINGS = {
+    401: "Not logged in, or the API token is unknown or revoked (`WWW-Authenticate: Bearer`)",
+    403: "The role is too low for this, or a change made with the session cookie lacks its "
+    "`X-CSRF-Token`",
+    404: "Not found",
+    405: "The path does not take this method (`Allow` lists the ones it takes)",
+    409: "In conflict with the current state (taken name, a change at the same moment, the "
+    "last admin): read again",
+    413: "The request body is larger than `max_body_bytes`",
+    422: "A field is missing, malformed or beyond its limits: `loc` names it, `msg` says why",
+    429: "Too many attempts: try again after `Retry-After` seconds",
+    500: "An unexpected failure (the server's log has it)",
+    503: "Needs what this server does not have (a node's models, a free call): `msg` says what",
+}
+
+
+class ErrorItem(BaseModel):
+    """One thing wrong with a request."""
+
+    #: Where: ``["body", "name"]``, ``["query", "since"]``; empty when no one field is.
+    loc: list[str | int]
+    #: Why, in words (never the value that was sent).
+    msg: str
+    #: A stable kind: ``missing``, ``string_too_long``, ``not_found``, ``conflict``...
+    type: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error the API answers (4xx and 5xx): one item a problem."""
+
+    detail: list[ErrorItem]
+
+
+def error(
+    code: int,
+    msg: str,
+    *,
+    loc: Iterable[str | int] = (),
+    type: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> HTTPException:
+    """An HTTP error in the one shape: ``{"detail": [{"loc", "msg", "type"}]}``."""
+    item = {"loc": list(loc), "msg": msg, "type": type or ERROR_TYPES.get(code, "error")}
+    return HTTPException(code, detail=[item], headers=headers)  # type: ignore[arg-type]
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route: each status with ``ErrorResponse`` and its meaning."""
+    return {
+        code: {"model": ErrorResponse, "description": ERROR_MEANINGS.get(code, "Error")}
+        for code in codes
+    }
+
+
+def _items(code: int, detail: Any) -> list[dict[str, Any]]:
+    """``detail`` in the one shape: a sentence becomes one item naming no field."""
+    if isinstance(detail, list) and all(isinstance(d, dict) for d in detail):
+        return field_errors(detail)
+    return [{"loc": [], "msg": short(str(detail)), "type": ERROR_TYPES.get(code, "error")}]
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method of every route whose path matches the request's (Starlette's own 405
+    names only the first such route's)."""
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.router.routes):
+        if isinstance(route.original_route, Route) and route.methods:
+            matched, _ = route.matches(request.scope)
+            if matched is not Match.NONE:
+                methods |= route.methods
+    return sorted(methods)
 
 
 def short(value: Any) -> Any:
@@ -57,17 +154,24 @@ async def _validation(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": field_errors(exc.errors())}, status_code=422)
 
 
-async def _http(_request: Request, exc: Exception) -> JSONResponse:
+async def _http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     if exc.status_code in (204, 304):
         return JSONResponse(None, status_code=exc.status_code, headers=exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        methods = allowed_methods(request)
+        if methods:
+            headers["Allow"] = ", ".join(methods)
     return JSONResponse(
-        {"detail": short(exc.detail)}, status_code=exc.status_code, headers=exc.headers
+        {"detail": _items(exc.status_code, exc.detail)},
+        status_code=exc.status_code,
+        headers=headers or None,
     )
 
 
 async def _node_unavailable(_request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse({"detail": short(str(exc))}, status_code=503)
+    return JSONResponse({"detail": _items(503, str(exc))}, status_code=503)
 
 
 async def _unhandled(request: Request, _exc: Exception) -> JSONResponse:
@@ -76,7 +180,7 @@ async def _unhandled(request: Request, _exc: Exception) -> JSONResponse:
     headers = dict(SECURITY_HEADERS)
     if request.url.path.startswith("/api/"):
         headers["Cache-Control"] = "no-store"
-    return JSONResponse({"detail": "internal error"}, status_code=500, headers=headers)
+    return JSONResponse({"detail": _items(500, "internal error")}, status_code=500, headers=headers)
 
 
 def install(app: FastAPI) -> None:

@@ -21,17 +21,24 @@ _hasher = PasswordHasher()
 _DUMMY_HASH = _hasher.hash(secrets.token_urlsafe(16))
 
 MIN_PASSWORD_LENGTH = 12
-#: A user name: what the login, the API and the CLI all accept (letters, digits, ``_.@-``).
-USER_NAME_PATTERN = r"^[A-Za-z0-9_.@-]+$"
+#: A user name: what the login, the API and the CLI all accept: letters, digits and
+#: ``_.@-``, at least one of them not a dot. A name is a segment of the console's and the
+#: API's paths (``/users/{name}``): ``.`` and ``..`` are not (a browser and most HTTP
+#: clients resolve them away), nor is anything that must be escaped (``/ % ? #``, spaces,
+#: control characters). The pattern is also the OpenAPI document's (ECMA and Python alike).
+USER_NAME_PATTERN = r"^[A-Za-z0-9_.@-]*[A-Za-z0-9_@-][A-Za-z0-9_.@-]*$"
 MAX_USER_NAME = 64
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.@-]+")
 
 
 def user_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a user's name, or None."""
+    """Why ``name`` cannot be a user's name, or None (the message starts ``name: ``)."""
     if not name or len(name) > MAX_USER_NAME:
         return f"name: 1 to {MAX_USER_NAME} characters"
+    if _NAME_CHARS.fullmatch(name) is None:
+        return "name: only letters, digits and _ . @ - (no spaces, no / % ? # or other signs)"
     if re.fullmatch(USER_NAME_PATTERN, name) is None:
-        return "name: only letters, digits and _ . @ - (no spaces)"
+        return "name: not dots alone ('.' and '..' cannot be part of an address)"
     return None
 
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import getpass
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
@@ -51,11 +52,33 @@ def run_admin(settings: Settings, command: str | None, **options: str | None) ->
     raise ValueError(f"unknown admin command: {command}")
 
 
+def _has_terminal() -> bool:
+    """Whether ``getpass`` can ask on a terminal (without one it reads stdin, echoing)."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
 def _read_password(from_stdin: bool) -> str | None:
     if from_stdin:
         return sys.stdin.readline().rstrip("\n")
-    first = getpass.getpass("Password: ")
-    if getpass.getpass("Again: ") != first:
+    if not _has_terminal():
+        print(
+            "switchboard: no terminal to ask for the password on: "
+            "give it on stdin with --password-stdin",
+            file=sys.stderr,
+        )
+        return None
+    try:
+        first = getpass.getpass("Password: ")
+        again = getpass.getpass("Again: ")
+    except (EOFError, KeyboardInterrupt):
+        print("\nswitchboard: no password given", file=sys.stderr)
+        return None
+    if again != first:
         print("switchboard: the passwords differ", file=sys.stderr)
         return None
     return first

@@ -8,13 +8,13 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response, status
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError
 from sqlalchemy import func, select
 
 from admin import accounts
 from admin.api.pagination import DbText, Page, PageDep
-from admin.audit import record
-from admin.db import aware, now
+from admin.db import aware
 from admin.deps import (
     SESSION_COOKIE,
     Admin,
@@ -24,6 +24,7 @@ from admin.deps import (
     client_address,
     principal,
 )
+from admin.errors import error, error_responses
 from admin.models import AuditEntry, User
 from admin.security import (
     MAX_USER_NAME,
@@ -31,13 +32,31 @@ from admin.security import (
     USER_NAME_PATTERN,
     Principal,
     Role,
-    hash_password,
     rank,
+    user_name_problem,
 )
 
 router = APIRouter(prefix="/api/v1", tags=["accounts"])
 
-UserName = Annotated[str, Field(min_length=1, max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)]
+
+def _user_name(name: str) -> str:
+    problem = user_name_problem(name)
+    if problem is not None:
+        raise PydanticCustomError("user_name", problem)
+    return name
+
+
+_NAME_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_USER_NAME,
+    "pattern": USER_NAME_PATTERN,
+    "description": "letters, digits and _ . @ -, not dots alone",
+}
+#: A user name, by the one rule (``admin.security.user_name_problem``: the CLI's too), with
+#: its reason in words when refused.
+UserName = Annotated[str, AfterValidator(_user_name), WithJsonSchema(_NAME_SCHEMA)]
+PathUserName = Annotated[UserName, Path()]
 
 
 class LoginRequest(BaseModel):
@@ -54,7 +73,12 @@ class Me(BaseModel):
     csrf_token: str | None = None
 
 
-@router.post("/auth/login", response_model=Me, summary="Log in to the console")
+@router.post(
+    "/auth/login",
+    response_model=Me,
+    summary="Log in to the console",
+    responses=error_responses(401, 429),
+)
 async def login(
     body: LoginRequest,
     request: Request,
@@ -63,7 +87,7 @@ async def login(
     settings: SettingsDep,
 ) -> Me:
     client = client_address(request, settings)
-    blocked = await accounts.login_blocked(
+    attempt = await accounts.reserve_attempt(
         session,
         body.name,
         client,
@@ -71,15 +95,16 @@ async def login(
         max_client_failures=settings.login_max_failures_per_client,
         window_s=settings.login_window_s,
     )
-    if blocked is not None:
+    if isinstance(attempt, accounts.RateLimited):
         raise HTTPException(
             status.HTTP_429_TOO_MANY_REQUESTS,
             detail="too many failed logins: try again later",
-            headers={"Retry-After": str(blocked.retry_after_s)},
+            headers={"Retry-After": str(attempt.retry_after_s)},
         )
     delay = await accounts.login_delay(
         session,
         body.name,
+        attempt,
         max_failures=settings.login_max_failures,
         window_s=settings.login_window_s,
         max_delay_s=settings.login_delay_max_s,
@@ -87,9 +112,9 @@ async def login(
     if delay > 0:
         await session.commit()  # the connection goes back to the pool while this waits
         await asyncio.sleep(delay)
-    user = await accounts.authenticate(session, body.name, body.password, client)
+    user = await accounts.authenticate(session, body.name, body.password, client, attempt)
     if user is None:
-        await session.commit()  # the failure counts even though the request fails
+        # The attempt's row, committed before the password was checked, is the failure.
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, detail="wrong name or password")
     secret, csrf = await accounts.open_session(session, user, settings.session_hours)
     response.set_cookie(
@@ -173,42 +198,53 @@ async def list_users(session: SessionDep, _who: Admin, page: PageDep) -> Page[Us
     )
 
 
-@router.post("/users", response_model=UserRead, status_code=201, summary="Add a user")
+@router.post(
+    "/users",
+    response_model=UserRead,
+    status_code=201,
+    summary="Add a user",
+    responses=error_responses(409),
+)
 async def create_user(body: UserCreate, session: SessionDep, who: Admin) -> UserRead:
+    """409 when the name is taken, by a user created before or at the same moment."""
     try:
         user = await accounts.create_user(
             session, body.name, body.password, body.role, actor=who.actor
         )
     except accounts.AccountError as exc:
-        raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
+        raise error(status.HTTP_409_CONFLICT, str(exc)) from None
     return _user_read(user)
 
 
-@router.patch("/users/{name}", response_model=UserRead, summary="Change a user")
+@router.patch(
+    "/users/{name}",
+    response_model=UserRead,
+    summary="Change a user",
+    responses=error_responses(404, 409),
+)
 async def update_user(
-    name: Annotated[str, Path(max_length=MAX_USER_NAME, pattern=USER_NAME_PATTERN)],
+    name: PathUserName,
     body: UserUpdate,
     session: SessionDep,
     who: Admin,
 ) -> UserRead:
+    """A new password or a disabled account ends the user's logins and revokes their
+    tokens. 409 when the change would leave no enabled admin (the last one cannot be
+    demoted or disabled, by herself or anyone)."""
     user = await accounts.find_user(session, name)
     if user is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no user {name!r}")
-    before = accounts.user_view(user)
-    if body.role is not None:
-        user.role = body.role
-    if body.password is not None:
-        user.password_hash = hash_password(body.password)
-    if body.disabled is not None:
-        user.disabled_at = now() if body.disabled else None
-    after = accounts.user_view(user)
-    if body.password is not None:
-        after["password"] = "changed"
-    record(session, who.actor, "user.update", f"user:{name}", before=before, after=after)
-    if body.password is not None:
-        await accounts.end_logins(session, user, actor=who.actor, reason="password reset")
-    elif body.disabled:
-        await accounts.end_logins(session, user, actor=who.actor, reason="disabled")
+    try:
+        await accounts.update_user(
+            session,
+            user,
+            role=body.role,
+            password=body.password,
+            disabled=body.disabled,
+            actor=who.actor,
+        )
+    except accounts.LastAdmin as exc:
+        raise error(status.HTTP_409_CONFLICT, str(exc)) from None
     return _user_read(user)
 
 
@@ -225,7 +261,10 @@ class TokenRead(BaseModel):
     id: uuid.UUID
     name: str
     user: str
+    #: The role the token was created with.
     role: Role
+    #: What it holds now: the lower of ``role`` and its owner's current role.
+    effective_role: Role
     created_at: datetime
     last_used_at: datetime | None
     revoked: bool
@@ -237,12 +276,13 @@ class TokenCreated(TokenRead):
     token: str
 
 
-def _token_read(token: Any, owner: str) -> dict[str, Any]:
+def _token_read(token: Any, owner: User) -> dict[str, Any]:
     return {
         "id": token.id,
         "name": token.name,
-        "user": owner,
+        "user": owner.name,
         "role": token.role,
+        "effective_role": accounts.capped_role(token.role, owner.role),
         "created_at": aware(token.created_at),
         "last_used_at": aware(token.last_used_at),
         "revoked": token.revoked_at is not None,
@@ -279,10 +319,15 @@ async def create_token(body: TokenCreate, session: SessionDep, who: Viewer) -> T
         )
     user = await _acting_user(session, who)
     token, secret = await accounts.create_token(session, user, body.name, role, actor=who.actor)
-    return TokenCreated(**_token_read(token, user.name), token=secret)
+    return TokenCreated(**_token_read(token, user), token=secret)
 
 
-@router.delete("/tokens/{token_id}", status_code=204, summary="Revoke an API token")
+@router.delete(
+    "/tokens/{token_id}",
+    status_code=204,
+    summary="Revoke an API token",
+    responses=error_responses(404),
+)
 async def revoke_token(token_id: uuid.UUID, session: SessionDep, who: Viewer) -> None:
     owner = None if who.may("admin") else await _acting_user(session, who)
     if await accounts.revoke_token(session, token_id, owner, actor=who.actor) is None:

@@ -19,6 +19,7 @@ from admin.api.pagination import ApiTime, DbText, Page, PageDep
 from admin.audit import record
 from admin.db import aware, now, to_utc
 from admin.deps import Editor, SessionDep, Viewer
+from admin.errors import error, error_responses
 from admin.node_port import NodePort
 from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.pipeline.turn import STAGES
@@ -259,7 +260,12 @@ async def live_calls(request: Request, session: SessionDep, _who: Viewer) -> lis
     ]
 
 
-@router.get("/calls/{call_id}", response_model=CallDetail, summary="One call in full")
+@router.get(
+    "/calls/{call_id}",
+    response_model=CallDetail,
+    summary="One call in full",
+    responses=error_responses(404),
+)
 async def call_detail(call_id: uuid.UUID, session: SessionDep, _who: Viewer) -> CallDetail:
     call = await session.get(Call, call_id)
     if call is None:
@@ -311,8 +317,11 @@ async def summary(
     until = to_utc(until) or now()
     since = to_utc(since) or until - timedelta(hours=24)
     if since >= until:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT, detail="since: must be before until"
+        raise error(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            "must be before until",
+            loc=("query", "since"),
+            type="value_error",
         )
     answered = (
         (
@@ -377,8 +386,11 @@ async def latency_over_time(
     until = to_utc(until) or now()
     since = to_utc(since) or until - timedelta(hours=24)
     if since >= until:
-        raise HTTPException(
-            status.HTTP_422_UNPROCESSABLE_CONTENT, detail="since: must be before until"
+        raise error(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            "must be before until",
+            loc=("query", "since"),
+            type="value_error",
         )
     rows = (
         await session.execute(
@@ -415,8 +427,9 @@ async def latency_over_time(
     summary="One call's recording (WAV: caller left, bot right)",
     responses={
         200: {"content": {"audio/wav": {}}, "description": "the recording"},
-        404: {"description": "no such call, not recorded, purged or not on this host"},
-        409: {"description": "the call is in progress, or its recording is being finished"},
+        206: {"content": {"audio/wav": {}}, "description": "the byte range asked for"},
+        **error_responses(404, 409),
+        416: {"description": "the range is beyond the file (`Content-Range: bytes */size`)"},
     },
 )
 async def call_recording(

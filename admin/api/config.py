@@ -18,6 +18,7 @@ from admin.api.pagination import Page, PageDep
 from admin.audit import record
 from admin.db import aware
 from admin.deps import Editor, SessionDep, Viewer
+from admin.errors import error_responses
 from admin.node_port import (
     MatchingInUse,
     NodePort,
@@ -244,7 +245,12 @@ async def list_versions(session: SessionDep, _who: Viewer, page: PageDep) -> Pag
     return Page(items=items, total=total, limit=page.limit, offset=page.offset)
 
 
-@router.get("/versions/{version}", response_model=BotProfile, summary="One version in full")
+@router.get(
+    "/versions/{version}",
+    response_model=BotProfile,
+    summary="One version in full",
+    responses=error_responses(404),
+)
 async def get_version(
     version: Annotated[int, Path(ge=1, le=2**31 - 1)], session: SessionDep, _who: Viewer
 ) -> BotProfile:
@@ -309,13 +315,23 @@ async def config_nodes(session: SessionDep, _who: Viewer) -> NodesRead:
 # -- settings --------------------------------------------------------------------------
 
 
-@router.get("/settings", response_model=SettingsRead, summary="The bot's settings")
+@router.get(
+    "/settings",
+    response_model=SettingsRead,
+    summary="The bot's settings",
+    responses=error_responses(404),
+)
 async def get_settings(session: SessionDep, _who: Viewer) -> SettingsRead:
     cur = await _current(session)
     return _settings_read(cur.version, cur.profile)
 
 
-@router.patch("/settings", response_model=SettingsRead, summary="Change the bot's settings")
+@router.patch(
+    "/settings",
+    response_model=SettingsRead,
+    summary="Change the bot's settings",
+    responses=error_responses(404, 409),
+)
 async def update_settings(body: SettingsUpdate, session: SessionDep, who: Editor) -> SettingsRead:
     cur = await _current(session)
     changes = body.model_dump(exclude_unset=True)
@@ -350,7 +366,9 @@ def _find_intent(profile: BotProfile, name: str) -> IntentConfig:
     raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no intent {name!r}")
 
 
-@router.get("/intents", response_model=Page[IntentRead], summary="Intents")
+@router.get(
+    "/intents", response_model=Page[IntentRead], summary="Intents", responses=error_responses(404)
+)
 async def list_intents(session: SessionDep, _who: Viewer, page: PageDep) -> Page[IntentRead]:
     cur = await _current(session)
     items = [IntentRead(config_version=cur.version, **i.model_dump()) for i in cur.profile.intents]
@@ -362,13 +380,24 @@ async def list_intents(session: SessionDep, _who: Viewer, page: PageDep) -> Page
     )
 
 
-@router.get("/intents/{name}", response_model=IntentRead, summary="One intent")
+@router.get(
+    "/intents/{name}",
+    response_model=IntentRead,
+    summary="One intent",
+    responses=error_responses(404),
+)
 async def get_intent(name: IntentName, session: SessionDep, _who: Viewer) -> IntentRead:
     cur = await _current(session)
     return IntentRead(config_version=cur.version, **_find_intent(cur.profile, name).model_dump())
 
 
-@router.post("/intents", response_model=IntentRead, status_code=201, summary="Add an intent")
+@router.post(
+    "/intents",
+    response_model=IntentRead,
+    status_code=201,
+    summary="Add an intent",
+    responses=error_responses(404, 409),
+)
 async def create_intent(body: IntentCreate, session: SessionDep, who: Editor) -> IntentRead:
     cur = await _current(session)
     if any(i.name == body.name for i in cur.profile.intents):
@@ -389,7 +418,12 @@ async def create_intent(body: IntentCreate, session: SessionDep, who: Editor) ->
     return IntentRead(config_version=version, **new)
 
 
-@router.patch("/intents/{name}", response_model=IntentRead, summary="Change an intent")
+@router.patch(
+    "/intents/{name}",
+    response_model=IntentRead,
+    summary="Change an intent",
+    responses=error_responses(404, 409),
+)
 async def update_intent(
     name: IntentName, body: IntentUpdate, session: SessionDep, who: Editor
 ) -> IntentRead:
@@ -411,7 +445,12 @@ async def update_intent(
     return IntentRead(config_version=version, **new)
 
 
-@router.delete("/intents/{name}", status_code=204, summary="Remove an intent")
+@router.delete(
+    "/intents/{name}",
+    status_code=204,
+    summary="Remove an intent",
+    responses=error_responses(404, 409),
+)
 async def delete_intent(name: IntentName, session: SessionDep, who: Editor) -> None:
     cur = await _current(session)
     old = _find_intent(cur.profile, name).model_dump()
@@ -439,7 +478,12 @@ def _find_entry(profile: BotProfile, topic: str) -> KnowledgeEntry:
     raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no knowledge topic {topic!r}")
 
 
-@router.get("/knowledge", response_model=Page[KnowledgeRead], summary="Knowledge entries")
+@router.get(
+    "/knowledge",
+    response_model=Page[KnowledgeRead],
+    summary="Knowledge entries",
+    responses=error_responses(404),
+)
 async def list_knowledge(session: SessionDep, _who: Viewer, page: PageDep) -> Page[KnowledgeRead]:
     cur = await _current(session)
     items = [
@@ -453,7 +497,12 @@ async def list_knowledge(session: SessionDep, _who: Viewer, page: PageDep) -> Pa
     )
 
 
-@router.get("/knowledge/{topic}", response_model=KnowledgeRead, summary="One knowledge entry")
+@router.get(
+    "/knowledge/{topic}",
+    response_model=KnowledgeRead,
+    summary="One knowledge entry",
+    responses=error_responses(404),
+)
 async def get_knowledge(topic: TopicName, session: SessionDep, _who: Viewer) -> KnowledgeRead:
     cur = await _current(session)
     entry = _find_entry(cur.profile, topic)
@@ -461,7 +510,11 @@ async def get_knowledge(topic: TopicName, session: SessionDep, _who: Viewer) -> 
 
 
 @router.post(
-    "/knowledge", response_model=KnowledgeRead, status_code=201, summary="Add a knowledge entry"
+    "/knowledge",
+    response_model=KnowledgeRead,
+    status_code=201,
+    summary="Add a knowledge entry",
+    responses=error_responses(404, 409),
 )
 async def create_knowledge(
     body: KnowledgeCreate, session: SessionDep, who: Editor
@@ -487,7 +540,12 @@ async def create_knowledge(
     return KnowledgeRead(config_version=version, **new)
 
 
-@router.patch("/knowledge/{topic}", response_model=KnowledgeRead, summary="Change an entry")
+@router.patch(
+    "/knowledge/{topic}",
+    response_model=KnowledgeRead,
+    summary="Change an entry",
+    responses=error_responses(404, 409),
+)
 async def update_knowledge(
     topic: TopicName, body: KnowledgeUpdate, session: SessionDep, who: Editor
 ) -> KnowledgeRead:
@@ -509,7 +567,12 @@ async def update_knowledge(
     return KnowledgeRead(config_version=version, **new)
 
 
-@router.delete("/knowledge/{topic}", status_code=204, summary="Remove a knowledge entry")
+@router.delete(
+    "/knowledge/{topic}",
+    status_code=204,
+    summary="Remove a knowledge entry",
+    responses=error_responses(404, 409),
+)
 async def delete_knowledge(topic: TopicName, session: SessionDep, who: Editor) -> None:
     cur = await _current(session)
     old = _find_entry(cur.profile, topic).model_dump()
@@ -530,7 +593,12 @@ async def delete_knowledge(topic: TopicName, session: SessionDep, who: Editor) -
 # -- try an utterance ------------------------------------------------------------------
 
 
-@router.get("/matching", response_model=MatchingInUse, summary="The intents' matching in use")
+@router.get(
+    "/matching",
+    response_model=MatchingInUse,
+    summary="The intents' matching in use",
+    responses=error_responses(503),
+)
 async def matching_in_use(request: Request, _who: Viewer) -> MatchingInUse:
     """The thresholds the running node fitted to the intents, and its warnings about them
     (thin intents, examples nearer to another intent, a raised threshold)."""
@@ -543,7 +611,12 @@ async def matching_in_use(request: Request, _who: Viewer) -> MatchingInUse:
     return node.matching_report()
 
 
-@router.post("/try", response_model=TryResult, summary="What the node would answer")
+@router.post(
+    "/try",
+    response_model=TryResult,
+    summary="What the node would answer",
+    responses=error_responses(503),
+)
 async def try_utterance(body: TryRequest, request: Request, _who: Viewer) -> TryResult:
     """The running node's intent cache and knowledge base on these words (nothing is said)."""
     node: NodePort | None = request.app.state.node
@@ -560,6 +633,7 @@ async def try_utterance(body: TryRequest, request: Request, _who: Viewer) -> Try
     "/intents/{name}/suggestions",
     response_model=SuggestionsRead,
     summary="Examples the node's model suggests for an intent",
+    responses=error_responses(404, 503),
 )
 async def suggest_intent_examples(
     name: IntentName, request: Request, session: SessionDep, _who: Editor

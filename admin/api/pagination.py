@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Generic, TypeVar
 
 from fastapi import Depends, Query
-from pydantic import AfterValidator, BaseModel
+from pydantic import AfterValidator, BaseModel, WithJsonSchema
 
 T = TypeVar("T")
 
@@ -43,8 +43,18 @@ def _in_range(at: datetime) -> datetime:
     return utc
 
 
+#: The schema's promise for a time: RFC 3339, of a year from 1901 to 8998 as written, which
+#: is within EARLIEST..LATEST whatever its offset (the API takes the rest of the range too).
+TIME_SCHEMA = {
+    "type": "string",
+    "format": "date-time",
+    "pattern": r"^(190[1-9]|19[1-9][0-9]|[2-7][0-9]{3}|8[0-8][0-9]{2}|89[0-8][0-9]|899[0-8])-",
+    "description": f"ISO 8601, from {EARLIEST:%Y-%m-%d} to before {LATEST:%Y-%m-%d} (UTC); "
+    "without an offset: UTC",
+}
+
 #: A time given by a client, as UTC (none given: taken as UTC), within EARLIEST..LATEST.
-ApiTime = Annotated[datetime, AfterValidator(_in_range)]
+ApiTime = Annotated[datetime, AfterValidator(_in_range), WithJsonSchema(TIME_SCHEMA)]
 
 
 class Page(BaseModel, Generic[T]):

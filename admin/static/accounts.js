@@ -180,6 +180,10 @@ async function tokensPage(created) {
         { title: "Name", value: (t) => t.name },
         { title: "Owner", value: (t) => t.user },
         { title: "Role", value: (t) => t.role },
+        // What the token holds now: at most its owner's current role.
+        { title: "Holds now", value: (t) => (t.effective_role === t.role ? t.effective_role
+          : h("span", { class: "role-capped", title: `${t.user} is ${t.effective_role} now` },
+            `${t.effective_role} (its owner's role now)`)) },
         { title: "Created", value: (t) => fmtTime(t.created_at) },
         { title: "Last used", value: (t) => fmtTime(t.last_used_at) },
         { title: "Status", value: (t) => h("span", {

@@ -35,8 +35,10 @@ class ApiError extends Error {
 
 function describe(detail) {
   if (Array.isArray(detail)) {
-    return detail.map((d) => `${(d.loc || []).filter((p) => p !== "body").join(".")}: ${d.msg}`)
-      .join("\n");
+    return detail.map((d) => {
+      const where = (d.loc || []).filter((p) => p !== "body").join(".");
+      return where ? `${where}: ${d.msg}` : d.msg;
+    }).join("\n");
   }
   return JSON.stringify(detail);
 }

@@ -39,7 +39,9 @@ MAX_PROFILE_BYTES = 512 * 1024
 _SENTENCE_LISTS = frozenset({"examples", "negatives", "questions", "keywords"})
 
 
-def _text_limit(loc: Loc) -> tuple[int, str]:
+def text_limit(loc: Loc) -> tuple[int, str]:
+    """The most characters a text at ``loc`` in the profile may have, and what it is
+    (an item of a list at any index: the admin API's schema asks with index 0)."""
     if loc == ("system_prompt",):
         return MAX_PROMPT, "the system prompt"
     if len(loc) >= 2 and isinstance(loc[-1], int) and loc[-2] in _SENTENCE_LISTS:
@@ -57,7 +59,7 @@ def _list_limit(loc: Loc) -> int:
 
 def _walk(data: Any, loc: Loc, out: list[tuple[Loc, str]]) -> None:
     if isinstance(data, str):
-        limit, what = _text_limit(loc)
+        limit, what = text_limit(loc)
         if len(data) > limit:
             out.append((loc, f"at most {limit} characters ({what}); this has {len(data)}"))
     elif isinstance(data, list):

@@ -181,3 +181,10 @@ async def set_recording_path(engine: AsyncEngine, call_id: uuid.UUID, path: Path
             update(Call).where(Call.id == call_id).values(recording_path=str(path))
         )
         await session.commit()
+
+
+def error_text(r: httpx.Response) -> str:
+    """An error response's reasons, one a line (``{"detail": [{"loc", "msg", "type"}]}``)."""
+    detail = r.json()["detail"]
+    assert isinstance(detail, list), detail
+    return "\n".join(item["msg"] for item in detail)

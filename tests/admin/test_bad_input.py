@@ -154,6 +154,6 @@ async def test_a_server_error_is_json_with_the_security_headers(tmp_path: Path) 
         r = await c.post("/api/v1/auth/login", json={"name": "ada", "password": "whatever pw"})
     await engine.dispose()
     assert r.status_code == 500
-    assert r.json() == {"detail": "internal error"}
+    assert r.json() == {"detail": [{"loc": [], "msg": "internal error", "type": "internal"}]}
     assert r.headers["cache-control"] == "no-store"
     _headers_present(r)

@@ -8,7 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.config.store import seed
 from bot.profile import BotProfile
-from tests.admin.conftest import add_token, bearer
+from tests.admin.conftest import add_token, bearer, error_text
 
 PROFILE = BotProfile.model_validate(
     {
@@ -183,7 +183,7 @@ async def test_no_configuration_yet_says_how_to_get_one(
     auth = bearer(await add_token(admin_engine, "vic", "viewer"))
     r = await client.get("/api/v1/config/settings", headers=auth)
     assert r.status_code == 404
-    assert "import-profile" in r.json()["detail"]
+    assert "import-profile" in error_text(r)
 
 
 async def test_a_nul_character_in_the_configuration_is_refused(

@@ -7,13 +7,18 @@ locked its real user out for five minutes: anyone who knew a name could keep an 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import threading
+from collections import Counter
 from collections.abc import AsyncIterator
 
 import httpx
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from admin import accounts
 from admin.app import create_app
 from admin.db import AdminDb
 from admin.models import LoginFailure
@@ -116,3 +121,100 @@ async def test_a_stranger_cannot_lock_a_user_out(admin_engine: AsyncEngine) -> N
         r = await ada.post(LOGIN, json={"name": "ada", "password": PASSWORD})
         assert r.status_code == 200, r.text
         assert r.json()["role"] == "admin"
+
+
+class _PasswordChecks:
+    """``verify_password`` counted, each check held until more than ``limit`` are under way
+    (then every one goes on at once) or a second has passed: the attempts overlap as much
+    as the limit lets them, whatever the machine's speed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+        self.count = 0
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._go = threading.Event()
+        self._verify = accounts.verify_password
+        monkeypatch.setattr(accounts, "verify_password", self._check)
+
+    def _check(self, stored: str | None, password: str) -> bool:
+        with self._lock:
+            self.count += 1
+            if self.count > self._limit:
+                self._go.set()
+        if not self._go.wait(1.0):
+            self._go.set()
+        return self._verify(stored, password)
+
+
+async def _failure_rows(engine: AsyncEngine) -> int:
+    async with AdminDb(engine).sessions() as session:
+        rows = await session.execute(select(func.count()).select_from(LoginFailure))
+        return int(rows.scalar_one())
+
+
+async def test_thirty_wrong_logins_at_once_check_at_most_the_limit(
+    admin_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a concurrency test: 30 logins at once from one address at one name had 19
+    passwords checked on SQLite and 8 on PostgreSQL, against a limit of 5 (each counted
+    the failures before any of them was written)."""
+    await add_user(admin_engine, "ada", "admin")
+    settings = AdminSettings(
+        login_max_failures=5, login_max_failures_per_client=20, login_delay_max_s=0.0
+    )
+    checks = _PasswordChecks(monkeypatch, limit=5)
+    async with _from(admin_engine, "192.0.2.9", settings) as client:
+        wrong = {"name": "ada", "password": "wrong password"}
+        answers = await asyncio.gather(*(client.post(LOGIN, json=wrong) for _ in range(30)))
+    codes = Counter(r.status_code for r in answers)
+    assert 1 <= checks.count <= 5, (checks.count, codes)
+    assert codes == {401: checks.count, 429: 30 - checks.count}, codes
+    # Each check left its failure; a refused attempt left nothing.
+    assert await _failure_rows(admin_engine) == checks.count
+
+
+async def test_sixty_wrong_logins_at_once_over_sixty_names_check_at_most_the_client_limit(
+    admin_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the same test: 60 at once from one address, each at a name of its own, had
+    34 passwords checked against the address's limit of 20."""
+    settings = AdminSettings(
+        login_max_failures=5, login_max_failures_per_client=20, login_delay_max_s=0.0
+    )
+    checks = _PasswordChecks(monkeypatch, limit=20)
+    async with _from(admin_engine, "192.0.2.10", settings) as client:
+        answers = await asyncio.gather(
+            *(
+                client.post(LOGIN, json={"name": f"user{i}", "password": "wrong password"})
+                for i in range(60)
+            )
+        )
+    codes = Counter(r.status_code for r in answers)
+    assert 1 <= checks.count <= 20, (checks.count, codes)
+    assert codes == {401: checks.count, 429: 60 - checks.count}, codes
+    assert await _failure_rows(admin_engine) == checks.count
+
+
+async def test_after_a_burst_the_limit_counts_as_before(
+    admin_engine: AsyncEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attempts one after the other: the limit's number of failures, then 429 with
+    ``Retry-After``; the right password from another address still gets in."""
+    await add_user(admin_engine, "ada", "admin")
+    settings = AdminSettings(
+        login_max_failures=3, login_max_failures_per_client=20, login_delay_max_s=0.0
+    )
+    async with _from(admin_engine, "192.0.2.11", settings) as client:
+        codes = [
+            (await client.post(LOGIN, json={"name": "ada", "password": "wrong!"})).status_code
+            for _ in range(5)
+        ]
+        refused = await client.post(LOGIN, json={"name": "ada", "password": PASSWORD})
+    assert codes == [401, 401, 401, 429, 429]
+    assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+    assert await _failure_rows(admin_engine) == 3
+    async with _from(admin_engine, "10.0.0.7", settings) as ada:
+        r = await ada.post(LOGIN, json={"name": "ada", "password": PASSWORD})
+        assert r.status_code == 200, r.text
+    # A success clears its own attempt: nothing is left of it.
+    assert await _failure_rows(admin_engine) == 3

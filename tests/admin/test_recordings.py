@@ -23,6 +23,7 @@ from tests.admin.conftest import (
     add_call,
     add_token,
     bearer,
+    error_text,
     link_recording,
     set_recording_path,
 )
@@ -102,7 +103,7 @@ async def test_a_viewer_may_not_hear_it(
     call_id = await _recorded_call(admin_engine, recordings)
     r = await served.get(f"/api/v1/calls/{call_id}/recording", headers=viewer)
     assert r.status_code == 403
-    assert "editor" in r.json()["detail"]
+    assert "editor" in error_text(r)
     # The call itself is still theirs to read, and says it was recorded.
     assert (await served.get(f"/api/v1/calls/{call_id}", headers=viewer)).json()["recorded"]
 
@@ -114,7 +115,7 @@ async def test_refusals_say_why(
 
     async def refused(call_id: uuid.UUID) -> tuple[int, str]:
         r = await served.get(f"/api/v1/calls/{call_id}/recording", headers=editor)
-        return r.status_code, r.json()["detail"]
+        return r.status_code, error_text(r)
 
     unknown = uuid.uuid4()
     assert await refused(unknown) == (404, f"no call {unknown}")
