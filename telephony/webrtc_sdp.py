@@ -103,8 +103,8 @@ def _lines(text: str) -> list[str]:
         for ch in line:
             if ch == "\r":
                 raise SdpError(f"line {n}: a CR that does not end the line (lines end in CRLF)")
-            if not ch.isprintable():  # controls, tabs, and every space but " "
-                raise SdpError(f"line {n}: a control character (U+{ord(ch):04X})")
+            if not ch.isprintable():  # controls, tabs, every space but " ", unassigned
+                raise SdpError(f"line {n}: a character that is not printable (U+{ord(ch):04X})")
     return lines
 
 

@@ -40,10 +40,12 @@ class BrowserNode:
         self.held = 0  # places browser calls hold
         #: Calls that reached the node's pipeline (connected), by call id.
         self.started: list[str] = []
+        self.connected = asyncio.Event()  # set by the first
         self.calls = WebRtcCalls(self._run, sample_rate=16_000, take_place=self.take_place)
 
     async def _run(self, call: WebRtcCall) -> None:
         self.started.append(call.call_id)
+        self.connected.set()
         async for _ in call.receive():
             pass
 
