@@ -38,7 +38,7 @@ if [[ $WITH_TEST -eq 1 ]]; then
   # server binaries only: the test suite runs its own PostgreSQL and Redis on free ports
   apt_pkgs+=(postgresql redis-server)
   # the proxy tests run Kamailio in front of two nodes (binary only, started by the suite)
-  apt_pkgs+=(kamailio)
+  apt_pkgs+=(kamailio kamailio-tls-modules)
   # the admin console's browser tests: headless Chromium driven by Playwright (no browser
   # download; Playwright is pointed at this binary)
   apt_pkgs+=(chromium)

@@ -2,7 +2,9 @@
 
 It runs ``infra/kamailio/kamailio.cfg`` (the documented proxy of a fleet, docs/proxy.md) in
 the foreground from a fresh temporary folder, with a dispatcher list naming the given nodes,
-and is stopped by its PID at the end, as the suite does its PostgreSQL and Redis.
+and is stopped by its PID at the end, as the suite does its PostgreSQL and Redis. It takes
+SIP over UDP and TCP on one port, and over TLS on another when asked (a throwaway
+certificate made by openssl in that folder).
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import shutil
 import socket
+import subprocess
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,21 +43,55 @@ def kamailio_binary() -> str | None:
 
 @dataclass(frozen=True)
 class KamailioProxy:
-    """A running proxy: SIP over UDP on ``host:port``, its log in ``log``."""
+    """A running proxy: SIP over UDP and TCP on ``host:port`` (and TLS on ``tls_port``),
+    its log in ``log``."""
 
     host: str
     port: int
     process: Popen
     log: Path
+    tls_port: int | None = None
 
     @property
     def uri(self) -> str:
         return f"sip:{self.host}:{self.port}"
 
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
 
 def free_udp_port() -> int:
     """A loopback UDP port nothing is bound to now (``testkit.ports``)."""
     return ports.free_udp_port(HOST)
+
+
+def free_sip_port() -> int:
+    """A loopback port free for both UDP and TCP (the proxy takes both on one port)."""
+    for _ in range(50):
+        port = free_udp_port()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+        return port
+    raise ServiceError("no loopback port free for both UDP and TCP")
+
+
+def make_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for the proxy's TLS and its key (PEM), made by openssl."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ServiceError("openssl not found in PATH: needed to make the test certificate")
+    cert, key = folder / "proxy.crt", folder / "proxy.key"
+    out = subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", f"/CN={HOST}", "-keyout", str(key), "-out", str(cert)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise ServiceError(f"openssl req failed: {out.stderr.strip()}")
+    return cert, key
 
 
 def answers_options(port: int, timeout_s: float = 0.3) -> bool:
@@ -83,9 +120,32 @@ def answers_options(port: int, timeout_s: float = 0.3) -> bool:
 
 
 def _start(
-    binary: str, root: Path, *, port: int, nodes_file: Path, ping_s: int, node_timeout_ms: int
+    binary: str,
+    root: Path,
+    *,
+    port: int,
+    nodes_file: Path,
+    ping_s: int,
+    node_timeout_ms: int,
+    tls: tuple[int, Path, Path] | None,
+    settings: Mapping[str, str | int],
 ) -> Popen:
     log = root / "kamailio.log"
+    defines: dict[str, str | int] = {
+        "SB_LISTEN": f"udp:{HOST}:{port}",
+        "SB_LISTEN_TCP": f"tcp:{HOST}:{port}",
+        "SB_DISPATCHER_LIST": f'"{nodes_file}"',
+        "SB_PING_INTERVAL": ping_s,
+        "SB_NODE_TIMEOUT_MS": node_timeout_ms,
+    }
+    if tls is not None:
+        tls_port, cert, key = tls
+        defines |= {
+            "SB_LISTEN_TLS": f"tls:{HOST}:{tls_port}",
+            "SB_TLS_CERT": f'"{cert}"',
+            "SB_TLS_KEY": f'"{key}"',
+        }
+    defines |= settings
     cmd = [
         binary,
         "-DD",  # foreground, no daemon
@@ -102,15 +162,9 @@ def _start(
         "32",
         "-M",
         "4",
-        "-A",
-        f"SB_LISTEN=udp:{HOST}:{port}",
-        "-A",
-        f'SB_DISPATCHER_LIST="{nodes_file}"',
-        "-A",
-        f"SB_PING_INTERVAL={ping_s}",
-        "-A",
-        f"SB_NODE_TIMEOUT_MS={node_timeout_ms}",
     ]
+    for name, value in defines.items():
+        cmd += ["-A", f"{name}={value}"]
     proc = spawn(cmd, log, Owner(), root)
     try:
         wait_until_ready(proc, "kamailio", log, lambda: answers_options(port))
@@ -122,12 +176,18 @@ def _start(
 
 @contextlib.contextmanager
 def run_kamailio(
-    nodes: Sequence[int], *, ping_s: int = 10, node_timeout_ms: int = 2000
+    nodes: Sequence[int],
+    *,
+    ping_s: int = 10,
+    node_timeout_ms: int = 2000,
+    tls: bool = False,
+    settings: Mapping[str, str | int] | None = None,
 ) -> Iterator[KamailioProxy]:
     """Kamailio with ``infra/kamailio/kamailio.cfg`` in front of the nodes on these UDP ports.
 
     ``ping_s`` is the interval of its OPTIONS probes of the nodes; ``node_timeout_ms`` how
-    long it waits for a node's first reply before it tries the next node.
+    long it waits for a node's first reply before it tries the next node; ``tls``: a TLS
+    listener too; ``settings``: more of the configuration's defines (``SB_BAN_S``: 60).
     """
     binary = kamailio_binary()
     if binary is None:
@@ -135,8 +195,10 @@ def run_kamailio(
     with server_dir("switchboard-test-kamailio-", Owner()) as root:
         nodes_file = root / "dispatcher.list"
         nodes_file.write_text("".join(f"1 sip:{HOST}:{p} 0 0\n" for p in nodes))
+        cert = make_certificate(root) if tls else None
         for attempt in range(PORT_TRIES):
-            port = free_udp_port()
+            port = free_sip_port()
+            tls_port = ports.free_tcp_port(HOST) if cert is not None else None
             try:
                 proc = _start(
                     binary,
@@ -145,12 +207,14 @@ def run_kamailio(
                     nodes_file=nodes_file,
                     ping_s=ping_s,
                     node_timeout_ms=node_timeout_ms,
+                    tls=None if cert is None or tls_port is None else (tls_port, *cert),
+                    settings=settings or {},
                 )
                 break
             except PortTaken:
                 if attempt == PORT_TRIES - 1:
                     raise
         try:
-            yield KamailioProxy(HOST, port, proc, root / "kamailio.log")
+            yield KamailioProxy(HOST, port, proc, root / "kamailio.log", tls_port)
         finally:
             stop_process(proc)
