@@ -13,15 +13,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
+from aiortc import RTCPeerConnection, RTCSessionDescription
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
 from bot.calllog.models import Call, TurnRow
+from bot.calllog.store import make_engine
 from telephony.dialer import dial
 from testkit.botproc import BotProcess, run_bot
 from testkit.voices import speak
+from tests.admin.conftest import add_token, bearer
+from tests.admin.test_webrtc_limits import offer_of
 
 pytestmark = [pytest.mark.sip, pytest.mark.models]
 
@@ -141,3 +146,71 @@ async def test_a_second_sigterm_stops_at_once_and_keeps_the_records(tmp_path: Pa
         assert result.sip_final_status == 200 and result.ended_by_remote  # the bot's BYE
     ((call, _),) = call_rows(tmp_path)
     assert call.ended_at is not None and call.end_reason is not None
+
+
+async def test_browser_calls_count_against_the_call_limit_and_the_drain_waits_for_them(
+    tmp_path: Path,
+) -> None:
+    """One SIP and one browser call on a limit of two: a third call of either kind gets
+    503; SIGTERM's drain waits for both, the browser call after the SIP call has ended."""
+    env = {
+        "SWITCHBOARD_DATA_DIR": str(tmp_path),
+        "SWITCHBOARD_SIP__DRAIN_S": "60",
+        "SWITCHBOARD_SIP__MAX_CALLS": "2",
+    }
+    peers = [RTCPeerConnection(), RTCPeerConnection()]
+    with run_bot(env=env) as bot:
+        engine = make_engine(f"sqlite+aiosqlite:///{tmp_path / 'switchboard.db'}")
+        try:
+            token = await add_token(engine, "vic", "viewer")
+        finally:
+            await engine.dispose()
+        sip_call = asyncio.ensure_future(dial(bot.uri, record_seconds=20))
+        try:
+            await wait_for(lambda: logged(bot, "greeting queued"), 30, "the SIP call answered")
+            async with httpx.AsyncClient(
+                base_url=bot.admin_url, headers=bearer(token), timeout=30
+            ) as api:
+
+                async def live() -> list[str]:
+                    r = await api.get("/api/v1/calls/live")
+                    return sorted(c["caller"] for c in r.json())
+
+                async def browser_offer(pc: RTCPeerConnection) -> httpx.Response:
+                    offer = {"sdp": await offer_of(pc), "type": "offer"}
+                    return await api.post("/api/v1/webrtc/offer", json=offer)
+
+                r = await browser_offer(peers[0])
+                assert r.status_code == 200, r.text
+                await peers[0].setRemoteDescription(RTCSessionDescription(**r.json()))
+                for _ in range(300):
+                    if len(await live()) == 2:
+                        break
+                    await asyncio.sleep(0.1)
+                assert (await live())[-1] == "webrtc:vic"
+
+                # Two calls on a limit of two: the next of either kind gets 503.
+                reply = await asyncio.to_thread(ask, bot.port, "INVITE")
+                assert reply.startswith("SIP/2.0 503 "), reply[:200]
+                r = await browser_offer(peers[1])
+                assert r.status_code == 503 and "call limit" in r.text, r.text
+
+                bot.proc.send_signal(signal.SIGTERM)
+                await wait_for(
+                    lambda: logged(bot, "for 2 live (1 SIP, 1 browser)"), 10, "the drain"
+                )
+                result = await sip_call  # its caller hangs up at 20 s
+                assert result.sip_final_status == 200 and not result.ended_by_remote
+                for _ in range(300):
+                    if await live() == ["webrtc:vic"]:
+                        break
+                    await asyncio.sleep(0.1)
+                assert await live() == ["webrtc:vic"]
+                assert bot.proc.poll() is None, "the drain did not wait for the browser call"
+            await peers[0].close()  # the browser hangs up: the node has no call left
+            assert await asyncio.to_thread(bot.proc.wait, 30) == 0
+            assert logged(bot, "drained: no live call")
+        finally:
+            sip_call.cancel()
+            for pc in peers:
+                await pc.close()
