@@ -12,9 +12,13 @@ SIP endpoint at ``host:port``.
   socket; whatever the worker sends there is passed back, unchanged, from the front's own
   port to the client's address. The client sees ``rport=<relay port>;received=<host>`` in its
   Via, which RFC 3261 clients ignore.
-- In-dialog requests after the 200 OK (ACK, BYE, re-INVITE) are sent by the client to the
-  worker's Contact address (``host:<worker port>``), not through the front; the worker's BYE
-  also comes from that address. A PBX or trunk only needs the node's address for new calls.
+- Every call passes the front both ways (docs/design.md, "One door"): a dialog-creating
+  INVITE is record-routed twice (the relay socket towards the worker, the front towards the
+  caller) and stamped for its worker (``telephony.front_token``), so the caller's ACK, BYE
+  and re-INVITEs come back here, and the worker's BYE leaves from here with the front's Via
+  on top (the caller's response to it comes back here and goes on to the worker). Inside a
+  call the front answers OPTIONS (200), INFO (a DTMF key to the call, else 415), and
+  SUBSCRIBE, MESSAGE, PUBLISH, REGISTER (405) itself.
 - When every worker is full (or none is up) a new INVITE gets a stateless ``503`` with
   ``Retry-After``. A worker's slots count as taken while its pjsua still holds them for
   calls that are over (``WorkerSlot.ending``: a BYE to a caller that has gone lasts

@@ -30,7 +30,6 @@ from bot.answers.text import sentences
 from bot.intents.match import Match, normalize
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.follow_up import retrieve_following
-from bot.pipeline.turn import Turn
 from serve import ASR, ProviderError, StageTimings, Transcription
 
 log = logging.getLogger(__name__)
@@ -151,20 +150,23 @@ class Rehearing:
             return None
         return result.text.strip()
 
-    async def again(self, turn: Turn, text: str) -> str | None:
-        """The turn's second transcript, when the first leads nowhere and the second says
-        other words; None otherwise (small talk, a knowledge entry for the first words, no
-        audio, the same words, or a failed second pass: the first transcript stands).
+    async def again(
+        self, audio: bytes, text: str, *, heard: str | None, model_ms: dict[str, float]
+    ) -> str | None:
+        """A turn's second transcript (``audio``, first heard as ``text``), when the first
+        leads nowhere and the second says other words; None otherwise (small talk, a
+        knowledge entry for the first words, no audio, the same words, or a failed second
+        pass: the first transcript stands).
 
-        A turn heard again while the caller paused (``Speculation.second``, the same
-        audio) is not decoded a third time."""
-        if not turn.audio or not await self.worth(text):
+        A turn heard again while the caller paused (``heard``: ``Speculation.second``, the
+        same audio) is not decoded a third time; a decoding's model time goes to
+        ``model_ms``."""
+        if not audio or not await self.worth(text):
             return None
-        spec = turn.speculation
-        if spec is not None and spec.second is not None:
-            second: str | None = spec.second
+        if heard is not None:
+            second: str | None = heard
         else:
             timings = StageTimings()
-            second = await self.hear(turn.audio, timings=timings)
-            turn.model_ms.update(timings.durations_ms)
+            second = await self.hear(audio, timings=timings)
+            model_ms.update(timings.durations_ms)
         return other_words(text, second)

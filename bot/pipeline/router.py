@@ -345,7 +345,13 @@ class Router(Processor):
         heard match an intent (or are worth asking about), or the knowledge base has an
         entry for them (it has none for the first words, or they would not be heard again:
         "I like a refund." for "I like a reefer"); else the first, as they were."""
-        second = await rehearing.again(turn, frame.text)
+        spec = turn.speculation
+        second = await rehearing.again(
+            turn.audio,
+            frame.text,
+            heard=spec.second if spec is not None else None,
+            model_ms=turn.model_ms,
+        )
         if second is None:
             return found, frame
         return await self._instead(turn, frame, found, second, "heard again as", known=rehearing)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from bot.intents.store import CacheEntry
+    from bot.pipeline.pause_reading import PauseReading
     from bot.pipeline.speculation import Speculation
 
 #: Stages of a turn in the order they normally happen.
@@ -73,6 +74,8 @@ class Turn:
     pause_id: int | None = None
     #: The speculative pass whose transcript (and lookup) this turn used.
     speculation: Speculation | None = None
+    #: What that pass said about the pause: how long the turn waited, and why.
+    pause_reading: PauseReading | None = None
     #: The knowledge-base answers retrieved for this turn, best first: what a generated
     #: answer may state (with the caller's words).
     knowledge: tuple[str, ...] = ()

@@ -10,13 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from bot.pipeline.end_of_turn import (
-    Thought,
-    ThoughtJudge,
-    expected_digits,
-    heard_alike,
-    judge,
-)
+from bot.pipeline.end_of_turn import Thought, ThoughtJudge, expected_digits, judge
 from bot.pipeline.frames import (
     CallerAudio,
     DataFrame,
@@ -25,8 +19,8 @@ from bot.pipeline.frames import (
     UserStartedSpeaking,
     UserStoppedSpeaking,
 )
+from bot.pipeline.pause_reading import PauseReading, read_pause
 from bot.pipeline.processor import Processor
-from bot.pipeline.rehear import other_words
 from bot.pipeline.speculation import Speculator
 from bot.pipeline.turn import EotReason, Turn
 from bot.profile import BotProfile, EndpointingConfig
@@ -125,17 +119,9 @@ class TurnDetector(Processor):
         self._speculating = False
         self._thought = thought
         self._say = say
-        #: What the finished pass of this pause heard (None: no pass finished yet).
-        self._verdict: Thought | None = None
-        #: Neither recognizer heard an end to the words (see ``unsure_silence_ms``).
-        self._unsure = False
-        #: Both heard a finished sentence that leads nowhere (``nowhere_silence_ms``).
-        self._nowhere = False
-        #: A finished sentence the cache would only ask about (``question_silence_ms``).
-        self._asks = False
-        #: Words that would act at once and for good: an intent that hangs up, or a yes
-        #: that would transfer or hang up (``hangup_silence_ms``).
-        self._acts = False
+        #: What the finished pass of this pause says (None: no pass finished yet): how
+        #: long the turn waits, and why (``bot.pipeline.pause_reading``).
+        self._reading: PauseReading | None = None
         self._hold_said = False
         #: Silence after which this pause's pass is made again (0: no second pass).
         self._again_at_ms = 0
@@ -262,11 +248,7 @@ class TurnDetector(Processor):
         if self._speculating and self._speculator is not None:
             self._speculator.discard()
         self._speculating = False
-        self._verdict = None
-        self._unsure = False
-        self._nowhere = False
-        self._asks = False
-        self._acts = False
+        self._reading = None
         self._again_at_ms = 0
         self._pause_id += 1
 
@@ -282,7 +264,7 @@ class TurnDetector(Processor):
 
     async def _hear_pass(self) -> None:
         """Read the words of this pause's pass once it is done; say ``hold_reply`` once."""
-        if self._verdict is not None or not self._speculating or self._speculator is None:
+        if self._reading is not None or not self._speculating or self._speculator is None:
             return
         done = self._speculator.ready(self._pause_id)
         if done is None:
@@ -294,82 +276,34 @@ class TurnDetector(Processor):
             self._speculating = False
             return
         # Still nothing: noise (nothing would be answered) or words it cannot make out
-        # yet; either way, more of them is worth waiting for.
-        if done.failed:
-            self._verdict = "open"  # the turn is transcribed again when it ends
-        else:
-            self._verdict = self._thought(done.heard) if done.heard else "unfinished"
-            if self._verdict in ("finished", "open") and done.second is not None:
-                # The second recognizer heard the same pause: where it hears a thought
-                # still going, the first one made a sentence of a fragment; where it hears
-                # no end either (no final punctuation), or another sentence than the first
-                # one heard (the words are a guess), or the only end, in other words, the
-                # turn waits a little longer; so it does on a finished sentence that leads
-                # nowhere (``Speculation.nowhere``): "not sure" can wait for a caller who
-                # was only pausing.
-                again = self._thought(done.second) if done.second else "open"
-                if again == "finished" and not heard_alike(done.heard, done.second or ""):
-                    again = "open"
-                if (
-                    again == "finished"
-                    and self._verdict == "open"
-                    and other_words(done.heard, done.second) is not None
-                ):
-                    # Only the second heard an end, and on words of its own ("That's weak
-                    # I ordered" and "Last week I ordered.", a caller's "Last week I
-                    # ordered | a lamp ..."): neither hearing says the caller finished.
-                    again = "open"
-                self._verdict = again
-                self._unsure = again == "open"
-                self._nowhere = (
-                    again == "finished" and done.nowhere and self._cfg.nowhere_silence_ms > 0
-                )
-            # A finished sentence the cache would only ask about: the question can wait
-            # for a caller who was only pausing ("Can you send me" heard as "Can you
-            # friend me?", a question about a colleague).
-            self._asks = (
-                self._verdict == "finished" and done.doubtful and self._cfg.question_silence_ms > 0
-            )
-            # An intent that hangs up: that cannot be taken back, so a caller who was only
-            # pausing ("Where can I find" heard as "Bye bye.") may go on.
-            # So may a yes that would transfer or hang up ("Okay, okay." after the offer of
-            # a colleague, from a caller starting "Right, okay, so | what time ...").
-            acts = done.hangs_up or done.acts_on_reply
-            self._acts = acts and self._cfg.hangup_silence_ms > 0
+        # yet; either way, more of them is worth waiting for (``read_pause``).
+        self._reading = read_pause(done, self._thought, self._cfg)
         reply = self._cfg.hold_reply
-        if self._verdict == "hold" and not self._hold_said and reply and self._say is not None:
+        if self._reading.thought == "hold" and not self._hold_said and reply and self._say:
             self._hold_said = True
             await self.push(self._say(None, reply))
 
     def _silence_limit_ms(self) -> int:
         """The silence that ends the turn, after what the pause's pass heard."""
         cfg = self._cfg
-        if not self._speculating and not (self._again_at_ms and self._verdict is None):
-            return cfg.end_silence_ms
-        if self._verdict is None or self._verdict == "unfinished":
+        reading = self._reading
+        if reading is not None:
+            return reading.silence_limit_ms(cfg)
+        if self._speculating or self._again_at_ms:
+            # The pass is still running, or will run again: wait for it, as for a fragment.
             return max(cfg.end_silence_ms, cfg.unfinished_silence_ms)
-        if self._verdict == "hold":
-            return max(cfg.end_silence_ms, cfg.hold_silence_ms)
-        if self._unsure:
-            return max(cfg.end_silence_ms, cfg.unsure_silence_ms)
-        if self._nowhere:
-            return max(cfg.end_silence_ms, cfg.nowhere_silence_ms)
-        if self._asks:
-            return max(cfg.end_silence_ms, cfg.question_silence_ms)
-        if self._acts:
-            return max(cfg.end_silence_ms, cfg.hangup_silence_ms)
         return cfg.end_silence_ms
 
     def _early_end_ready(self) -> bool:
         if not (self._speculating and self._cfg.early_end and self._speculator is not None):
             return False
         done = self._speculator.ready(self._pause_id)
-        if done is None or self._verdict in ("unfinished", "hold") or self._unsure:
-            return False  # no cached answer on a fragment, nor on words heard as a guess
-        if self._nowhere or self._asks or self._acts:
-            # nothing to say but "not sure", a question, a hang-up: the caller may go on
+        reading = self._reading
+        if done is None or reading is None or not reading.may_end_early:
+            # no cached answer on a fragment, nor on words heard as a guess; nothing to say
+            # but "not sure", a question, a hang-up: the caller may go on
             return False
-        finished = self._verdict == "finished"
+        finished = reading.thought == "finished"
         if done.hit and not done.acts and finished:
             # At once, but on quiet: the VAD takes a fricative for silence, and "I've been
             # waiting two weeks" is a cached intent 200 ms into the "s f" of "weeks | for
@@ -394,13 +328,10 @@ class TurnDetector(Processor):
         self._last_turn = turn
         if self._speculating:
             turn.pause_id = self._pause_id
+        turn.pause_reading = self._reading
         self._in_speech = False
         self._speculating = False
-        self._verdict = None
-        self._unsure = False
-        self._nowhere = False
-        self._asks = False
-        self._acts = False
+        self._reading = None
         self._again_at_ms = 0
         self._voiced_run_ms = 0
         self._audio = bytearray()

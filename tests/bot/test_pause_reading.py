@@ -1,0 +1,103 @@
+"""The pause's one reading, as a table: what the pass heard -> how long the turn waits, why."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.pipeline.end_of_turn import judge
+from bot.pipeline.pause_reading import FAILED, NOTHING_HEARD, PauseReading, read_pause
+from bot.pipeline.speculation import Speculation
+from bot.profile import EndpointingConfig
+
+CFG = EndpointingConfig()
+
+
+def heard(first: str, second: str | None = None, **flags: bool) -> Speculation:
+    return Speculation(
+        pause_id=1,
+        audio_bytes=1,
+        started_at=0.0,
+        transcript=first,
+        heard=first,
+        second=second,
+        **flags,
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "reading"),
+    [
+        # A finished request, heard alike twice or once: nothing to wait for.
+        (heard("Where is my order?"), PauseReading("finished")),
+        (heard("Where is my order?", "Where is my order?"), PauseReading("finished")),
+        # A fragment: the unfinished wait, whatever else is true of it.
+        (heard("I would like to", acts_on_reply=True), PauseReading("unfinished")),
+        (heard("My order number is"), PauseReading("unfinished")),
+        # The second hearing heard no end, or another sentence: unsure.
+        (heard("Where is my order?", "Where is my order"), PauseReading("open", "unsure")),
+        (heard("Can you hack it?", "Can you check if"), PauseReading("unfinished")),
+        (
+            heard("Where is my order", "Where is the border?"),
+            PauseReading("open", "unsure"),
+        ),
+        # Both heard a finished sentence that nothing answers: nowhere.
+        (
+            heard("I was charged twice.", "I was charged twice.", nowhere=True),
+            PauseReading("finished", "nowhere"),
+        ),
+        # A sentence the bot would only ask about: the question waits.
+        (heard("Can you friend me?", asks_topic=True), PauseReading("finished", "question")),
+        # Words whose yes would transfer: as a goodbye waits.
+        (heard("Yes please.", acts_on_reply=True), PauseReading("finished", "acts")),
+        # Precedence: unsure before nowhere, question and acts.
+        (
+            heard("Where is my order?", "Where is my order", asks_topic=True, acts_on_reply=True),
+            PauseReading("open", "unsure"),
+        ),
+        (
+            heard("Can you friend me?", asks_topic=True, acts_on_reply=True),
+            PauseReading("finished", "question"),
+        ),
+    ],
+)
+def test_the_reading_of_a_pause(spec: Speculation, reading: PauseReading) -> None:
+    assert read_pause(spec, judge, CFG) == reading
+
+
+def test_a_failed_or_empty_pass() -> None:
+    failed = heard("")
+    failed.failed = True
+    assert read_pause(failed, judge, CFG) == FAILED
+    assert read_pause(heard(""), judge, CFG) == NOTHING_HEARD
+
+
+def test_each_reading_waits_its_own_setting_and_only_a_whole_request_ends_early() -> None:
+    cfg = EndpointingConfig(
+        end_silence_ms=500,
+        unfinished_silence_ms=2500,
+        unsure_silence_ms=2000,
+        nowhere_silence_ms=2100,
+        question_silence_ms=1800,
+        hangup_silence_ms=1500,
+        hold_silence_ms=10_000,
+    )
+    table = {
+        PauseReading("finished"): (500, True),
+        PauseReading("open"): (500, True),
+        PauseReading("unfinished"): (2500, False),
+        PauseReading("hold"): (10_000, False),
+        PauseReading("open", "unsure"): (2000, False),
+        PauseReading("finished", "nowhere"): (2100, False),
+        PauseReading("finished", "question"): (1800, False),
+        PauseReading("finished", "acts"): (1500, False),
+    }
+    for reading, (limit, early) in table.items():
+        assert (reading.silence_limit_ms(cfg), reading.may_end_early) == (limit, early), reading
+
+
+def test_a_wait_set_to_zero_is_not_waited_for() -> None:
+    cfg = EndpointingConfig(question_silence_ms=0, hangup_silence_ms=0, nowhere_silence_ms=0)
+    assert read_pause(heard("Can you friend me?", asks_topic=True), judge, cfg).wait is None
+    assert read_pause(heard("Yes please.", acts_on_reply=True), judge, cfg).wait is None
+    nowhere = heard("I was charged twice.", "I was charged twice.", nowhere=True)
+    assert read_pause(nowhere, judge, cfg).wait is None
