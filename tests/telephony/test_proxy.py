@@ -284,6 +284,19 @@ def request(
     return ("\r\n".join(lines) + "\r\n\r\n" + body).encode()
 
 
+def ack_along_route(ua: RawUA, call_id: str, dest: tuple[str, int]) -> None:
+    """ACK the 2xx ``ua`` got for ``call_id`` as RFC 3261 12.2.1.1 has it: to its Contact,
+    along the route set its Record-Route values make, sent to the first hop (``dest``)."""
+    ok = next(r for r in responses(ua, call_id, "1 INVITE") if status(r) == 200)
+    contact = re.search(r"<([^>]+)>", header(ok.head, "contact") or "")
+    assert contact is not None, ok.head
+    routes = tuple(reversed(record_routes(ok.head)))
+    from_, to = header(ok.head, "from") or "", header(ok.head, "to") or ""
+    ua.send(
+        request(ua, "ACK", contact.group(1), call_id, 1, from_=from_, to=to, routes=routes), dest
+    )
+
+
 def neutral(r: Received) -> bool:
     """No header naming the product or its SIP stack, and RFC 3261's reason phrase."""
     if header(r.head, "server") is not None or header(r.head, "user-agent") is not None:
@@ -352,11 +365,7 @@ async def test_the_proxy_relays_nothing_to_a_request_uri_of_a_callers_choosing()
 
             # Along the route set, the dialog's ACK reaches the node (the requests below are
             # made the same way and differ only in where they aim).
-            caller.send(
-                request(caller, "ACK", f"sip:bot@127.0.0.1:{node.port}", "relay-call", 1,
-                        routes=(our_route,), **dialog),
-                dest,
-            )  # fmt: skip
+            ack_along_route(caller, "relay-call", dest)
             await wait_until(lambda: bool(node.requests("ACK", "relay-call")), 5, "ACK")
 
             bare_route = f"<sip:{proxy.host}:{proxy.port};lr>"
@@ -456,8 +465,12 @@ async def test_a_caller_that_never_acks_is_banned_at_the_proxy_and_others_are_an
         with run_kamailio([node.config.port], ping_s=NO_PROBES_S, settings=settings) as proxy:
             dest = (proxy.host, proxy.port)
             never_acks = RawUA("127.0.0.2", ack=False, answer_bye=False)
-            other = RawUA("127.0.0.3")
+            other = RawUA("127.0.0.3", ack=False, answer_bye=False)
             try:
+                # Another caller's call, ACKed along its route set (through the proxy).
+                other.invite(dest, "other-1")
+                await wait_until(finals_are(other, "other-1", [200]), 10, "other's answer")
+                ack_along_route(other, "other-1", dest)
                 for i in range(3):
                     never_acks.invite(dest, f"unacked-{i}")
                 for i in range(3):
@@ -471,13 +484,16 @@ async def test_a_caller_that_never_acks_is_banned_at_the_proxy_and_others_are_an
                 assert "3 unACKed answers" in proxy.log_text()
                 answered = len(calls.calls)
                 never_acks.invite(dest, "unacked-banned")
-                other.invite(dest, "other-caller")
-                await wait_until(lambda: other.finals("other-caller") == [200], 10, "other")
+                other.invite(dest, "other-2")
+                await wait_until(finals_are(other, "other-2", [200]), 10, "other's answer")
                 await asyncio.sleep(QUIET_S)
                 # The banned source gets no answer at all, and its call never reached a node.
                 assert not [r for r in never_acks.got if r.call_id == "unacked-banned"]
                 assert len(calls.calls) == answered + 1
                 assert node.stats()["front_bans"] == 0  # the node banned nobody
+                # The other caller's ACK came: its answer, older than the banned caller's,
+                # was never counted.
+                assert "unACKed answer to 127.0.0.3 " not in proxy.log_text()
             finally:
                 never_acks.close()
                 other.close()
