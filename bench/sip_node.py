@@ -36,7 +36,7 @@ from telephony import EndpointConfig, SipEndpoint, SipServer
 from telephony.floodguard import FrontLimits
 from telephony.sip_dispatch import SipFront, WorkerSlot
 from testkit.ports import free_udp_port
-from testkit.sipp_load import echo
+from testkit.sipp_load import echo, one_address_load
 
 SCENARIO = """<?xml version="1.0" encoding="ISO-8859-1" ?>
 <scenario name="bench">
@@ -168,7 +168,10 @@ async def run(
     calls: int, seconds: float, endpoint: bool, tmp: Path, sipp: str, *, flood_pps: int = 0
 ) -> dict[str, Any]:
     cfg = EndpointConfig(
-        port=free_udp_port(), max_calls=calls, rtp_port_start=random.randrange(30000, 36000, 2)
+        port=free_udp_port(),
+        max_calls=calls,
+        rtp_port_start=random.randrange(30000, 36000, 2),
+        limits=one_address_load(),
     )
     node: SipServer | SipEndpoint = SipEndpoint(cfg, echo) if endpoint else SipServer(cfg, echo)
     await node.start()

@@ -43,7 +43,7 @@ from bench.sip_node import SCENARIO, flood
 from telephony import EndpointConfig, SipServer
 from telephony.sip_stream import StreamSettings
 from testkit.ports import free_udp_port
-from testkit.sipp_load import echo, sipp_counts
+from testkit.sipp_load import echo, one_address_load, sipp_counts
 
 
 def prepare(tmp: Path, hold_s: float) -> str:
@@ -132,6 +132,7 @@ async def search(args: argparse.Namespace, tmp: Path, sipp: str) -> dict[str, An
         rtp_port_range=4000,
         log_level=0,
         stream=StreamSettings(tcp=args.transport == "tcp"),
+        limits=one_address_load(),
     )
     node = SipServer(cfg, echo)
     await node.start()

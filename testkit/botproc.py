@@ -84,6 +84,9 @@ def run_bot(
         "SWITCHBOARD_DATA_DIR": data_dir.name,
         # the admin API on a free port (several test bots run at once)
         "SWITCHBOARD_ADMIN__PORT": "0",
+        # Every test caller dials from 127.0.0.1: several at once are one address's burst,
+        # as a trunk's would be (a trunk is listed among the peers or upstreams).
+        "SWITCHBOARD_SIP__LIMITS__MAX_UNCONFIRMED_PER_SOURCE": "64",
         **(env or {}),
     }
     if SPEECH_CACHE_VARIABLE not in full_env:

@@ -31,7 +31,7 @@ from typing import Any
 
 from telephony import EndpointConfig, SipServer
 from testkit.ports import free_udp_block, free_udp_port
-from testkit.sipp_load import echo, sipp_counts
+from testkit.sipp_load import echo, one_address_load, sipp_counts
 
 FAILOVER = """<?xml version="1.0" encoding="ISO-8859-1" ?>
 <scenario name="trunk with two nodes">
@@ -130,6 +130,7 @@ async def serve(port: int, max_calls: int, drain_s: float) -> None:
         rtp_port_range=600,
         retry_after_s=5,
         log_level=0,
+        limits=one_address_load(),
     )
     node = SipServer(cfg, echo)
     await node.start()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from telephony.call import CallHandle
 from telephony.events import AudioIn
+from telephony.floodguard import FrontLimits
 from telephony.remote_call import RemoteCall
 
 
@@ -31,3 +32,10 @@ def sipp_counts(stat_file: Path) -> dict[str, int]:
         "successful": int(value.get("SuccessfulCall(C)", 0) or 0),
         "failed": int(value.get("FailedCall(C)", 0) or 0),
     }
+
+
+def one_address_load() -> FrontLimits:
+    """Front limits for load from one address (every test caller dials from 127.0.0.1):
+    as many unconfirmed calls from it as a trunk's burst brings (a trunk is listed among
+    the peers or upstreams in production)."""
+    return FrontLimits(max_unconfirmed_per_source=64)

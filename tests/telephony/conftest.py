@@ -20,6 +20,7 @@ from telephony import CallHandle, EndpointConfig, SipEndpoint, SipServer
 from telephony.dialer import DialResult
 from testkit import ports
 from testkit.ports import free_udp_block
+from testkit.sipp_load import one_address_load
 from tests.telephony.nodekit import alive
 
 SIPP = shutil.which("sipp")
@@ -356,6 +357,8 @@ def make_node(
             rtp_port_start=random.randrange(30000, 38000, 2),
             rtp_port_range=400,
             log_level=1,
+            # Test callers share 127.0.0.1 (a test of the cap passes limits of its own).
+            limits=one_address_load(),
         )
         for key, value in overrides.items():
             setattr(cfg, key, value)
