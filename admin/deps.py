@@ -90,7 +90,19 @@ async def principal(request: Request, session: SessionDep, settings: SettingsDep
 
     A change made with the cookie must carry the session's CSRF token in ``X-CSRF-Token``
     (a token sent in a header is not something another site's page can make a browser send).
+
+    The token's last use or the login's new expiry (written at most once a minute) is
+    committed here, before the route runs: the request then holds no lock on its own token
+    or login while it works (on SQLite, not the database's one write lock), and a route that
+    locks rows (the admins, to keep the last one) waits for no other request's token row
+    while holding them, so two requests never wait for each other.
     """
+    found = await _identify(request, session, settings)
+    await session.commit()
+    return found
+
+
+async def _identify(request: Request, session: AsyncSession, settings: AdminSettings) -> Principal:
     auth = request.headers.get("Authorization")
     if auth is not None:
         scheme, _, secret = auth.partition(" ")

@@ -131,7 +131,7 @@ def test_create_user_takes_only_names_the_login_takes_and_says_each_thing_once(
     error twice."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
     upgrade(url)
-    for name in ("a b", "x<y", "n" * 65, "ada\n"):
+    for name in ("a b", "x<y", "n" * 65, "ada\n", ".", "..", "a/b", "a%2e", "a?b", "a#b"):
         done = _switchboard(
             "admin", "create-user", name, "--password-stdin", url=url, stdin=PASSWORD + "\n"
         )
@@ -179,3 +179,27 @@ def test_import_profile_refuses_what_a_node_could_not_apply(tmp_path: Path) -> N
     assert first[0]["version"] is None and first[1]["version"] == 1
     assert second[0].keys() == second[1].keys() == {"version", "greeting"}, second
     assert second[1]["greeting"] == "Welcome. " + second[0]["greeting"]
+
+
+def test_create_user_without_a_terminal_says_to_use_password_stdin(tmp_path: Path) -> None:
+    """Found by an accounts review: ``create-user`` with no terminal and no
+    ``--password-stdin`` (a script, a container) ended in an ``EOFError`` traceback."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sb.db'}"
+    upgrade(url)
+    done = subprocess.run(
+        [sys.executable, "-m", "node.cli", "admin", "create-user", "ada", "--role", "admin"],
+        cwd=ROOT,
+        env=_env(url),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        start_new_session=True,  # no controlling terminal: /dev/tty cannot be opened
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "switchboard: no terminal to ask for the password on: "
+        "give it on stdin with --password-stdin\n"
+    ), done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,8 +22,11 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.app import create_app
+from admin.db import AdminDb
 from admin.server import AdminServer
 from admin.settings import AdminSettings
+from bot.calllog.migrate import upgrade_async
+from bot.calllog.store import make_engine
 from bot.config.store import seed
 from tests.admin.conftest import PASSWORD, add_token, add_user, bearer
 from tests.admin.test_config import PROFILE
@@ -130,3 +134,25 @@ async def test_requests_of_one_login_racing_its_logout_get_200_or_401(
         errors = [rec.getMessage() for rec in caplog.records if rec.levelno >= logging.ERROR]
         assert errors == [], (round_, errors)
         assert (await served.get("/api/v1/auth/me")).status_code == 401
+
+
+async def test_admin_writes_on_sqlite_are_synced_before_the_commit_returns(
+    tmp_path: Path,
+) -> None:
+    """Found by a durability review: SQLite ran ``synchronous=NORMAL`` (the call log's
+    setting), under which a 2xx's commit survives the process dying but not a power loss.
+    Every connection the admin takes is ``FULL``, one the engine made before the app too."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'sync.db'}"
+    await upgrade_async(url)
+    engine = make_engine(url)
+    try:
+        async with engine.connect() as early:  # pooled before the app wraps the engine
+            assert (await early.execute(text("PRAGMA synchronous"))).scalar_one() == 1
+        app = create_app(engine, AdminSettings())
+        async with app.state.db.sessions() as session:
+            assert (await session.execute(text("PRAGMA synchronous"))).scalar_one() == 2  # FULL
+        await add_user(engine, "ada", "admin")  # and writes through the app's database
+        async with AdminDb(engine).sessions() as session:
+            assert (await session.execute(text("PRAGMA synchronous"))).scalar_one() == 2
+    finally:
+        await engine.dispose()
