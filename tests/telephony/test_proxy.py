@@ -312,6 +312,7 @@ class AnsweringNode:
     def __init__(self, code: int = 200, reason: str = "OK", extra: str = "") -> None:
         self.ua = RawUA("127.0.0.1", ack=False, answer_bye=False)
         self.code, self.reason, self.extra = code, reason, extra
+        self._answers: dict[str, tuple[bytes, tuple[str, int]]] = {}
         self._task = asyncio.get_running_loop().create_task(self._answer())
 
     @property
@@ -324,6 +325,11 @@ class AnsweringNode:
 
     def requests(self, method: str, call_id: str | None = None) -> list[Received]:
         return self.ua.requests(method, call_id)
+
+    def resend(self, call_id: str) -> None:
+        """Send the answer to ``call_id``'s INVITE again (a 2xx's retransmission)."""
+        data, dest = self._answers[call_id]
+        self.ua.send(data, dest)
 
     async def _answer(self) -> None:
         answered: set[str] = set()
@@ -338,7 +344,9 @@ class AnsweringNode:
                 if self.code == 200:
                     extra += f"Contact: {self.contact}\r\n"
                 to_tag = "node" if self.code >= 200 else ""
-                self.ua.send(reply(r, self.code, self.reason, extra, to_tag), r.src)
+                data = reply(r, self.code, self.reason, extra, to_tag)
+                self._answers[r.call_id] = (data, r.src)
+                self.ua.send(data, r.src)
 
     def close(self) -> None:
         self._task.cancel()
@@ -497,6 +505,37 @@ async def test_a_caller_that_never_acks_is_banned_at_the_proxy_and_others_are_an
             finally:
                 never_acks.close()
                 other.close()
+
+
+async def test_an_answer_retransmitted_after_its_ack_is_not_counted_unacked() -> None:
+    node = AnsweringNode()
+    acks = RawUA("127.0.0.2", ack=False, answer_bye=False)
+    never_acks = RawUA("127.0.0.3", ack=False, answer_bye=False)
+    try:
+        settings = {"SB_ACK_WAIT_S": 1}
+        with run_kamailio([node.port], ping_s=NO_PROBES_S, settings=settings) as proxy:
+            dest = (proxy.host, proxy.port)
+            acks.invite(dest, "acked")
+            await wait_until(finals_are(acks, "acked", [200]), 5, "the answer")
+            ack_along_route(acks, "acked", dest)
+            await wait_until(lambda: bool(node.requests("ACK", "acked")), 5, "the ACK")
+            # The node's retransmission timer fired before the ACK came (a long round trip):
+            # its 200 passes the proxy again, after the ACK.
+            node.resend("acked")
+            await wait_until(lambda: len(responses(acks, "acked", "1 INVITE")) >= 3, 5, "again")
+            # A caller that never ACKs, answered after it, is counted...
+            never_acks.invite(dest, "not-acked")
+            await wait_until(finals_are(never_acks, "not-acked", [200]), 5, "the answer")
+            await wait_until(
+                lambda: "unACKed answer to 127.0.0.3 " in proxy.log_text(), 10, "the count"
+            )
+            await asyncio.sleep(QUIET_S)
+            # ...the one that ACKed is not.
+            assert "unACKed answer to 127.0.0.2 " not in proxy.log_text()
+    finally:
+        node.close()
+        acks.close()
+        never_acks.close()
 
 
 async def test_a_caller_the_nodes_keep_refusing_is_banned_at_the_proxy() -> None:
