@@ -8,7 +8,7 @@ meanwhile is what the next answer uses), and changes nothing in them.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from admin.metrics import NodeMetrics
 from admin.node_port import (
@@ -19,13 +19,38 @@ from admin.node_port import (
     SuggestionsRead,
     TryResult,
 )
+from bot.calllog import CallLog
 from bot.calllog.calllog import LiveCallInfo
+from bot.intents.cache import IntentCache
 from bot.intents.suggest import suggest_examples
+from bot.knowledge.index import KnowledgeIndex
+from bot.profile import BotProfile
+from serve import ModelSet
 from serve.base import unhurried
 from telephony.webrtc import WebRtcCalls
 
-if TYPE_CHECKING:
-    from node.app import Node
+
+class NodeParts(Protocol):
+    """What the admin port reads of the node (``node.app.Node``), each time it is asked."""
+
+    @property
+    def metrics(self) -> NodeMetrics: ...
+
+    @property
+    def call_log(self) -> CallLog | None: ...
+
+    @property
+    def intent_cache(self) -> IntentCache | None: ...
+
+    @property
+    def models(self) -> ModelSet | None: ...
+
+    @property
+    def knowledge(self) -> KnowledgeIndex | None: ...
+
+    @property
+    def profile(self) -> BotProfile: ...
+
 
 #: How long the model may write suggestions before the operator is told to try again.
 SUGGEST_TIMEOUT_S = 60.0
@@ -36,7 +61,7 @@ EMBED_BATCH = 32
 class AdminPort:
     """``NodePort`` over a running ``Node``."""
 
-    def __init__(self, node: Node, webrtc: WebRtcCalls | None) -> None:
+    def __init__(self, node: NodeParts, webrtc: WebRtcCalls | None) -> None:
         self._node = node
         self._webrtc = webrtc
         #: One suggestion at a time: the model also answers callers.

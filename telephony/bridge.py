@@ -23,20 +23,43 @@ Everything here runs on the endpoint thread (pjsua2 rules, see ``telephony.endpo
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 import pjsua2 as pj
 
+from telephony.call import SipCall
+from telephony.config import EndpointConfig
 from telephony.events import TransferResult
 from telephony.framebuf import write_frame
-from telephony.media_port import PlayoutBuffer
+from telephony.media_port import PlayoutBuffer, PortShelf
 
-if TYPE_CHECKING:
-    from telephony.call import SipCall
-    from telephony.endpoint import _Core
+T = TypeVar("T")
+
+
+class BridgeCore(Protocol):
+    """What the agent legs use of the endpoint that owns them (``telephony.endpoint._Core``),
+    on the endpoint thread."""
+
+    config: EndpointConfig
+    agent_account: Any
+    calls: dict[int, SipCall]
+    ports: PortShelf
+
+    @property
+    def bridges(self) -> Bridges: ...
+
+    def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]: ...
+
+    def call_later(self, delay_s: float, fn: Callable[[], None]) -> None: ...
+
+    def graveyard_add(self, obj: object) -> None: ...
+
+    def hangup_call(self, call: SipCall) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +106,7 @@ class _SummaryPort(pj.AudioMediaPort):  # type: ignore[misc]
 class AgentLeg(pj.Call):  # type: ignore[misc]
     """The outbound call to the agent (endpoint thread)."""
 
-    def __init__(self, core: _Core, account: Any, caller: SipCall, summary: bytes) -> None:
+    def __init__(self, core: BridgeCore, account: Any, caller: SipCall, summary: bytes) -> None:
         super().__init__(account)
         self.core = core  # the Bridges' weak proxy: no cycle through the core
         # Ids, not the SipCall: the two are freed separately, on this thread.
@@ -136,8 +159,8 @@ class AgentLeg(pj.Call):  # type: ignore[misc]
 class Bridges:
     """The endpoint's bridged transfers: agent legs by pjsua call id."""
 
-    def __init__(self, core: _Core) -> None:
-        self.core: _Core = core if isinstance(core, weakref.ProxyType) else weakref.proxy(core)
+    def __init__(self, core: BridgeCore) -> None:
+        self.core: BridgeCore = core if isinstance(core, weakref.ProxyType) else weakref.proxy(core)
         self.legs: dict[int, AgentLeg] = {}
 
     def start(
@@ -172,7 +195,8 @@ class Bridges:
     @staticmethod
     def _later(leg: AgentLeg, fn: Callable[[AgentLeg], None]) -> Callable[[], None]:
         """``fn(leg)`` for a timer, holding the leg weakly: a pjsua2 Call must be freed by
-        the graveyard (``_Core._id_reused``), never as the last reference of a timer."""
+        the graveyard (``telephony.endpoint._Core._id_reused``), never as the last
+        reference of a timer."""
         ref = weakref.ref(leg)
 
         def run() -> None:

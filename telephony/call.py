@@ -7,10 +7,11 @@ import contextlib
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pjsua2 as pj
 
+from telephony.config import EndpointConfig
 from telephony.events import (
     TRANSFER_TIMEOUT_S,
     CallEnded,
@@ -20,9 +21,24 @@ from telephony.events import (
 )
 from telephony.media_port import InboundSink, PcmPort, PlayoutBuffer
 
-if TYPE_CHECKING:
-    from telephony.bridge import AgentLeg
-    from telephony.endpoint import _Core
+
+class CallCore(Protocol):
+    """What a call tells the endpoint that owns it (``telephony.endpoint._Core``), on the
+    endpoint thread."""
+
+    config: EndpointConfig
+    loop: asyncio.AbstractEventLoop
+
+    def on_media_active(self, call: SipCall, idx: int, info: Any) -> None: ...
+
+    def on_disconnected(self, call: SipCall, info: Any) -> None: ...
+
+    def on_caller_refer(self, call: SipCall, target: str) -> None: ...
+
+    def on_transfer_status(self, call: SipCall, code: int, reason: str, final: bool) -> None: ...
+
+    def collect_stream_stats(self, call: SipCall, idx: int) -> None: ...
+
 
 DTMF_IS_END = 1 << 1  # PJMEDIA_STREAM_DTMF_IS_END (pjmedia/stream.h); not exported by SWIG
 
@@ -166,11 +182,11 @@ class CallHandle:
 class SipCall(pj.Call):  # type: ignore[misc]
     """pjsua2 call object. Every method runs on the endpoint thread."""
 
-    def __init__(self, core: _Core, account: Any, call_id: int) -> None:
+    def __init__(self, core: CallCore, account: Any, call_id: int) -> None:
         super().__init__(account, call_id)
         # Weak: a SipCall <-> core cycle would leave the Call to the cyclic GC, which may
         # free it on another thread or after libDestroy.
-        self.core: _Core = weakref.proxy(core)
+        self.core: CallCore = weakref.proxy(core)
         self.sink = InboundSink(core.loop)
         self.playout = PlayoutBuffer(core.config.frame_bytes)
         self.port: PcmPort | None = None
@@ -183,7 +199,8 @@ class SipCall(pj.Call):  # type: ignore[misc]
         # The pending transfer's outcome goes here (set and called on this thread).
         self.xfer_done: Callable[[TransferResult], None] | None = None
         #: The agent's leg of a bridged transfer (``telephony.bridge``), while it is up.
-        self.leg: AgentLeg | None = None
+        #: (a ``telephony.bridge.AgentLeg``: held here, used by the bridge alone)
+        self.leg: pj.Call | None = None
         self.aud_idx: int | None = None  # the audio media's index, once active
         #: Why the call ended when this side ended it for a reason of its own.
         self.end_note = ""

@@ -36,14 +36,12 @@ import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from telephony.floodguard import FloodGuard
 from telephony.sipmsg import SipScan, first_comma, scan
-
-if TYPE_CHECKING:
-    from telephony.sip_dispatch import SipFront
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +51,21 @@ BRANCH_PREFIX = b"z9hG4bK-sbf-"
 PING = b"\r\n\r\n"
 TLS_HANDSHAKE_S = 10.0
 PONG = b"\r\n"
+
+
+class StreamFront(Protocol):
+    """What connections need of the node's SIP front (``telephony.sip_dispatch.SipFront``):
+    its counters and flood guard, and where each framed message goes."""
+
+    counters: dict[str, int]
+    guard: FloodGuard
+
+    def stream_received(self, data: bytes, conn: StreamConn) -> None: ...
+
+    def reply_on(self, conn: StreamConn, msg: SipScan, code: int, reason: str) -> None: ...
+
+    def stream_conns_in_use(self) -> set[StreamConn]: ...
+
 
 STREAM_KEYS = (
     "front_stream_connections",  # accepted
@@ -365,7 +378,7 @@ class StreamConn(asyncio.Protocol):
 class StreamListener:
     """The front's TCP or TLS listening socket and its connections."""
 
-    def __init__(self, front: SipFront, settings: StreamSettings, proto: Proto) -> None:
+    def __init__(self, front: StreamFront, settings: StreamSettings, proto: Proto) -> None:
         self.front = front
         self.settings = settings
         self.proto = proto
