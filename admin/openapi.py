@@ -35,6 +35,7 @@ from admin.errors import ERROR_MEANINGS, ErrorResponse
 from bot.config import limits
 
 _REF = "#/components/schemas/ErrorResponse"
+_SENTENCE_LISTS = frozenset({"examples", "negatives", "questions", "keywords"})
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Statuses whose body is not JSON (a byte range beyond a recording: Starlette's own text).
 _NOT_JSON = frozenset({"416"})
@@ -158,6 +159,10 @@ def _limit(node: Any, loc: limits.Loc, schemas: dict[str, Any], seen: set[str]) 
     if kind == "string" and "enum" not in node and "const" not in node:
         limit, _ = limits.text_limit(loc)
         node["maxLength"] = min(node.get("maxLength", limit), limit)
+        if len(loc) >= 2 and loc[-2] in _SENTENCE_LISTS:
+            # What a caller says is matched by its words (``bot.intents.match.normalize``:
+            # ASCII letters and digits); one without any is refused as empty.
+            node.setdefault("pattern", "[A-Za-z0-9]")
     elif kind == "array":
         node["maxItems"] = min(node.get("maxItems", limits.MAX_ITEMS), limits.MAX_ITEMS)
         _limit(node.get("items"), (*loc, 0), schemas, seen)

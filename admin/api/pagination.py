@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Generic, TypeVar
 
 from fastapi import Depends, Query
-from pydantic import AfterValidator, BaseModel, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema
 
 T = TypeVar("T")
 
@@ -23,7 +23,9 @@ def _no_nul(text: str) -> str:
 
 
 #: Free text that reaches the database: PostgreSQL text cannot hold a NUL character.
-DbText = Annotated[str, AfterValidator(_no_nul)]
+DbText = Annotated[
+    str, AfterValidator(_no_nul), Field(json_schema_extra={"pattern": r"^[^\u0000]*$"})
+]
 
 
 #: The times a client may ask about: far beyond any call, and far enough from the datetime

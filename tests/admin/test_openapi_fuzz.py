@@ -1,7 +1,9 @@
 """Schemathesis over the OpenAPI document: generated requests to every operation of the real
 server, as an admin, never get a 5xx (SQLite and PostgreSQL; 30 examples an operation); then
 statefully, through OpenAPI links: users, tokens, intents and knowledge entries created,
-then read, changed and deleted with what the API returned, never a 5xx either."""
+then read, changed and deleted with what the API returned, never a 5xx either. Every answer
+is one the document lists for its operation, with the body and content type it documents
+(errors included: the document lists each operation's 401/403/404/409/413/422/503)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,11 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.core.transport import Response
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -142,6 +149,7 @@ def test_no_request_gets_a_server_error(server: _ServerThread) -> None:
         )
         def call(case: schemathesis.Case) -> None:
             response = case.call(base_url=base, headers=headers)
+            case.validate_response(response, checks=CONFORMANCE, headers=headers)
             if case.path in NODE_ONLY and response.status_code == 503:
                 return  # by design: this server has no node (models, fitted intents)
             assert response.status_code < 500, case.as_curl_command(headers)
@@ -150,6 +158,11 @@ def test_no_request_gets_a_server_error(server: _ServerThread) -> None:
         tested.append(operation.label)
     assert len(tested) >= 25, tested
 
+
+#: What the document says of each answer holds: its status is listed for the operation,
+#: its body fits the documented schema (the one error schema for every error), and so does
+#: its content type.
+CONFORMANCE = [status_code_conformance, response_schema_conformance, content_type_conformance]
 
 #: The operations only a node's models serve (this server's node has none): 503 by design.
 NODE_ONLY = (
@@ -254,6 +267,7 @@ def test_stateful_sequences_never_get_a_server_error(server: _ServerThread) -> N
             self, response: Response, case: schemathesis.Case, *args: Any, **kwargs: Any
         ) -> None:
             seen.setdefault(f"{case.method} {case.path}", set()).add(response.status_code)
+            case.validate_response(response, checks=CONFORMANCE, headers=auth)
             if case.path in NODE_ONLY and response.status_code == 503:
                 return
             assert response.status_code < 500, case.as_curl_command(auth)
