@@ -201,12 +201,19 @@ async def test_an_admin_sees_everyones_tokens_and_revokes_one(
     browser: Browser, console: str, admin_engine: AsyncEngine, api: httpx.AsyncClient
 ) -> None:
     secret = await add_token(admin_engine, "deployer", "editor")
+    # Its owner demoted since: the token still says editor, and holds viewer.
+    r = await api.patch("/users/deployer", json={"role": "viewer"})
+    assert r.status_code == 200, r.text
     page, problems = await _page(browser, "laptop")
     try:
         await _logged_in(page, problems, console)
         await page.goto(console + "/console/#/tokens")
         row = "#tokens tr:has(td[data-label=Name]:text-is('deployer-ci'))"
         await expect(page.locator(row)).to_contain_text("deployer")
+        await expect(page.locator(f"{row} td[data-label=Role]")).to_have_text("editor")
+        await expect(page.locator(f"{row} td[data-label='Holds now']")).to_have_text(
+            "viewer (its owner's role now)"
+        )
         assert await page.locator("#t-role option").all_inner_texts() == [
             "viewer",
             "editor",
