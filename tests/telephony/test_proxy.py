@@ -233,6 +233,10 @@ def has_final(ua: RawUA, call_id: str, cseq: str) -> Callable[[], bool]:
     return lambda: final(ua, call_id, cseq) is not None
 
 
+def has_response(ua: RawUA, call_id: str, cseq: str, code: int) -> Callable[[], bool]:
+    return lambda: any(status(r) == code for r in responses(ua, call_id, cseq))
+
+
 def finals_are(ua: RawUA, call_id: str, codes: list[int]) -> Callable[[], bool]:
     return lambda: ua.finals(call_id) == codes
 
@@ -265,11 +269,14 @@ def request(
     to: str,
     routes: tuple[str, ...] = (),
     body: str = "",
+    branch: str = "",
 ) -> bytes:
-    """A request from ``ua``; ``routes``: its Route values, top first."""
+    """A request from ``ua``; ``routes``: its Route values, top first; ``branch``: its Via's
+    (a CANCEL's is its INVITE's), else a new one."""
+    branch = branch or f"z9hG4bK-{uuid.uuid4().hex[:16]}"
     lines = [
         f"{method} {ruri} SIP/2.0",
-        f"Via: SIP/2.0/UDP {ua.ip}:{ua.port};branch=z9hG4bK-{uuid.uuid4().hex[:16]};rport",
+        f"Via: SIP/2.0/UDP {ua.ip}:{ua.port};branch={branch};rport",
         f"From: {from_}",
         f"To: {to}",
         f"Call-ID: {call_id}",
@@ -306,8 +313,9 @@ def neutral(r: Received) -> bool:
 
 class AnsweringNode:
     """A node of the dispatcher list made of one socket on 127.0.0.1: it answers each new
-    INVITE with ``code`` (200: with a To tag, its own Contact and the Record-Route copied)
-    and records everything, so that a test sees exactly what the proxy relayed to it."""
+    INVITE with ``code`` (200: with a To tag, its own Contact and the Record-Route copied;
+    180: ringing until a CANCEL, answered 200, ends it with 487) and records everything, so
+    that a test sees exactly what the proxy relayed to it."""
 
     def __init__(self, code: int = 200, reason: str = "OK", extra: str = "") -> None:
         self.ua = RawUA("127.0.0.1", ack=False, answer_bye=False)
@@ -335,6 +343,14 @@ class AnsweringNode:
         answered: set[str] = set()
         while True:
             await asyncio.sleep(0.01)
+            for r in self.ua.requests("CANCEL"):
+                key = r.call_id + cseq_of(r)
+                if key in answered:
+                    continue
+                answered.add(key)
+                self.ua.send(reply(r, 200, "OK"), r.src)
+                invite = next(i for i in self.ua.requests("INVITE", r.call_id))
+                self.ua.send(reply(invite, 487, "Request Terminated", to_tag="node"), r.src)
             for r in self.ua.requests("INVITE"):
                 key = r.call_id + cseq_of(r)
                 if key in answered or (header(r.head, "to") or "").find(";tag=") >= 0:
@@ -343,7 +359,7 @@ class AnsweringNode:
                 extra = self.extra
                 if self.code == 200:
                     extra += f"Contact: {self.contact}\r\n"
-                to_tag = "node" if self.code >= 200 else ""
+                to_tag = "node" if self.code >= 200 else "ringing"
                 data = reply(r, self.code, self.reason, extra, to_tag)
                 self._answers[r.call_id] = (data, r.src)
                 self.ua.send(data, r.src)
@@ -538,13 +554,81 @@ async def test_an_answer_retransmitted_after_its_ack_is_not_counted_unacked() ->
         never_acks.close()
 
 
+async def test_a_callers_calls_not_yet_confirmed_are_capped_at_the_proxy() -> None:
+    node = AnsweringNode()
+    caller = RawUA("127.0.0.2", ack=False, answer_bye=False)
+    burst = RawUA("127.0.0.3", ack=False, answer_bye=False)
+    other = RawUA("127.0.0.4", ack=False, answer_bye=False)
+    try:
+        settings = {"SB_MAX_UNCONFIRMED": 2}
+        with run_kamailio([node.port], ping_s=NO_PROBES_S, settings=settings) as proxy:
+            dest = (proxy.host, proxy.port)
+            # Two answered calls the caller has not ACKed: its third gets 503 at the proxy.
+            for call_id in ("cap-1", "cap-2"):
+                caller.invite(dest, call_id)
+                await wait_until(finals_are(caller, call_id, [200]), 5, f"{call_id} answered")
+            caller.invite(dest, "cap-3")
+            await wait_until(has_final(caller, "cap-3", "1 INVITE"), 5, "cap-3's answer")
+            refused = final(caller, "cap-3", "1 INVITE")
+            assert refused is not None and status(refused) == 503, refused
+            assert header(refused.head, "retry-after") == "30" and neutral(refused)
+            assert not node.requests("INVITE", "cap-3")
+            # Another caller is answered meanwhile.
+            other.invite(dest, "other")
+            await wait_until(finals_are(other, "other", [200]), 5, "other's answer")
+            # An ACK confirms one of the two: the caller's next call goes through.
+            ack_along_route(caller, "cap-1", dest)
+            await wait_until(lambda: bool(node.requests("ACK", "cap-1")), 5, "the ACK")
+            caller.invite(dest, "cap-4")
+            await wait_until(finals_are(caller, "cap-4", [200]), 5, "cap-4 answered")
+            # Six at once from one address: two reach the node, four get 503.
+            for i in range(6):
+                burst.invite(dest, f"burst-{i}")
+            await wait_until(
+                lambda: all(burst.finals(f"burst-{i}") for i in range(6)), 5, "six answers"
+            )
+            codes = sorted(burst.finals(f"burst-{i}")[0] for i in range(6))
+            assert codes == [200, 200, 503, 503, 503, 503], codes
+            assert len([r for r in node.requests("INVITE") if "burst" in r.call_id]) == 2
+    finally:
+        node.close()
+        caller.close()
+        burst.close()
+        other.close()
+
+
+async def test_a_cancelled_call_is_no_longer_counted_unconfirmed() -> None:
+    node = AnsweringNode(180, "Ringing")
+    caller = RawUA("127.0.0.2", ack=False, answer_bye=False)
+    try:
+        settings = {"SB_MAX_UNCONFIRMED": 1}
+        with run_kamailio([node.port], ping_s=NO_PROBES_S, settings=settings) as proxy:
+            dest = (proxy.host, proxy.port)
+            for call_id in ("ring-1", "ring-2"):
+                caller.invite(dest, call_id)
+                await wait_until(has_response(caller, call_id, "1 INVITE", 180), 5, "ringing")
+                caller.send(
+                    request(caller, "CANCEL", f"sip:bot@{proxy.host}:{proxy.port}", call_id, 1,
+                            from_=f"<sip:raw@127.0.0.2>;tag=t-{call_id}",
+                            to=f"<sip:bot@{proxy.host}>",
+                            branch=f"z9hG4bK-{call_id}"),
+                    dest,
+                )  # fmt: skip
+                # The call ends 487; the caller's next call is not refused as unconfirmed.
+                await wait_until(finals_are(caller, call_id, [487]), 5, f"{call_id}'s 487")
+    finally:
+        node.close()
+        caller.close()
+
+
 async def test_a_caller_the_nodes_keep_refusing_is_banned_at_the_proxy() -> None:
     # What a node answers a digest guesser (a wrong password, not a peer): 403.
     node = AnsweringNode(403, "Forbidden")
     guesser = RawUA("127.0.0.2", ack=False, answer_bye=False)
     other = RawUA("127.0.0.3", ack=False, answer_bye=False)
     try:
-        settings = {"SB_BAN_AFTER_REFUSED": 3}
+        # (one call not yet confirmed at a time: each 403 must give the caller's back)
+        settings = {"SB_BAN_AFTER_REFUSED": 3, "SB_MAX_UNCONFIRMED": 1}
         with run_kamailio([node.port], ping_s=NO_PROBES_S, settings=settings) as proxy:
             dest = (proxy.host, proxy.port)
             for i in range(3):
