@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING
 from bot.callflow import TransferTarget
 from bot.calllog.calllog import CallLog
 from bot.pipeline.call_port import CallPort
-from bot.pipeline.frames import CallAction, DataFrame, PlayAudio
+from bot.pipeline.frames import Bridged, CallAction, DataFrame, PlayAudio
 from bot.pipeline.processor import Processor
-from bot.pipeline.speaker import Speaker
 from bot.profile import BotProfile
 from telephony.events import TransferResult
 
@@ -88,8 +87,8 @@ class CallControl(Processor):
         self,
         call: CallPort,
         *,
-        say: Say,
         failed: PlayAudio,
+        say: Say | None = None,
         transfer_timeout_s: float,
         targets: Callable[[str], TransferTarget | None],
         hold: DataFrame | None = None,
@@ -103,13 +102,16 @@ class CallControl(Processor):
         #: False: an action is recorded (``action_skipped``) and not carried out.
         self.enabled = enabled
         self._call = call
-        self._say = say
+        #: What this stage says goes upstream to the speaker before it (default).
+        self._say = say if say is not None else self.push_upstream
         self._failed = failed
         self._timeout_s = transfer_timeout_s
         self._targets = targets
         self._hold = hold
         self._summarize = summarize
-        self._on_bridged = on_bridged
+        #: The caller is with an agent: by default every stage before this one leaves the
+        #: call (a ``Bridged`` frame upstream) and the audio queued for the caller goes.
+        self._on_bridged = on_bridged if on_bridged is not None else self._leave_call
         self._call_log = call_log
         self._tail_s = tail_s
         self._ended_by: str | None = None
@@ -125,16 +127,19 @@ class CallControl(Processor):
         hold = profile.transfer_hold
         return cls(
             ctx.call,
-            say=ctx.stage(Speaker).put,  # after the speaker: what it says goes straight back
             failed=PlayAudio(turn=None, pcm=ctx.prompts.get(failed), text=failed),
             transfer_timeout_s=profile.transfer_timeout_s,
             targets=configured_targets(profile, ctx.transfer_targets),
             hold=None if hold is None else ctx.say(None, hold),
             summarize=ctx.summarize,
-            on_bridged=ctx.bridged,
             call_log=ctx.call_log,
             enabled=ctx.call_actions,
         )
+
+    async def _leave_call(self) -> None:
+        await self.push_upstream(Bridged())
+        await self.on_bridged()
+        self._call.clear_playout()
 
     @classmethod
     def phrases(cls, profile: BotProfile) -> list[str]:

@@ -20,17 +20,20 @@ class CollectTrigger(Processor):
 
     name = "collect-trigger"
 
-    def __init__(self, collectors: Sequence[CollectorConfig], begin: BeginCollect) -> None:
+    def __init__(
+        self, collectors: Sequence[CollectorConfig], begin: BeginCollect | None = None
+    ) -> None:
         super().__init__()
         self._after = {intent: c.name for c in collectors for intent in c.after_intents}
-        self._begin = begin
+        #: How a number is asked for (default: upstream, to the digit collector).
+        self._begin = begin if begin is not None else self.ask_for_number
 
     @classmethod
     def build(cls, ctx: CallContext) -> CollectTrigger | None:
         collectors = ctx.profile.collectors
         if ctx.intent_cache is None or not any(c.after_intents for c in collectors):
             return None  # no cached intents answered, or none needs a number after it
-        return cls(collectors, ctx.begin_collect)
+        return cls(collectors)
 
     async def process(self, frame: DataFrame) -> None:
         await self.push(frame)

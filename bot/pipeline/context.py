@@ -140,14 +140,3 @@ class CallContext:
         """The number being asked for (its collector's name), or None."""
         collector = self.find(DigitCollector)
         return None if collector is None else collector.collecting
-
-    async def begin_collect(self, name: str) -> None:
-        """Ask for the number of collector ``name`` (``[[collectors]]``)."""
-        await self.stage(DigitCollector).begin(name)
-
-    async def bridged(self) -> None:
-        """The caller is with an agent: every stage leaves the call (``on_bridged``), and
-        the audio still queued for the caller is dropped."""
-        for stage in self._stages:
-            await stage.on_bridged()
-        self.call.clear_playout()

@@ -13,8 +13,10 @@ from bot.callflow import CollectorConfig
 from bot.pipeline.frames import (
     CallFinished,
     Collected,
+    CollectNumber,
     DataFrame,
     Dtmf,
+    Frame,
     Interrupt,
     ResponseDone,
     SystemFrame,
@@ -115,6 +117,13 @@ class DigitCollector(Processor):
         self._event("collect_started", name)
         await self.push(self._say(None, cfg.prompt))
         self._start_watch()
+
+    async def process_upstream(self, frame: Frame) -> None:
+        """A later stage asks for a number (``CollectNumber``): asked here."""
+        if isinstance(frame, CollectNumber):
+            await self.begin(frame.name)
+            return
+        await super().process_upstream(frame)
 
     async def process_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, Dtmf) and self._active is not None:

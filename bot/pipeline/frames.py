@@ -2,6 +2,10 @@
 
 System frames (``SystemFrame``) are handled at once, ahead of queued work; data frames
 (``DataFrame``) are processed in order and dropped when the caller interrupts the bot.
+Frames flow both ways: downstream from the caller's audio to the call's actions, and
+upstream (``Processor.push_upstream``) for what a later stage asks of an earlier one: a
+number to collect (``CollectNumber``), words to say (a ``Speak`` or ``PlayAudio`` the
+speaker takes from a stage after it), the caller put through to an agent (``Bridged``).
 """
 
 from __future__ import annotations
@@ -174,3 +178,19 @@ class Collected(DataFrame):
     lookup: str | None = None
     #: The lookup parameter that takes ``value``.
     param: str = ""
+
+
+# -- upstream: what a later stage asks of an earlier one ------------------------------
+
+
+@dataclass(frozen=True)
+class CollectNumber(SystemFrame):
+    """Ask the caller for the number of collector ``name`` (the digit collector takes it)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Bridged(SystemFrame):
+    """The caller is with an agent on a bridged call: every stage it passes leaves the call
+    (``Processor.on_bridged``)."""

@@ -53,8 +53,8 @@ class KeypadMenu(Processor):
         intents: Mapping[str, IntentConfig],
         knowledge: Mapping[str, str],
         say: Say,
-        begin_collect: BeginCollect,
         bot_speaking: Callable[[], bool],
+        begin_collect: BeginCollect | None = None,
         on_event: EventSink | None = None,
         confirming: Callable[[], bool] | None = None,
     ) -> None:
@@ -66,7 +66,8 @@ class KeypadMenu(Processor):
         self._intents = intents
         self._knowledge = knowledge
         self._say = say
-        self._begin_collect = begin_collect
+        #: How a number is asked for (default: upstream, to the digit collector).
+        self._begin_collect = begin_collect if begin_collect is not None else self.ask_for_number
         self._bot_speaking = bot_speaking
         self._on_event = on_event
         self._confirming = confirming
@@ -82,7 +83,6 @@ class KeypadMenu(Processor):
             intents={i.name: i for i in profile.intents},
             knowledge={k.topic: k.answer for k in profile.knowledge},
             say=ctx.say,
-            begin_collect=ctx.begin_collect,
             bot_speaking=ctx.bot_speaking,
             on_event=ctx.event,
             # A key while the router's confirmation question waits answers it (1 yes, 2 no).

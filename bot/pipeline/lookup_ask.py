@@ -51,14 +51,15 @@ class LookupAsk(Processor):
         self,
         lookups: Sequence[LookupConfig],
         collectors: Sequence[CollectorConfig],
-        begin: BeginCollect,
+        begin: BeginCollect | None = None,
         on_event: EventSink | None = None,
     ) -> None:
         super().__init__()
         feeding = {c.lookup: c for c in collectors if c.lookup is not None}
         self._collector = {lk.name: feeding[lk.name] for lk in lookups if lk.purpose}
         self._purposes = [(lk.name, p) for lk in lookups for p in lk.purpose]
-        self._begin = begin
+        #: How a number is asked for (default: upstream, to the digit collector).
+        self._begin = begin if begin is not None else self.ask_for_number
         self._on_event = on_event
 
     @classmethod
@@ -66,7 +67,7 @@ class LookupAsk(Processor):
         profile = ctx.profile
         if not any(lk.purpose for lk in profile.lookups):
             return None  # no lookup says what it is for: the model gets every request
-        return cls(profile.lookups, profile.collectors, ctx.begin_collect, on_event=ctx.event)
+        return cls(profile.lookups, profile.collectors, on_event=ctx.event)
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, Transcript):

@@ -7,7 +7,15 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from bot.pipeline.frames import CallFinished, DataFrame, Frame, Interrupt, SystemFrame
+from bot.pipeline.frames import (
+    Bridged,
+    CallFinished,
+    CollectNumber,
+    DataFrame,
+    Frame,
+    Interrupt,
+    SystemFrame,
+)
 
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
@@ -45,12 +53,14 @@ class Processor:
 
     def __init__(self) -> None:
         self._next: Processor | None = None
+        self._prev: Processor | None = None
         self._queue: asyncio.Queue[DataFrame] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
 
     def link(self, nxt: Processor) -> Processor:
         """Send this processor's output to ``nxt``; returns ``nxt`` for chaining."""
         self._next = nxt
+        nxt._prev = self
         return nxt
 
     def start(self) -> None:
@@ -81,6 +91,26 @@ class Processor:
         """Pass a frame to the next processor."""
         if self._next is not None:
             await self._next.put(frame)
+
+    async def push_upstream(self, frame: Frame) -> None:
+        """Pass a frame to the previous processor, towards the caller's audio."""
+        if self._prev is not None:
+            await self._prev.put_upstream(frame)
+
+    async def put_upstream(self, frame: Frame) -> None:
+        """Hand this processor a frame coming upstream from the one after it."""
+        await self.process_upstream(frame)
+
+    async def process_upstream(self, frame: Frame) -> None:
+        """Handle one upstream frame at once. The default passes it on (a ``Bridged``
+        after ``on_bridged``); a stage that answers a kind of upstream frame stops it."""
+        if isinstance(frame, Bridged):
+            await self.on_bridged()
+        await self.push_upstream(frame)
+
+    async def ask_for_number(self, name: str) -> None:
+        """Have the digit collector before this stage ask for collector ``name``'s number."""
+        await self.push_upstream(CollectNumber(name))
 
     async def process(self, frame: DataFrame) -> None:
         """Handle one data frame. The default passes it on."""

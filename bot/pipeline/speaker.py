@@ -14,6 +14,7 @@ from bot.pipeline.frames import (
     AnswerPending,
     CallFinished,
     DataFrame,
+    Frame,
     PlayAudio,
     ResponseDone,
     Speak,
@@ -121,6 +122,14 @@ class Speaker(Processor):
                 await self.push(frame)
         finally:
             self.busy = not self._queue.empty()
+
+    async def process_upstream(self, frame: Frame) -> None:
+        """Words a stage after this one says (the call control's "please hold"): said
+        here, in turn with the rest."""
+        if isinstance(frame, (Speak, PlayAudio)):
+            await self.put(frame)
+            return
+        await super().process_upstream(frame)
 
     async def process_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, AnswerPending):
