@@ -66,7 +66,7 @@ class NotStrictJson(ValueError):
 
 
 def _constant(name: str) -> Any:
-    raise NotStrictJson(f"{name} is not a JSON number")
+    raise NotStrictJson(f"{name} is not a JSON number (NaN and Infinity are not JSON)")
 
 
 def _float(text: str) -> float:
@@ -89,6 +89,9 @@ def strict_json_problem(body: bytes) -> str | None:
         json.loads(body, parse_constant=_constant, parse_float=_float, parse_int=_int)
     except NotStrictJson as exc:
         return str(exc)
+    except UnicodeDecodeError:
+        # FastAPI's own answer to it was a 400 of a shape and status of its own.
+        return "not UTF-8 text"
     except ValueError:
         return None
     except RecursionError:
@@ -173,7 +176,7 @@ class BodyGuard:
                 detail = [
                     {
                         "loc": ["body"],
-                        "msg": f"not valid JSON: {problem} (NaN and Infinity are not JSON)",
+                        "msg": f"not valid JSON: {problem}",
                         "type": "json_invalid",
                     }
                 ]

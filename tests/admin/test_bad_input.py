@@ -157,3 +157,24 @@ async def test_a_server_error_is_json_with_the_security_headers(tmp_path: Path) 
     assert r.json() == {"detail": [{"loc": [], "msg": "internal error", "type": "internal"}]}
     assert r.headers["cache-control"] == "no-store"
     _headers_present(r)
+
+
+async def test_a_body_that_is_not_utf8_is_a_422_like_any_malformed_json(
+    client: httpx.AsyncClient,
+) -> None:
+    """Found by the fuzz test once every answer had to be one the document lists: bytes
+    that are not UTF-8 got FastAPI's own 400 ("There was an error parsing the body")."""
+    r = await client.post(
+        "/api/v1/auth/login",
+        content=b"7[Q\xd0\xb7\xff\xfe",
+        headers={"content-type": "application/json"},
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"] == [
+        {
+            "loc": ["body"],
+            "msg": "not valid JSON: not UTF-8 text",
+            "type": "json_invalid",
+        }
+    ]
+    _headers_present(r)
