@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol
 
 from bot.calllog.calllog import CallLog
 from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
 from bot.pipeline.call_port import CallPort
-from bot.pipeline.digit_collector import DigitCollector
 from bot.pipeline.frames import DataFrame, PlayAudio, Speak
-from bot.pipeline.processor import Processor
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.rehear import Rehearing
-from bot.pipeline.router import Router
-from bot.pipeline.speculation import Speculator
+from bot.pipeline.speculation import LastAnswer, Speculator
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import TurnSink
 from bot.profile import BotProfile
 from serve import ModelSet
 
-S = TypeVar("S", bound=Processor)
+
+class LineHolder(Protocol):
+    """A stage as the context counts it (``bot.pipeline.processor.Processor``)."""
+
+    def holds_line(self) -> bool: ...
 
 
 class CallContext:
@@ -80,35 +81,21 @@ class CallContext:
             sample_rate=self.sample_rate,
             cache=intent_cache,
             rehearing=self.rehearing,
-            last_answer=lambda: self.find(Router),
+            last_answer=self._last_answer,
         )
-        self._stages: list[Processor] = []
-        self._line: list[Processor] = []
+        self._stages: list[LineHolder] = []
 
-    def add(self, stage: Processor) -> None:
+    def add(self, stage: LineHolder) -> None:
         """Count ``stage`` among the call's stages (``Pipeline.build`` does, in order)."""
         self._stages.append(stage)
-        if type(stage).holds_line is not Processor.holds_line:
-            self._line.append(stage)
 
-    @property
-    def stages(self) -> list[Processor]:
-        """The stages built so far, in order."""
-        return list(self._stages)
-
-    def find(self, kind: type[S]) -> S | None:
-        """The call's stage of type ``kind``, or None when the call has none."""
+    def _last_answer(self) -> LastAnswer | None:
+        """The stage that gave the call's last answer (the router), for the pause's
+        speculative pass: what a follow-up would be joined to."""
         for stage in self._stages:
-            if isinstance(stage, kind):
+            if isinstance(stage, LastAnswer):
                 return stage
         return None
-
-    def stage(self, kind: type[S]) -> S:
-        """The call's stage of type ``kind``; LookupError when there is none."""
-        found = self.find(kind)
-        if found is None:
-            raise LookupError(f"call {self.call_id}: no {kind.__name__} stage")
-        return found
 
     def say(self, turn: Turn | None, text: str) -> DataFrame:
         """The frame that says ``text``: its ready audio when it was synthesized at start."""
@@ -134,9 +121,4 @@ class CallContext:
     def bot_speaking(self) -> bool:
         """Whether the call is not quiet: a stage has the line (an answer being made or
         played, the caller on hold or with an agent), or audio waits to be played."""
-        return any(stage.holds_line() for stage in self._line) or self.call.queued_frames > 0
-
-    def collecting(self) -> str | None:
-        """The number being asked for (its collector's name), or None."""
-        collector = self.find(DigitCollector)
-        return None if collector is None else collector.collecting
+        return any(stage.holds_line() for stage in self._stages) or self.call.queued_frames > 0

@@ -13,6 +13,7 @@ from bot.callflow import CollectorConfig
 from bot.pipeline.frames import (
     CallFinished,
     Collected,
+    Collecting,
     CollectNumber,
     DataFrame,
     Dtmf,
@@ -114,6 +115,7 @@ class DigitCollector(Processor):
         cfg = self._collectors[name]
         self._stop_watch()
         self._active, self._digits, self._attempt = cfg, [], 1
+        await self.push_upstream(Collecting(name))
         self._event("collect_started", name)
         await self.push(self._say(None, cfg.prompt))
         self._start_watch()
@@ -145,7 +147,7 @@ class DigitCollector(Processor):
                 digits = None  # a short digit run inside a request: "the parcel 1 left"
         if digits is None:
             # Not a number: the caller moved on; their words are answered as usual.
-            self._finish()
+            await self._finish()
             self._event("collect_abandoned", cfg.name)
             await self.push(frame)
             return
@@ -181,7 +183,7 @@ class DigitCollector(Processor):
         return turn
 
     async def _complete(self, cfg: CollectorConfig, turn: Turn, value: str) -> None:
-        self._finish()
+        await self._finish()
         self._event("collected", f"{cfg.name}: {len(value)} digits")
         turn.route = "keypad"
         turn.intent = cfg.name
@@ -208,7 +210,7 @@ class DigitCollector(Processor):
         self._digits = []
         self._attempt += 1
         if self._attempt > cfg.attempts:
-            self._finish()
+            await self._finish()
             self._event("collect_failed", cfg.name)
             await self.push(self._say(turn, cfg.give_up))
         else:
@@ -221,9 +223,10 @@ class DigitCollector(Processor):
             turn.mark("route_decided")
             await self.push(ResponseDone(turn=turn))
 
-    def _finish(self) -> None:
+    async def _finish(self) -> None:
         self._active, self._digits = None, []
         self._stop_watch()
+        await self.push_upstream(Collecting(None))
 
     def _event(self, kind: str, detail: str) -> None:
         log.info("call %s: %s (%s)", self._call_id, kind, detail)

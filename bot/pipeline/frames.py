@@ -5,7 +5,9 @@ System frames (``SystemFrame``) are handled at once, ahead of queued work; data 
 Frames flow both ways: downstream from the caller's audio to the call's actions, and
 upstream (``Processor.push_upstream``) for what a later stage asks of an earlier one: a
 number to collect (``CollectNumber``), words to say (a ``Speak`` or ``PlayAudio`` the
-speaker takes from a stage after it), the caller put through to an agent (``Bridged``).
+speaker takes from a stage after it), the caller put through to an agent (``Bridged``), a
+question about an intent asked (``IntentAsked``) and whether one waits for its answer
+(``QuestionWaiting``), the number under way (``Collecting``).
 """
 
 from __future__ import annotations
@@ -194,3 +196,28 @@ class CollectNumber(SystemFrame):
 class Bridged(SystemFrame):
     """The caller is with an agent on a bridged call: every stage it passes leaves the call
     (``Processor.on_bridged``)."""
+
+
+@dataclass(frozen=True)
+class IntentAsked(SystemFrame):
+    """The responder asked the caller, on ``turn``, about intent ``intent`` (the one the
+    router held back as unsure on that turn): the router reads the reply."""
+
+    turn: Turn
+    intent: str
+
+
+@dataclass(frozen=True)
+class QuestionWaiting(SystemFrame):
+    """Whether a yes-or-no question about the caller's words waits for its answer (from the
+    router, after each turn): a key 1 or 2 then answers it (the keypad menu)."""
+
+    waiting: bool
+
+
+@dataclass(frozen=True)
+class Collecting(SystemFrame):
+    """The number the digit collector asks for now (its collector's name; None: none), for
+    the end of turn before it (digits still to come keep a turn open)."""
+
+    name: str | None

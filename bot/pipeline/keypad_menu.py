@@ -13,12 +13,13 @@ from bot.pipeline.frames import (
     CallAction,
     DataFrame,
     Dtmf,
+    Frame,
     Interrupt,
+    QuestionWaiting,
     ResponseDone,
     SystemFrame,
 )
 from bot.pipeline.processor import Processor
-from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import BotProfile, IntentConfig
 
@@ -70,7 +71,10 @@ class KeypadMenu(Processor):
         self._begin_collect = begin_collect if begin_collect is not None else self.ask_for_number
         self._bot_speaking = bot_speaking
         self._on_event = on_event
-        self._confirming = confirming
+        #: Whether the router's question waits for its answer: asked of ``confirming``
+        #: when given, else as the router last said (``QuestionWaiting``, upstream).
+        self._confirming = confirming if confirming is not None else self._question_waits
+        self._question_waiting = False
         #: Events that were no keypad key at all (out of range, malformed).
         self.malformed_keys = 0
 
@@ -85,8 +89,6 @@ class KeypadMenu(Processor):
             say=ctx.say,
             bot_speaking=ctx.bot_speaking,
             on_event=ctx.event,
-            # A key while the router's confirmation question waits answers it (1 yes, 2 no).
-            confirming=None if ctx.intent_cache is None else lambda: ctx.stage(Router).confirming(),
         )
 
     @classmethod
@@ -101,6 +103,16 @@ class KeypadMenu(Processor):
                 out += [opt.say] if opt.say else []
                 out += [intents[opt.intent]] if opt.intent else []
         return out
+
+    def _question_waits(self) -> bool:
+        return self._question_waiting
+
+    async def process_upstream(self, frame: Frame) -> None:
+        if isinstance(frame, QuestionWaiting):
+            # A key while the router's confirmation question waits answers it (1 yes, 2 no).
+            self._question_waiting = frame.waiting
+            return
+        await super().process_upstream(frame)
 
     async def process_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, Dtmf):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Sequence
+from typing import TypeVar
 
 from bot.pipeline.context import CallContext
 from bot.pipeline.frames import Frame
@@ -13,6 +14,7 @@ from bot.profile import BotProfile
 
 #: A stage of the pipeline: a ``Processor`` subclass with its ``build`` and ``phrases``.
 Stage = type[Processor]
+S = TypeVar("S", bound=Processor)
 
 
 class Pipeline:
@@ -30,11 +32,13 @@ class Pipeline:
     def build(cls, ctx: CallContext, kinds: Sequence[Stage]) -> Pipeline:
         """Each of ``kinds`` built for the call of ``ctx``, in order, leaving out those whose
         ``build`` says the call has them off."""
+        stages = []
         for kind in kinds:
             stage = kind.build(ctx)
             if stage is not None:
                 ctx.add(stage)
-        return cls(ctx.stages)
+                stages.append(stage)
+        return cls(stages)
 
     @staticmethod
     def phrases(kinds: Sequence[Stage], profile: BotProfile) -> list[str]:
@@ -52,6 +56,14 @@ class Pipeline:
         for stage in self.stages:
             with contextlib.suppress(Exception):
                 await stage.stop()
+
+    def stage(self, kind: type[S]) -> S:
+        """The stage of type ``kind`` (for the call session that assembled the pipeline and
+        its tests; a stage reaches another only by frames); LookupError when there is none."""
+        for stage in self.stages:
+            if isinstance(stage, kind):
+                return stage
+        raise LookupError(f"no {kind.__name__} stage in this pipeline")
 
     async def put(self, frame: Frame) -> None:
         """Hand ``frame`` to the first stage."""

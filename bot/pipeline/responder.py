@@ -18,6 +18,7 @@ from bot.pipeline.follow_up import retrieve_following
 from bot.pipeline.frames import (
     AnswerPending,
     DataFrame,
+    IntentAsked,
     PlayAudio,
     ResponseDone,
     Speak,
@@ -335,6 +336,7 @@ class Responder(Processor):
             turn.intent = entry.name
             turn.mark("route_decided")
             turn.answer = entry.confirm
+            await self.push_upstream(IntentAsked(turn, entry.name))
             await self.push(PlayAudio(turn=turn, pcm=entry.confirm_audio, text=entry.confirm))
             self._current = None
             await self.push(ResponseDone(turn=turn))

@@ -22,7 +22,10 @@ from bot.pipeline.frames import (
     CallAction,
     DataFrame,
     Dtmf,
+    Frame,
+    IntentAsked,
     PlayAudio,
+    QuestionWaiting,
     ResponseDone,
     Speak,
     SystemFrame,
@@ -88,8 +91,10 @@ class Router(Processor):
         self._rehearing = rehearing
         self._asked: _Asked | None = None
         #: The intent handed to the responder to ask about if nothing else answers
-        #: (``Turn.unsure_intent``), with the turn it was handed on.
+        #: (``Turn.unsure_intent``), and whether the responder asked about it
+        #: (``IntentAsked``, upstream).
         self._unsure: tuple[Turn, _Asked] | None = None
+        self._unsure_asked = False
         self._previous: Turn | None = None
         #: Intents already asked about in this call: a question is never asked twice.
         self._questioned: set[str] = set()
@@ -133,11 +138,27 @@ class Router(Processor):
         """The question asked on the last turn, by this router or by the responder."""
         if self._asked is not None:
             return self._asked
-        if self._unsure is not None:
-            turn, asked = self._unsure
-            if turn.route == "confirm" and turn.intent == asked.entry.name:
-                return asked
+        if self._unsure is not None and self._unsure_asked:
+            return self._unsure[1]
         return None
+
+    async def process_upstream(self, frame: Frame) -> None:
+        if isinstance(frame, IntentAsked):
+            # The responder asked about the intent held back on the last turn.
+            unsure = self._unsure
+            self._unsure_asked = (
+                unsure is not None
+                and unsure[0] is frame.turn
+                and unsure[1].entry.name == frame.intent
+            )
+            await self._tell_waiting()
+            return
+        await super().process_upstream(frame)
+
+    async def _tell_waiting(self) -> None:
+        """Tell the stages before whether a question waits for its answer (the keypad
+        menu takes 1 and 2 as yes and no while one does)."""
+        await self.push_upstream(QuestionWaiting(self.confirming()))
 
     async def process_system(self, frame: SystemFrame) -> None:
         if isinstance(frame, Dtmf) and frame.digit in KEY_ANSWERS and self.confirming():
@@ -149,6 +170,7 @@ class Router(Processor):
         """The caller answered the question on the keypad: a turn of its own."""
         asked = self._waiting()
         self._asked = self._unsure = None
+        self._unsure_asked = False
         assert asked is not None
         self._questioned.add(asked.entry.name)
         turn = Turn(call_id=asked.call_id, route="keypad")
@@ -156,16 +178,22 @@ class Router(Processor):
         turn.mark("eot_decided", frame.at)
         self._previous = turn
         await self._reply(turn, KEY_ANSWERS[frame.digit], asked)
+        await self._tell_waiting()
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, Transcript):
             await self.push(frame)
             return
+        await self._route(frame)
+        await self._tell_waiting()
+
+    async def _route(self, frame: Transcript) -> None:
         turn = frame.turn
         previous, self._previous = self._previous, turn
         # The caller who went on with their request over the bot's question made no reply.
         asked = self._awaited(previous, frame.text) if turn.continues is None else None
         self._asked = self._unsure = None
+        self._unsure_asked = False
         if asked is not None and not asked.offer:
             self._questioned.add(asked.entry.name)
         if asked is not None and await self._answered(turn, frame.text, asked):

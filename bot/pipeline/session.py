@@ -143,35 +143,35 @@ class CallSession:
 
     @property
     def turn_detector(self) -> TurnDetector:
-        return self.context.stage(TurnDetector)
+        return self.pipeline.stage(TurnDetector)
 
     @property
     def transcriber(self) -> Transcriber:
-        return self.context.stage(Transcriber)
+        return self.pipeline.stage(Transcriber)
 
     @property
     def collector(self) -> DigitCollector:
-        return self.context.stage(DigitCollector)
+        return self.pipeline.stage(DigitCollector)
 
     @property
     def menu(self) -> KeypadMenu:
-        return self.context.stage(KeypadMenu)
+        return self.pipeline.stage(KeypadMenu)
 
     @property
     def responder(self) -> Responder:
-        return self.context.stage(Responder)
+        return self.pipeline.stage(Responder)
 
     @property
     def guard(self) -> AnswerGuard:
-        return self.context.stage(AnswerGuard)
+        return self.pipeline.stage(AnswerGuard)
 
     @property
     def speaker(self) -> Speaker:
-        return self.context.stage(Speaker)
+        return self.pipeline.stage(Speaker)
 
     @property
     def control(self) -> CallControl:
-        return self.context.stage(CallControl)
+        return self.pipeline.stage(CallControl)
 
     @property
     def speculator(self) -> Speculator:

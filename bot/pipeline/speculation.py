@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from bot.answers.small_talk import is_small_talk
 from bot.intents.cache import Lookup
@@ -139,6 +139,7 @@ class Speculation:
         )
 
 
+@runtime_checkable
 class LastAnswer(Protocol):
     """The call's router, as the speculative pass asks it about the turn before."""
 

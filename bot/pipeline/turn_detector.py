@@ -13,9 +13,13 @@ import numpy as np
 from bot.pipeline.end_of_turn import Thought, ThoughtJudge, expected_digits, judge
 from bot.pipeline.frames import (
     CallerAudio,
+    CallFinished,
+    Collecting,
     DataFrame,
     EndOfTurn,
+    Frame,
     Interrupt,
+    SystemFrame,
     UserStartedSpeaking,
     UserStoppedSpeaking,
 )
@@ -24,6 +28,7 @@ from bot.pipeline.processor import Processor
 from bot.pipeline.speculation import Speculator
 from bot.pipeline.turn import EotReason, Turn
 from bot.profile import BotProfile, EndpointingConfig
+from serve.vad import VadStream
 
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
@@ -123,6 +128,8 @@ class TurnDetector(Processor):
         #: long the turn waits, and why (``bot.pipeline.pause_reading``).
         self._reading: PauseReading | None = None
         self._hold_said = False
+        #: The number the digit collector asks for now (``Collecting``, upstream).
+        self.collecting: str | None = None
         #: Silence after which this pause's pass is made again (0: no second pass).
         self._again_at_ms = 0
         #: The last turn ended, and the one the turn in progress goes on with (if any).
@@ -137,26 +144,40 @@ class TurnDetector(Processor):
     @classmethod
     def build(cls, ctx: CallContext) -> TurnDetector:
         profile = ctx.profile
-        return cls(
+        detector = cls(
             ctx.models.vad.create_stream(ctx.sample_rate),
             profile.endpointing,
             call_id=ctx.call_id,
             bot_speaking=ctx.bot_speaking,
             speculator=ctx.speculator,
-            # What the words so far say (end_of_turn.py), with the number being collected.
-            thought=ThoughtJudge(
-                lambda: expected_digits(
-                    profile.collectors, ctx.collecting(), profile.endpointing.number_min_digits
-                )
-            ),
             say=ctx.say,
         )
+        # What the words so far say (end_of_turn.py), with the number being collected.
+        detector._thought = ThoughtJudge(
+            lambda: expected_digits(
+                profile.collectors, detector.collecting, profile.endpointing.number_min_digits
+            )
+        )
+        return detector
+
+    async def process_upstream(self, frame: Frame) -> None:
+        if isinstance(frame, Collecting):
+            self.collecting = frame.name  # the head of the pipeline: it goes no further
+            return
+        await super().process_upstream(frame)
 
     @classmethod
     def phrases(cls, profile: BotProfile) -> list[str]:
         # "Take your time." to a caller who asked for a moment.
         hold = profile.endpointing.hold_reply
         return [hold] if hold else []
+
+    async def process_system(self, frame: SystemFrame) -> None:
+        await super().process_system(frame)
+        if isinstance(frame, CallFinished) and isinstance(self._vad, VadStream):
+            # The VAD's model back to its pool now: the call's objects (reference cycles)
+            # wait for the garbage collector, and meanwhile a new call would build another.
+            self._vad.close()
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, CallerAudio):

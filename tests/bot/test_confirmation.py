@@ -19,6 +19,7 @@ from bot.pipeline.frames import (
     DataFrame,
     Dtmf,
     Frame,
+    IntentAsked,
     PlayAudio,
     ResponseDone,
     Transcript,
@@ -361,7 +362,9 @@ async def test_an_intent_held_back_by_its_negative_is_asked_about_by_the_respond
     ]
     assert turn.unsure_intent is not None and turn.unsure_intent.name == "order_status"
     assert not router.confirming()
-    turn.route, turn.intent = "confirm", "order_status"  # what the Responder did, downstream
+    # What the Responder does, downstream: it asks, and says so upstream.
+    turn.route, turn.intent = "confirm", "order_status"
+    await router.put_upstream(IntentAsked(turn, "order_status"))
     assert router.confirming()
     turn, frames = await say(router, out, "Yes.")
     assert turn.route == "confirmed" and turn.intent == "order_status"
@@ -374,6 +377,7 @@ async def test_an_intent_held_back_by_its_negative_is_asked_about_by_the_respond
     router, out = await asking_router()
     asked, _ = await say(router, out, "Where is my order going back?")
     asked.route, asked.intent = "confirm", "order_status"
+    await router.put_upstream(IntentAsked(asked, "order_status"))
     turn, frames = await say(router, out, "No.")
     sent = [f for f in frames if isinstance(f, Transcript)]
     assert [f.text for f in sent] == ["Where is my order going back?"]
