@@ -20,6 +20,12 @@ class VadStream(abc.ABC):
     def reset(self) -> None:
         """Forget all audio pushed so far."""
 
+    def close(self) -> None:
+        """The call is over: give back what the stream holds (a pooled model) now, rather
+        than when the stream is garbage-collected. Idempotent; the stream is not pushed to
+        again."""
+        return  # a stream that holds nothing shared has nothing to give back
+
 
 class VAD(Provider):
     """Makes a ``VadStream`` per call; the model is shared, the state is not."""

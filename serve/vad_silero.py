@@ -17,7 +17,13 @@ class SileroVAD(VAD):
     """Silero VAD; model instances are pooled because creating one costs 60-150 ms.
 
     Each stream holds its own instance (the model is recurrent: its state is per call) and
-    gives it back to the pool when the stream is garbage-collected.
+    gives it back to the pool when it is closed (the call's end), or at the latest when the
+    stream is garbage-collected. Each instance is an ONNX Runtime session of about 10 MB,
+    so the pool is as large as the most streams open at once: the node's peak of calls.
+    A stream that waited for the collector to give its model back (a call's objects are
+    reference cycles, freed only by a full collection) had the next call build a new
+    instance, and the pool grew by one for every call that ended between two full
+    collections.
     """
 
     name = "silero"
@@ -47,7 +53,7 @@ class SileroVAD(VAD):
             model = self._factory(sample_rate)
         model.reset()
         stream = _SileroStream(model)
-        weakref.finalize(stream, self._give_back, sample_rate, model)
+        stream.give_back = weakref.finalize(stream, self._give_back, sample_rate, model)
         return stream
 
     def pooled(self, sample_rate: int) -> int:
@@ -65,6 +71,8 @@ class _SileroStream(VadStream):
 
     def __init__(self, model: Any) -> None:
         self._model = model
+        #: Puts the model back in its pool, once: at ``close`` or when this is collected.
+        self.give_back: weakref.finalize[Any, Any] | None = None
         size = int(model.window_size_samples)
         self._window: npt.NDArray[np.float32] = np.zeros(size, dtype=np.float32)
         # A ctypes view of the window: the library then skips its per-call conversion.
@@ -91,3 +99,18 @@ class _SileroStream(VadStream):
         self._model.reset()
         self._filled = 0
         self._prob = 0.0
+
+    def close(self) -> None:
+        self._model = _CLOSED
+        if self.give_back is not None:
+            self.give_back()
+
+
+class _Closed:
+    """A closed stream's model: pushing to it is a mistake, said as such."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("this VAD stream is closed: its model is back in the pool")
+
+
+_CLOSED = _Closed()
