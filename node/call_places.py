@@ -2,11 +2,12 @@
 
 A node takes at most ``SWITCHBOARD_SIP__MAX_CALLS`` calls, whichever transport brings them.
 A new SIP call is decided in the SIP front (``telephony.sip_dispatch``): an INVITE goes to
-a worker slot with a place free, else it is answered 503. A browser call therefore holds
-its place on one of those slots, as an INVITE being set up does, from its offer to its
-end (``CallPlaces.take_browser``, the ``take_place`` of ``WebRtcCalls``): the front counts
-it as it counts its own calls, and a browser offer finds no place when phone calls have
-taken them all. The drain waits for both kinds of call.
+a worker slot with a place free while the node's places are not all taken, else it is
+answered 503. A browser call holds one of those places (``SipServer.hold_place``) from its
+offer to its end (``CallPlaces.take_browser``, the ``take_place`` of ``WebRtcCalls``): the
+front counts it with its own calls, and a browser offer finds no place when phone calls
+have taken them all. The place is the node's, not a worker's: a worker that dies and comes
+back does not take it. The drain waits for both kinds of call.
 """
 
 from __future__ import annotations
@@ -14,19 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from telephony.server import SipServer
-from telephony.sip_dispatch import WorkerSlot
 from telephony.webrtc import CallRefused, WebRtcCalls
-
-
-def _slots(sip: SipServer) -> Sequence[WorkerSlot]:
-    """The worker slots the SIP front routes new calls by (``SipFront._pick``).
-
-    ``SipServer`` has no public way to count another transport's calls against its limit;
-    its slots are the front's one count, shared with it."""
-    return sip._slots
 
 
 class CallPlaces:
@@ -46,7 +38,7 @@ class CallPlaces:
         """Places taken: SIP calls up or being set up, and browser calls."""
         if self.sip is None:
             return 0
-        return sum(s.load + s.ending for s in _slots(self.sip))
+        return self.sip.places_taken
 
     @property
     def live(self) -> tuple[int, int]:
@@ -63,23 +55,13 @@ class CallPlaces:
                 "the node is starting: it takes calls once its models are loaded",
                 node_full=True,
             )
-        free = [s for s in _slots(sip) if s.free > 0]
-        if not free:
+        give_back = sip.hold_place()
+        if give_back is None:
             raise CallRefused(
                 f"the node is at its call limit ({self.taken} of {self.limit} calls, phone "
                 "and browser, in progress or being set up)",
                 node_full=True,
             )
-        slot = max(free, key=lambda s: (s.free, -s.index))
-        slot.load += 1
-        worker = slot.addr
-
-        def give_back() -> None:
-            # A worker that died and came back started its slot's count again: the place
-            # went with the old one.
-            if slot.addr == worker and slot.load > 0:
-                slot.load -= 1
-
         return give_back
 
     async def drain(self, max_s: float, *, give_up: asyncio.Event) -> bool:

@@ -290,6 +290,31 @@ class SipServer:
         return sum(s.capacity for s in self._slots)
 
     @property
+    def places_taken(self) -> int:
+        """Call places taken on this node: SIP calls up or being set up (and slots pjsua
+        still holds for calls that are over), and places held with ``hold_place``."""
+        front = self._front
+        return 0 if front is None else front.places_taken
+
+    def hold_place(self) -> Callable[[], None] | None:
+        """Hold one of the node's call places for a call of another transport (a browser
+        call), counted against ``max_calls`` with the SIP calls; returns what gives it back
+        (once), or None when every place is taken or the node is not answering calls."""
+        front = self._front
+        if front is None or front.places_taken >= front.places:
+            return None
+        front.held += 1
+        given_back = False
+
+        def give_back() -> None:
+            nonlocal given_back
+            if not given_back:
+                given_back = True
+                front.held = max(0, front.held - 1)
+
+        return give_back
+
+    @property
     def active_calls(self) -> int:
         """Calls with media up and not yet ended."""
         return self._calls_active
@@ -393,7 +418,9 @@ class SipServer:
         if registration is not None:  # removed while the front can still hear the answer
             await registration.stop()
         if front is not None:
-            front.close()  # no new requests; relays stay for the final responses
+            # No new requests; the calls' own traffic still passes (the workers' BYEs
+            # leave from the front, and the callers' answers come back to it).
+            front.stop_taking()
         for listener in self._listeners:
             listener.stop_listening()  # open connections stay for the final messages
         for task in [t for t in self._background if not t.get_name().startswith("watch")]:
@@ -417,6 +444,7 @@ class SipServer:
         if self._background:
             await asyncio.wait(self._background, timeout=5.0)
         if front is not None:
+            front.close()
             front.close_relays()
         for listener in self._listeners:
             listener.close()

@@ -301,6 +301,7 @@ FRONT_KEYS = (
     "front_dialog_refused",  # in-dialog SUBSCRIBE, MESSAGE, PUBLISH, REGISTER: 405
     "front_responses_relayed",  # a caller's response to a worker's request (its BYE)
     "front_unconfirmed_refused",  # a source over max_unconfirmed_per_source: 503
+    "front_dropped_stopping",  # a request of no routed call while the node stops
     *GUARD_KEYS,
     *STREAM_KEYS,
 )
@@ -413,6 +414,10 @@ class SipFront(asyncio.DatagramProtocol):
         self.max_routes = self.limits.max_routes
         self.guard = FloodGuard(self.limits, time.monotonic())
         self.draining = False  # new calls get 503 + Retry-After (SIGTERM)
+        self.stopping = False  # the node stops: only routed calls' traffic passes
+        #: Places held by the node's calls of another transport (browser calls): counted
+        #: against the node's call limit with the workers' own (``SipServer.hold_place``).
+        self.held = 0
         self.gate = gate  # who may call (None: anyone)
         #: The node's registration with its registrars: gets their responses.
         self.registration: Registration | None = None
@@ -444,6 +449,12 @@ class SipFront(asyncio.DatagramProtocol):
         if self._loop is None:
             raise RuntimeError("SipFront not started")
         return self._loop
+
+    def stop_taking(self) -> None:
+        """Take no request that belongs to no routed call (dropped unanswered, as on a
+        closed port); the calls' own requests and responses still pass, both ways, until
+        ``close``: the workers' BYEs leave from here and the callers' answers come back."""
+        self.stopping = True
 
     def close(self) -> None:
         """Stop listening; relays stay until ``close_relays`` (final responses may follow)."""
@@ -506,6 +517,9 @@ class SipFront(asyncio.DatagramProtocol):
         if msg.is_response or not msg.method:
             key = "front_dropped_responses" if msg.is_response else "front_malformed"
             c[key] += 1
+            return
+        if self.stopping and (msg.call_id is None or msg.call_id not in self.routes):
+            c["front_dropped_stopping"] += 1
             return
         via = msg.get("via")
         if via is None or not _VIA.match(via.value):
@@ -675,7 +689,20 @@ class SipFront(asyncio.DatagramProtocol):
         host = f"[{host}]" if ":" in host and not host.startswith("[") else host
         return f"{host}:{self.port}".encode()
 
+    @property
+    def places_taken(self) -> int:
+        """The node's call places taken: calls routed to workers and not over, slots their
+        pjsua still holds for calls that are over, and places held by other transports."""
+        return sum(w.load + w.ending for w in self.workers) + self.held
+
+    @property
+    def places(self) -> int:
+        """The node's call places: every worker's slots."""
+        return sum(w.capacity for w in self.workers)
+
     def _pick(self, *, need_slot: bool) -> WorkerSlot | None:
+        if need_slot and self.places_taken >= self.places:
+            return None
         up = [w for w in self.workers if w.addr is not None and (w.free > 0 or not need_slot)]
         if not up:
             return None
