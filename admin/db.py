@@ -8,6 +8,11 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
+#: How long an admin write waits for SQLite's one write lock (ms). Each login attempt is a
+#: write (``admin.accounts.reserve_attempt``), each synced to disk: a burst of logins on a
+#: loaded machine waited past the engine's 5 s and was answered 500 ("database is locked").
+BUSY_TIMEOUT_MS = 30_000
+
 
 def _durable(dbapi_conn: Any, _record: object, _proxy: object) -> None:
     # A commit is on disk, in the WAL, before it returns: NORMAL (the call log's setting)
@@ -15,16 +20,17 @@ def _durable(dbapi_conn: Any, _record: object, _proxy: object) -> None:
     # 2xx for a new user, a revoked token or a configuration version must not be lost.
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA synchronous=FULL")
+    cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     cur.close()
 
 
 class AdminDb:
     """The call log's database, seen from the admin API.
 
-    On SQLite every connection the admin takes writes with ``synchronous=FULL`` (set as it
-    leaves the pool, outside any transaction, so connections made before this wrapper
-    are covered too); PostgreSQL commits are durable on its own defaults (``fsync``,
-    ``synchronous_commit`` on)."""
+    On SQLite every connection the admin takes writes with ``synchronous=FULL`` and waits
+    up to ``BUSY_TIMEOUT_MS`` for the write lock (set as it leaves the pool, outside any
+    transaction, so connections made before this wrapper are covered too). PostgreSQL
+    commits are durable on its own defaults (``fsync``, ``synchronous_commit`` on)."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine

@@ -126,7 +126,9 @@ async def test_a_stranger_cannot_lock_a_user_out(admin_engine: AsyncEngine) -> N
 class _PasswordChecks:
     """``verify_password`` counted, each check held until more than ``limit`` are under way
     (then every one goes on at once) or a second has passed: the attempts overlap as much
-    as the limit lets them, whatever the machine's speed."""
+    as the limit lets them, whatever the machine's speed. (How many go on is not fixed:
+    attempts at once may see each other's rows and all be refused; never more than the
+    limit go on.)"""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
         self.count = 0
@@ -167,7 +169,7 @@ async def test_thirty_wrong_logins_at_once_check_at_most_the_limit(
         wrong = {"name": "ada", "password": "wrong password"}
         answers = await asyncio.gather(*(client.post(LOGIN, json=wrong) for _ in range(30)))
     codes = Counter(r.status_code for r in answers)
-    assert 1 <= checks.count <= 5, (checks.count, codes)
+    assert checks.count <= 5, (checks.count, codes)
     assert codes == {401: checks.count, 429: 30 - checks.count}, codes
     # Each check left its failure; a refused attempt left nothing.
     assert await _failure_rows(admin_engine) == checks.count
@@ -190,7 +192,7 @@ async def test_sixty_wrong_logins_at_once_over_sixty_names_check_at_most_the_cli
             )
         )
     codes = Counter(r.status_code for r in answers)
-    assert 1 <= checks.count <= 20, (checks.count, codes)
+    assert checks.count <= 20, (checks.count, codes)
     assert codes == {401: checks.count, 429: 60 - checks.count}, codes
     assert await _failure_rows(admin_engine) == checks.count
 
