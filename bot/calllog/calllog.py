@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.calllog.access import refusal, refused_error
 from bot.calllog.migrate import SchemaError, schema_state, upgrade_async
+from bot.calllog.outcomes import EventFacts, Step, TurnFacts, call_outcome, turn_outcomes
 from bot.calllog.privacy import mask_uri
 from bot.calllog.records import Record, utc
 from bot.calllog.recovery import close_crashed_calls
@@ -45,6 +46,10 @@ class _LiveCall:
     callee: str = ""
     answered_at: datetime | None = None
     last_route: str | None = None
+    #: What happened, in order: its turns (by seq, a turn reported again replaces its
+    #: facts in place) and its events; the call's outcome is decided from it at the end.
+    steps: list[Step] = field(default_factory=list)
+    turn_ids: dict[int, uuid.UUID] = field(default_factory=dict)  # seq -> turn row id
 
     def wall(self, mono: float) -> datetime:
         return utc(mono + self.offset)
@@ -249,6 +254,20 @@ class CallLog:
             mono = turn.stages.get(stage)
             row[f"{stage}_at"] = live.wall(mono) if mono is not None else None
         self.writer.submit(Record("turn", row))
+        facts = TurnFacts(
+            seq=seq,
+            route=turn.route,
+            intent=turn.intent,
+            transcript=turn.transcript,
+            answer=turn.answer,
+            barged_in=turn.barged_in,
+            error=turn.error,
+        )
+        if seq in live.turn_ids:
+            live.steps = [facts if _same_turn(s, seq) else s for s in live.steps]
+        else:
+            live.turn_ids[seq] = turn_id
+            live.steps.append(facts)
         if turn.error:
             self._event(live, "error", turn.error, time.monotonic(), f"turn-error/{turn.index}")
 
@@ -267,7 +286,21 @@ class CallLog:
             log.warning("call %s ended but was never reported answered", call_id)
             return
         ended = live.wall(time.monotonic() if at is None else at)
-        self.writer.submit(Record("end", {"id": live.id, "ended_at": ended, "end_reason": reason}))
+        outcome = call_outcome(live.steps, reason)
+        turns = [s for s in live.steps if isinstance(s, TurnFacts)]
+        row = {
+            "id": live.id,
+            "ended_at": ended,
+            "end_reason": reason,
+            "outcome": outcome.outcome,
+            "outcome_reason": outcome.reason,
+            # [turn id, outcome] for each turn: written with the end.
+            "turn_outcomes": [
+                [str(live.turn_ids[t.seq]), o]
+                for t, o in zip(turns, turn_outcomes(turns), strict=True)
+            ],
+        }
+        self.writer.submit(Record("end", row))
 
     # -------------------------------------------------------------------------------
 
@@ -275,6 +308,7 @@ class CallLog:
         self, live: _LiveCall, kind: str, detail: str | None, at: float, key: str | None
     ) -> None:
         event_id = uuid.uuid5(live.id, key) if key else uuid.uuid4()
+        live.steps.append(EventFacts(kind=kind, detail=detail))
         row = {
             "id": event_id,
             "call_id": live.id,
@@ -312,3 +346,7 @@ class CallLog:
         except Exception as exc:
             self._recovered = False  # try again the next time the database is back
             log.warning("could not close crashed calls yet: %s", exc)
+
+
+def _same_turn(step: Step, seq: int) -> bool:
+    return isinstance(step, TurnFacts) and step.seq == seq

@@ -68,6 +68,11 @@ class Call(Base):
     #: The last time its node knew it alive (every ``heartbeat_s`` while it is up): what
     #: crash recovery closes it at when nothing later was written.
     alive_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    #: What the call came to (``bot.calllog.outcomes``): ``resolved``, ``transferred``,
+    #: ``abandoned``, ``refused`` or ``failed``, decided when it ended (migration 0006).
+    outcome: Mapped[str | None] = mapped_column(String(32))
+    #: Why: the transfer's reason, where the caller hung up... (``outcomes.REASONS``).
+    outcome_reason: Mapped[str | None] = mapped_column(String(32))
 
     __table_args__ = (Index("ix_calls_node_open", "node", "ended_at"),)
 
@@ -103,6 +108,8 @@ class TurnRow(Base):
     model_ms: Mapped[dict[str, float]] = mapped_column(JSON)
     #: When retention blanked ``transcript`` and ``answer``.
     purged_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    #: What the turn did (``bot.calllog.outcomes.TURN_OUTCOMES``), set when the call ended.
+    outcome: Mapped[str | None] = mapped_column(String(32))
 
     __table_args__ = (UniqueConstraint("call_id", "seq", name="uq_turns_call_id_seq"),)
 

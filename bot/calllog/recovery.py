@@ -44,7 +44,7 @@ async def close_crashed_calls(engine: AsyncEngine, node: str, started_before: da
                 update(Call)
                 .where(Call.id == call_id)
                 .where(Call.ended_at.is_(None))
-                .values(ended_at=last, end_reason=CRASHED)
+                .values(ended_at=last, end_reason=CRASHED, outcome="failed", outcome_reason=CRASHED)
             )
     if rows:
         log.warning("closed %d call(s) left open by a crash of node %s", len(rows), node)

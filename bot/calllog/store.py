@@ -65,7 +65,16 @@ _END = (
     update(_CALLS)
     .where(_CALLS.c.id == bindparam("b_id"))
     .where(or_(_CALLS.c.ended_at.is_(None), _CALLS.c.end_reason == "crashed"))
-    .values(ended_at=bindparam("b_ended_at"), end_reason=bindparam("b_end_reason"))
+    .values(
+        ended_at=bindparam("b_ended_at"),
+        end_reason=bindparam("b_end_reason"),
+        outcome=bindparam("b_outcome"),
+        outcome_reason=bindparam("b_outcome_reason"),
+    )
+)
+# Each turn's outcome, decided with its call's (``bot.calllog.outcomes``).
+_TURN_OUTCOME = (
+    update(_TURNS).where(_TURNS.c.id == bindparam("b_id")).values(outcome=bindparam("b_outcome"))
 )
 
 
@@ -93,8 +102,25 @@ async def _write(conn: AsyncConnection, rows: dict[str, list[dict[str, Any]]]) -
     for alive in rows["alive"]:
         await _mark_alive(conn, alive["ids"], alive["at"])
     if rows["end"]:
-        params = [{f"b_{k}": v for k, v in row.items()} for row in rows["end"]]
+        # A record spooled before outcomes were decided has none: NULL, as before.
+        params = [
+            {
+                "b_id": row["id"],
+                "b_ended_at": row["ended_at"],
+                "b_end_reason": row["end_reason"],
+                "b_outcome": row.get("outcome"),
+                "b_outcome_reason": row.get("outcome_reason"),
+            }
+            for row in rows["end"]
+        ]
         await conn.execute(_END, params)
+        turns = [
+            {"b_id": uuid.UUID(turn_id), "b_outcome": outcome}
+            for row in rows["end"]
+            for turn_id, outcome in row.get("turn_outcomes") or []
+        ]
+        if turns:
+            await conn.execute(_TURN_OUTCOME, turns)
 
 
 async def _mark_alive(conn: AsyncConnection, ids: Sequence[uuid.UUID], at: datetime) -> None:
