@@ -10,7 +10,7 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin import errors, openapi
-from admin.api import accounts, calls, config, missed, webrtc
+from admin.api import accounts, calls, config, missed, outcomes, webrtc
 from admin.api.metrics import metrics_router
 from admin.db import AdminDb
 from admin.http import SECURITY_HEADERS, BodyGuard, SecurityHeaders
@@ -49,6 +49,7 @@ def create_app(
     app.include_router(accounts.router)
     app.include_router(calls.router)
     app.include_router(missed.router)
+    app.include_router(outcomes.router)
     app.include_router(config.router)
     app.include_router(webrtc.router, responses=errors.error_responses(429, 503))
     app.include_router(metrics_router(public=settings.metrics_public))

@@ -1,0 +1,146 @@
+"""Outcomes through the API: six calls with known endings, stored through the call log's
+writer, and every figure of the summary, the comparison and the CSV exports checked."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from tests.admin.conftest import add_token, bearer
+from tests.calllog.helpers import open_log
+from tests.calllog.known_calls import KNOWN, T0, report
+
+VERSION = "0" * 64  # what the call log's tests run with
+RANGE = {"since": T0.isoformat(), "until": "2026-11-22T00:00:00+00:00"}
+
+
+@pytest.fixture
+async def known(admin_db_url: str, admin_engine: AsyncEngine, tmp_path: Path) -> None:
+    log = await open_log(admin_db_url, tmp_path / "spool")
+    try:
+        for call in KNOWN:
+            report(log, call)
+        await log.writer.flush()
+    finally:
+        await log.close()
+
+
+def rates(calls: int, **outcomes: int) -> dict[str, object]:
+    figures: dict[str, object] = {"calls": calls}
+    for o in ("resolved", "transferred", "abandoned", "refused", "failed"):
+        figures[o] = outcomes.get(o, 0)
+    for name, key in (
+        ("containment_rate", "resolved"),
+        ("transfer_rate", "transferred"),
+        ("abandonment_rate", "abandoned"),
+    ):
+        figures[name] = round(outcomes.get(key, 0) / calls, 4)
+    return figures
+
+
+@pytest.mark.usefixtures("known")
+async def test_the_summary_matches_the_known_calls(
+    client: httpx.AsyncClient, admin_engine: AsyncEngine
+) -> None:
+    auth = bearer(await add_token(admin_engine, "vic", "viewer"))
+    r = await client.get("/api/v1/outcomes/summary", params=RANGE, headers=auth)
+    assert r.status_code == 200, r.text
+    s = r.json()
+    assert s["totals"] == rates(6, resolved=1, transferred=2, abandoned=3)
+    day1 = rates(5, resolved=1, transferred=2, abandoned=2)
+    day2 = rates(1, abandoned=1)
+    assert s["by_day"] == [{"day": "2026-11-20", **day1}, {"day": "2026-11-21", **day2}]
+    assert s["by_hour"] == [
+        {"hour": 9, **rates(4, resolved=1, transferred=2, abandoned=1)},
+        {"hour": 10, **rates(2, abandoned=2)},
+    ]
+    assert s["transfers_by_reason"] == {"asked": 1, "declined": 1}
+    assert s["abandoned_by_place"] == {"not_sure": 1, "queue": 1, "silence": 1}
+    assert s["refused_by_reason"] == {} and s["failed_by_reason"] == {}
+    assert s["average_call_s"] == pytest.approx(sum(c.length_s for c in KNOWN) / 6, abs=0.01)
+    entries = {e.pop("name"): e for e in s["entries"]}
+    assert entries == {
+        "order_status": {
+            "asked": 2,
+            "answered": 1,
+            "confirmed_no": 1,
+            "followed_by_transfer": 0,
+            "followed_by_hangup": 0,
+        },
+        "talk_to_person": {
+            "asked": 2,
+            "answered": 2,
+            "confirmed_no": 0,
+            "followed_by_transfer": 2,
+            "followed_by_hangup": 0,
+        },
+        "goodbye": {
+            "asked": 1,
+            "answered": 1,
+            "confirmed_no": 0,
+            "followed_by_transfer": 0,
+            "followed_by_hangup": 0,
+        },
+    }
+    # Two versions side by side: the calls' own, and one no call ran.
+    r = await client.get(
+        "/api/v1/outcomes/compare", params=RANGE | {"a": VERSION, "b": "7"}, headers=auth
+    )
+    assert r.status_code == 200, r.text
+    both = r.json()
+    assert both["a"]["totals"] == s["totals"] and both["a"]["config_version"] == VERSION
+    assert both["b"]["totals"]["calls"] == 0 and both["b"]["by_day"] == []
+    assert both["b"]["totals"]["containment_rate"] is None
+
+
+@pytest.mark.usefixtures("known")
+async def test_calls_and_turns_as_csv(client: httpx.AsyncClient, admin_engine: AsyncEngine) -> None:
+    auth = bearer(await add_token(admin_engine, "vic", "viewer"))
+    r = await client.get("/api/v1/outcomes/calls.csv", params=RANGE, headers=auth)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    got = {row["sip_call_id"]: (row["outcome"], row["outcome_reason"]) for row in rows}
+    assert got == {c.sip_call_id: c.outcome for c in KNOWN}
+    lengths = {row["sip_call_id"]: float(row["length_s"]) for row in rows}
+    for c in KNOWN:
+        assert lengths[c.sip_call_id] == pytest.approx(c.length_s, abs=0.01)
+    r = await client.get(
+        "/api/v1/outcomes/calls.csv", params=RANGE | {"outcome": "transferred"}, headers=auth
+    )
+    assert {row["sip_call_id"] for row in csv.DictReader(io.StringIO(r.text))} == {
+        "transfer-request",
+        "no-then-put-through",
+    }
+    r = await client.get(
+        "/api/v1/outcomes/turns.csv", params=RANGE | {"route": "confirm"}, headers=auth
+    )
+    assert r.status_code == 200, r.text
+    turns = list(csv.DictReader(io.StringIO(r.text)))
+    assert [(t["seq"], t["route"], t["outcome"]) for t in turns] == [
+        ("1", "confirm", "confirmed_no"),
+        ("2", "fallback", "declined"),
+        ("3", "confirmed", "answered"),
+    ]
+
+
+async def test_bad_ranges_are_refused_with_the_reason(
+    client: httpx.AsyncClient, admin_engine: AsyncEngine
+) -> None:
+    auth = bearer(await add_token(admin_engine, "vic", "viewer"))
+    backwards = {"since": "2026-11-21T00:00:00Z", "until": "2026-11-20T00:00:00Z"}
+    too_long = {"since": "2024-01-01T00:00:00Z", "until": "2026-01-01T00:00:00Z"}
+    for path in ("summary", "calls.csv", "turns.csv"):
+        r = await client.get(f"/api/v1/outcomes/{path}", params=backwards, headers=auth)
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"][0]["msg"] == "since must be before until"
+    r = await client.get("/api/v1/outcomes/summary", params=too_long, headers=auth)
+    assert r.status_code == 422 and "longer than 366 days" in r.json()["detail"][0]["msg"]
+    r = await client.get("/api/v1/outcomes/compare", params={"a": "1"}, headers=auth)
+    assert r.status_code == 422
+    assert (await client.get("/api/v1/outcomes/summary")).status_code == 401
