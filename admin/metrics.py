@@ -8,7 +8,7 @@ nothing on the call path changes for them. Each node has its own registry (no gl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -75,6 +75,26 @@ class NodeMetrics:
             ["outcome"],
             registry=r,
         )
+
+        self.call_outcomes = Counter(
+            "switchboard_call_outcomes",
+            "Calls ended, by outcome (resolved, transferred, abandoned, refused, failed) and "
+            "its reason (docs/calllog.md)",
+            ["outcome", "reason"],
+            registry=r,
+        )
+        self.turn_outcomes = Counter(
+            "switchboard_turn_outcomes",
+            "Turns of ended calls, by outcome (answered, confirmed_no, declined, cut...)",
+            ["outcome"],
+            registry=r,
+        )
+
+    def observe_outcome(self, outcome: str, reason: str, turns: Sequence[str]) -> None:
+        """A call ended: one more of its outcome and reason, and of each turn's outcome."""
+        self.call_outcomes.labels(outcome, reason).inc()
+        for turn in turns:
+            self.turn_outcomes.labels(turn).inc()
 
     def observe_turn(self, turn: Turn) -> None:
         """Count a turn that ended and observe its stage times."""

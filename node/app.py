@@ -92,6 +92,8 @@ class Node:
         started = time.monotonic()
         # First: a database on the wrong schema stops the node before models load.
         self.call_log = await open_call_log(self.settings)
+        if self.call_log is not None:
+            self.call_log.on_outcome = self.metrics.observe_outcome
         # The configuration: the database's newest version (the file seeds an empty one).
         self.config = ConfigSync(
             make_engine(database_url(self.settings)),

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,6 +91,8 @@ class CallLog:
         self._calls: dict[str, _LiveCall] = {}
         self._heartbeat_s = options.heartbeat_s
         self._heartbeat: asyncio.Task[None] | None = None
+        #: Told each ended call's outcome, its reason and its turns' outcomes (metrics).
+        self.on_outcome: Callable[[str, str, Sequence[str]], None] | None = None
         self.writer = RecordWriter(
             engine,
             spool,
@@ -288,6 +291,7 @@ class CallLog:
         ended = live.wall(time.monotonic() if at is None else at)
         outcome = call_outcome(live.steps, reason)
         turns = [s for s in live.steps if isinstance(s, TurnFacts)]
+        each = turn_outcomes(turns)
         row = {
             "id": live.id,
             "ended_at": ended,
@@ -296,11 +300,12 @@ class CallLog:
             "outcome_reason": outcome.reason,
             # [turn id, outcome] for each turn: written with the end.
             "turn_outcomes": [
-                [str(live.turn_ids[t.seq]), o]
-                for t, o in zip(turns, turn_outcomes(turns), strict=True)
+                [str(live.turn_ids[t.seq]), o] for t, o in zip(turns, each, strict=True)
             ],
         }
         self.writer.submit(Record("end", row))
+        if self.on_outcome is not None:
+            self.on_outcome(outcome.outcome, outcome.reason, each)
 
     # -------------------------------------------------------------------------------
 

@@ -108,6 +108,7 @@ def test_the_grafana_dashboard_only_queries_metrics_the_node_exports() -> None:
 
     metrics = NodeMetrics()
     metrics.observe_turn(_turn("semantic", 0.15, error="asr: failed"))
+    metrics.observe_outcome("transferred", "asked", ["answered", "declined"])
     stats = dict.fromkeys((*STAT_KEYS, *FRONT_KEYS, "workers", "workers_up"), 1)
     metrics.add_snapshot(
         sip=lambda: stats,
@@ -119,3 +120,15 @@ def test_the_grafana_dashboard_only_queries_metrics_the_node_exports() -> None:
     queried = set(re.findall(r"switchboard_[a-z0-9_]+", dashboard.read_text()))
     assert queried, "no queries found"
     assert queried <= exported, sorted(queried - exported)
+
+
+def test_call_outcomes_are_counted_by_outcome_and_reason() -> None:
+    from prometheus_client import generate_latest  # noqa: PLC0415
+
+    metrics = NodeMetrics()
+    metrics.observe_outcome("abandoned", "not_sure", ["answered", "declined"])
+    metrics.observe_outcome("abandoned", "not_sure", ["declined"])
+    text = generate_latest(metrics.registry).decode()
+    assert 'switchboard_call_outcomes_total{outcome="abandoned",reason="not_sure"} 2.0' in text
+    assert 'switchboard_turn_outcomes_total{outcome="declined"} 2.0' in text
+    assert 'switchboard_turn_outcomes_total{outcome="answered"} 1.0' in text

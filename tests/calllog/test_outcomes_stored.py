@@ -16,6 +16,8 @@ async def test_each_call_and_turn_stores_its_outcome(
     db_url: str, engine: AsyncEngine, tmp_path: Path
 ) -> None:
     log = await open_log(db_url, tmp_path / "spool")
+    told: list[tuple[str, str, list[str]]] = []
+    log.on_outcome = lambda outcome, reason, turns: told.append((outcome, reason, list(turns)))
     try:
         for call in KNOWN:
             report(log, call)
@@ -36,6 +38,7 @@ async def test_each_call_and_turn_stores_its_outcome(
                 .order_by(TurnRow.seq)
             )
         ).all()
+    assert told == [(*c.outcome, c.turn_outcomes) for c in KNOWN]  # the node's metrics
     assert calls == {c.sip_call_id: (*c.outcome, c.end_reason) for c in KNOWN}
     for call in KNOWN:
         assert [o for sip, o in turns if sip == call.sip_call_id] == call.turn_outcomes, call
