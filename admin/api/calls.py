@@ -41,6 +41,9 @@ class CallRead(BaseModel):
     answered_at: datetime
     ended_at: datetime | None
     end_reason: str | None
+    #: What the call came to and why (docs/calllog.md, "Outcomes"); null while it is on.
+    outcome: str | None = None
+    outcome_reason: str | None = None
     turns: int
     #: The call was recorded and its file not yet purged (fetch it from ``.../recording``).
     recorded: bool
@@ -55,6 +58,8 @@ class TurnRead(BaseModel):
     intent_score: float | None
     barged_in: bool
     error: str | None
+    #: What the turn did (``answered``, ``confirmed_no``, ``declined``...), once the call ended.
+    outcome: str | None = None
     #: Wall-clock time of each stage the turn reached (``speech_end``, ``first_audio_out``...).
     stages: dict[str, datetime]
     #: Each stage in ms after ``speech_end``: the turn's latency waterfall.
@@ -148,6 +153,8 @@ def _call_read(call: Call, turns: int) -> dict[str, Any]:
         "answered_at": aware(call.answered_at),
         "ended_at": aware(call.ended_at),
         "end_reason": call.end_reason,
+        "outcome": call.outcome,
+        "outcome_reason": call.outcome_reason,
         "turns": turns,
         "recorded": call.recording_path is not None,
     }
@@ -227,6 +234,7 @@ def _turn_read(row: TurnRow) -> TurnRead:
         intent_score=row.intent_score,
         barged_in=row.barged_in,
         error=row.error,
+        outcome=row.outcome,
         stages=present,
         stage_ms=stage_ms,
         voice_to_voice_ms=stage_ms.get("first_audio_out"),

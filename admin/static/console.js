@@ -265,6 +265,7 @@ async function callPage(id) {
   const c = await api("GET", `/calls/${encodeURIComponent(id)}`);
   const turns = c.turns_detail.map((t) => h("section", { class: "card turn" },
     h("h2", {}, `Turn ${t.seq} · ${t.route}${t.intent ? ` (${t.intent})` : ""}` +
+      (t.outcome ? ` · ${t.outcome.replaceAll("_", " ")}` : "") +
       ` · voice-to-voice ${fmtMs(t.voice_to_voice_ms)}`),
     h("p", {}, h("b", {}, "Caller: "), t.transcript || "—"),
     h("p", {}, h("b", {}, "Bot: "), t.answer || "—"),
@@ -273,6 +274,8 @@ async function callPage(id) {
   page(`Call from ${c.caller}`,
     h("p", { class: "muted" }, `${fmtTime(c.answered_at)} – ${fmtTime(c.ended_at)} · ` +
       `${c.end_reason || "in progress"} · node ${c.node} · configuration ${c.config_version}`),
+    c.outcome ? h("p", { class: "outcome" }, h("b", {}, "Outcome: "),
+      `${c.outcome} (${(c.outcome_reason || "").replaceAll("_", " ")})`) : null,
     recordingPlayer(c),
     h("h2", {}, "Turns"), turns.length ? turns : h("p", { class: "muted" }, "No turns."),
     h("h2", {}, "Events"),

@@ -117,6 +117,15 @@ async def test_calls_and_turns_as_csv(client: httpx.AsyncClient, admin_engine: A
         "transfer-request",
         "no-then-put-through",
     }
+    # A call's page: its outcome and why, and each turn's.
+    one = next(row for row in rows if row["sip_call_id"] == "no-then-put-through")
+    detail = (await client.get(f"/api/v1/calls/{one['id']}", headers=auth)).json()
+    assert (detail["outcome"], detail["outcome_reason"]) == ("transferred", "declined")
+    assert [t["outcome"] for t in detail["turns_detail"]] == [
+        "confirmed_no",
+        "declined",
+        "answered",
+    ]
     r = await client.get(
         "/api/v1/outcomes/turns.csv", params=RANGE | {"route": "confirm"}, headers=auth
     )
