@@ -680,6 +680,7 @@ async function route() {
     else if (parts[0] === "latency") await latencyPage();
     else if (parts[0] === "intents") await intentsPage();
     else if (parts[0] === "missed") await missedPage();
+    else if (parts[0] === "outcomes") await outcomesPage();
     else if (parts[0] === "settings") await settingsPage();
     else if (parts[0] === "audit") await auditPage();
     else if (parts[0] === "call") await testCallPage();
