@@ -446,6 +446,7 @@ class SipServer:
         if front is not None:
             front.close()
             front.close_relays()
+            await front.closed()  # the port is free for a start() again
         for listener in self._listeners:
             listener.close()
         self._listeners = []

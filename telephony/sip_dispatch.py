@@ -47,6 +47,7 @@ See docs/design.md, "The SIP front's defences".
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import re
@@ -432,6 +433,7 @@ class SipFront(asyncio.DatagramProtocol):
         self._sweeper: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.route_cost_s = 0.0  # CPU time spent in datagram_received (for stats)
+        self._socket_closed = asyncio.Event()  # set once the bound socket is closed
 
     # lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
@@ -441,6 +443,7 @@ class SipFront(asyncio.DatagramProtocol):
             lambda: self, local_addr=(self.host, self.port), family=self.family
         )
         self.transport = transport
+        self._socket_closed = asyncio.Event()
         self.port = int(transport.get_extra_info("sockname")[1])
         self._sweeper = self._loop.create_task(self._sweep_forever(), name="sip-front-sweep")
 
@@ -483,6 +486,14 @@ class SipFront(asyncio.DatagramProtocol):
 
     def error_received(self, exc: Exception) -> None:
         log.debug("front socket error: %s", exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._socket_closed.set()
+
+    async def closed(self, timeout_s: float = 2.0) -> None:
+        """Wait until the socket ``close`` let go of is closed (its port free again)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._socket_closed.wait(), timeout_s)
 
     def stream_received(self, data: bytes, conn: StreamConn) -> None:
         """One message framed off a TCP or TLS connection (``telephony.sip_stream``)."""
