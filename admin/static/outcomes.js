@@ -193,7 +193,8 @@ function comparisonTable(c) {
       h("td", { class: "num version-a", "data-label": va }, shown(r.a, r.kind)),
       h("td", { class: "num version-b", "data-label": vb }, shown(r.b, r.kind)),
       h("td", { class: "num diff", "data-label": "Difference" }, difference(r.a, r.b, r.kind)))));
-  return h("div", { class: "scroll" }, h("table", { class: "cards compare" },
+  // A plain table at every width: four short columns fit a phone.
+  return h("div", { class: "scroll" }, h("table", { class: "compare" },
     h("thead", {}, head), h("tbody", {}, body)));
 }
 
