@@ -39,6 +39,7 @@ from node.admin_port import AdminPort
 from node.call_places import CallPlaces
 from node.calllog import database_url, node_name, open_call_log, recordings_dir
 from node.config_sync import ConfigSync
+from node.heap import freeze_startup_objects
 from node.looplag import LoopLagMonitor
 from node.settings import Settings
 from serve import ChatMessage, ModelSet, load_models
@@ -146,6 +147,10 @@ class Node:
         if self.profile.lookups:
             secrets = {k: v.get_secret_value() for k, v in self.settings.lookup_secrets.items()}
             self.webhooks = Webhooks(self.profile.lookups, secrets)
+        # What the node keeps for its life, out of the collector's way before the first
+        # call: the calls' garbage is then collected soon after each call (node/heap.py).
+        frozen = freeze_startup_objects()
+        log.debug("%d objects of the start left out of garbage collection", frozen)
         self.endpoint = SipServer(self.settings.sip, self._on_call)
         await self.endpoint.start()
         self.places.sip = self.endpoint  # browser calls from now on, as phone calls
