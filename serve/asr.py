@@ -1,4 +1,4 @@
-"""Speech recognition: the ASR interface and its result type."""
+"""Speech recognition: the ASR interface, its result type and the words it may hear by."""
 
 from __future__ import annotations
 
@@ -23,8 +23,35 @@ class Transcription:
     no_speech_prob: float
     #: Other readings of the same audio the recognizer found likely, best first, each
     #: different from ``text`` (only from a recognizer asked for them: ``WhisperASR``'s
-    #: ``alternatives``).
+    #: ``alternatives``, or ``transcribe(..., alternatives=n)``).
     alternatives: tuple[str, ...] = ()
+    #: The log-probability per token of each of ``alternatives`` (same order): how much
+    #: less likely the recognizer found each reading than another (empty when it did not
+    #: score them).
+    alternative_scores: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The words a caller of this operator is likely to say, for a recognizer that can be
+    biased towards them: plain data, the same for every turn of one configuration, passed
+    with each request (so a remote recognizer needs no state of its own).
+
+    ``phrases`` are whole sentences in the operator's words (its intents' examples, its
+    knowledge questions), most useful first; ``hotwords`` single words and names (places,
+    brands, products), most distinctive first. A recognizer with a bounded context takes
+    as many of each as it holds, in order; one that cannot be biased ignores both.
+    """
+
+    phrases: tuple[str, ...] = ()
+    hotwords: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.phrases or self.hotwords)
+
+
+#: No words to hear by: the recognizer as it is.
+NO_VOCABULARY = Vocabulary()
 
 
 class ASR(Provider):
@@ -36,22 +63,46 @@ class ASR(Provider):
         super().__init__(timeout_s=timeout_s, retries=retries, name=name)
 
     async def transcribe(
-        self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
+        self,
+        pcm: bytes,
+        sample_rate: int,
+        *,
+        vocabulary: Vocabulary | None = None,
+        alternatives: int = 0,
+        timings: StageTimings | None = None,
     ) -> Transcription:
-        """Transcribe ``pcm`` (16-bit signed little-endian mono at ``sample_rate``)."""
+        """Transcribe ``pcm`` (16-bit signed little-endian mono at ``sample_rate``),
+        hearing by ``vocabulary`` where the recognizer can, and with up to
+        ``alternatives`` other readings (its n-best) where it can give them."""
         check_pcm(pcm, sample_rate)
-        return await self._call("asr", lambda: self._transcribe_impl(pcm, sample_rate), timings)
+        words = vocabulary or NO_VOCABULARY
+        if not words and not alternatives:
+            return await self._call("asr", lambda: self._transcribe_impl(pcm, sample_rate), timings)
+        return await self._call(
+            "asr",
+            lambda: self._transcribe_with_impl(pcm, sample_rate, words, alternatives),
+            timings,
+        )
 
     async def transcribe_batch(
-        self, items: Sequence[tuple[bytes, int]], *, timings: StageTimings | None = None
+        self,
+        items: Sequence[tuple[bytes, int]],
+        *,
+        vocabulary: Vocabulary | None = None,
+        timings: StageTimings | None = None,
     ) -> list[Transcription]:
         """Transcribe several utterances (``(pcm, sample_rate)`` each, of different calls)
-        at once, results in order: in one model pass where the model can
-        (``_transcribe_batch_impl``), one after the other otherwise."""
+        at once, all heard by ``vocabulary``, results in order: in one model pass where the
+        model can (``_transcribe_batch_impl``), one after the other otherwise."""
         batch = list(items)
         for pcm, sample_rate in batch:
             check_pcm(pcm, sample_rate)
-        return await self._call("asr", lambda: self._transcribe_batch_impl(batch), timings)
+        words = vocabulary or NO_VOCABULARY
+        if not words:
+            return await self._call("asr", lambda: self._transcribe_batch_impl(batch), timings)
+        return await self._call(
+            "asr", lambda: self._transcribe_batch_with_impl(batch, words), timings
+        )
 
     async def warmup(self) -> None:
         """Transcribe one second of faint noise."""
@@ -63,6 +114,19 @@ class ASR(Provider):
     def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
         """Blocking transcription; runs on a worker thread."""
 
+    def _transcribe_with_impl(
+        self, pcm: bytes, sample_rate: int, vocabulary: Vocabulary, alternatives: int
+    ) -> Transcription:
+        """Blocking transcription heard by ``vocabulary``, with up to ``alternatives`` other
+        readings; a recognizer that can do neither transcribes as it is."""
+        return self._transcribe_impl(pcm, sample_rate)
+
     def _transcribe_batch_impl(self, items: list[tuple[bytes, int]]) -> list[Transcription]:
         """Blocking transcription of several utterances; one by one unless overridden."""
         return [self._transcribe_impl(pcm, rate) for pcm, rate in items]
+
+    def _transcribe_batch_with_impl(
+        self, items: list[tuple[bytes, int]], vocabulary: Vocabulary
+    ) -> list[Transcription]:
+        """``_transcribe_batch_impl`` heard by ``vocabulary``; one by one unless overridden."""
+        return [self._transcribe_with_impl(pcm, rate, vocabulary, 0) for pcm, rate in items]

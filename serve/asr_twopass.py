@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from serve.asr import ASR, Transcription
+from serve.asr import ASR, Transcription, Vocabulary
 from serve.timing import StageTimings
 
 
@@ -47,21 +47,38 @@ class TwoPassASR(ASR):
         return {**self.first.metrics(), **second}
 
     async def transcribe(
-        self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
+        self,
+        pcm: bytes,
+        sample_rate: int,
+        *,
+        vocabulary: Vocabulary | None = None,
+        alternatives: int = 0,
+        timings: StageTimings | None = None,
     ) -> Transcription:
-        return await self.first.transcribe(pcm, sample_rate, timings=timings)
+        return await self.first.transcribe(
+            pcm, sample_rate, vocabulary=vocabulary, alternatives=alternatives, timings=timings
+        )
 
     async def transcribe_batch(
-        self, items: Sequence[tuple[bytes, int]], *, timings: StageTimings | None = None
+        self,
+        items: Sequence[tuple[bytes, int]],
+        *,
+        vocabulary: Vocabulary | None = None,
+        timings: StageTimings | None = None,
     ) -> list[Transcription]:
-        return await self.first.transcribe_batch(items, timings=timings)
+        return await self.first.transcribe_batch(items, vocabulary=vocabulary, timings=timings)
 
     async def second_pass(
-        self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
+        self,
+        pcm: bytes,
+        sample_rate: int,
+        *,
+        vocabulary: Vocabulary | None = None,
+        timings: StageTimings | None = None,
     ) -> Transcription:
         """The same audio decoded by the second recognizer; its time is ``asr_second``."""
         own = StageTimings()
-        result = await self.second.transcribe(pcm, sample_rate, timings=own)
+        result = await self.second.transcribe(pcm, sample_rate, vocabulary=vocabulary, timings=own)
         if timings is not None:
             for stage, ms in own.durations_ms.items():
                 timings.record(stage.replace("asr", "asr_second", 1), ms)

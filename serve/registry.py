@@ -29,7 +29,7 @@ from pydantic import (
 from serve.asr import ASR
 from serve.asr_nemo import NemoASR
 from serve.asr_twopass import TwoPassASR
-from serve.asr_whisper import BASE, TINY_EN, WhisperASR
+from serve.asr_whisper import BASE, MAX_PROMPT_TOKENS, TINY_EN, WhisperASR
 from serve.base import SHARED_WORKERS, Provider, shared_executor
 from serve.embed import Embedder
 from serve.embed_e5 import E5Embedder, PairEmbedder
@@ -84,6 +84,11 @@ class ModelSpec(BaseModel):
     #: full window.
     asr: str = "whisper-window+base"
     asr_model_path: str | None = None
+    #: The most tokens of the profile's vocabulary (bot/vocabulary.py) tiny.en reads as its
+    #: prompt before each turn (Whisper's limit: 223); 0: the recognizer hears without it.
+    #: With it, tiny.en decodes on its whole 10 s window (docs/benchmarks.md: word error
+    #: rate 13.7% -> 9.5% on the default profile's tuning split, ~+90 ms a pass).
+    asr_prompt_tokens: int = Field(MAX_PROMPT_TOKENS, ge=0, le=MAX_PROMPT_TOKENS)
     llm: str = "llama-cpp"
     llm_model_path: str | None = None
     tts: str = "piper"
@@ -217,6 +222,8 @@ def _whisper(
             min_window_s=4.0 if windowed else None,
             beam_size=beam_size,
             alternatives=alternatives,
+            # Whisper base heard worse with the vocabulary's prompt (docs/benchmarks.md).
+            prompt_tokens=s.asr_prompt_tokens if packaged == TINY_EN else 0,
         )
 
     return create

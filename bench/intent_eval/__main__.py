@@ -16,6 +16,7 @@ from bot.intents.match import IntentIndex, IntentMatchingConfig, Vectors, normal
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.rehear import leads_somewhere, other_words, worth_hearing_again
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
+from bot.vocabulary import vocabulary
 from serve import Embedder
 from serve.registry import ModelSpec, asr_backends, embedder_backends
 from testkit.intent_eval.eval_sets import DATA, SPLITS, EvalSet, Items, load_eval_sets
@@ -34,7 +35,12 @@ from testkit.intent_eval.sweep import (
     strictness,
     sweep,
 )
-from testkit.intent_eval.transcripts import TRANSCRIPTS, asr_setup, asr_transcripts, with_prompt
+from testkit.intent_eval.transcripts import (
+    TRANSCRIPTS,
+    asr_setup,
+    asr_transcripts,
+    vocabulary_key,
+)
 from testkit.wire import percentile
 
 CLEAN = "clean text"
@@ -106,7 +112,9 @@ async def run(args: argparse.Namespace) -> int:
         items = sets[split].items
         inputs[split] = {CLEAN: (items, await embed_queries(embedder, [t for t, _ in items]))}
     if args.asr:
-        await add_transcripts(args, sets, splits, embedder, inputs)
+        await add_transcripts(
+            args, profile, sets=sets, splits=splits, embedder=embedder, inputs=inputs
+        )
     second: dict[str, SecondPass] = {}
     if args.asr and args.second_pass:
         second = await add_second_pass(
@@ -254,35 +262,37 @@ async def run(args: argparse.Namespace) -> int:
 
 async def add_transcripts(
     args: argparse.Namespace,
+    profile: BotProfile,
+    *,
     sets: dict[str, EvalSet],
     splits: list[str],
     embedder: Embedder,
     inputs: dict[str, dict[str, tuple[Items, Vectors]]],
 ) -> None:
-    """The bot's own ASR (settings' default backend) on each utterance spoken by flite."""
+    """The bot's own ASR (settings' default backend) on each utterance spoken by flite,
+    heard by the profile's vocabulary as on a call (``--no-vocabulary``: without)."""
     settings = ModelSpec()
     asr = asr_backends.create(settings.asr, settings)
-    setup = asr_setup(settings.asr, asr, prompt=args.asr_prompt)
+    words = vocabulary(profile) if args.vocabulary else None
+    setup = asr_setup(settings.asr, asr, prompt=vocabulary_key(words))
     loaded = False
     print(f"ASR: {settings.asr} ({asr.description}), transcripts {setup.key}", file=sys.stderr)
     for split in splits:
         items = sets[split].items
         try:
-            result = await asr_transcripts(items, setup, None, args.transcripts)
+            result = await asr_transcripts(items, setup, None, args.transcripts, words)
         except KeyError:
             if not loaded:
                 await asr.load()
                 await asr.warm()
-                if args.asr_prompt:
-                    with_prompt(asr, args.asr_prompt)
                 loaded = True
-            result = await asr_transcripts(items, setup, asr, args.transcripts)
+            result = await asr_transcripts(items, setup, asr, args.transcripts, words)
             p50, p95 = percentile(result.asr_ms, 50), percentile(result.asr_ms, 95)
             print(
                 f"{split}: transcribed {result.transcribed}, ASR P50 {p50:.0f}, P95 {p95:.0f} ms",
                 file=sys.stderr,
             )
-        label = ASR if not args.asr_prompt else f"{ASR} (prompted)"
+        label = ASR if words else f"{ASR} (no vocabulary)"
         heard = [(text, truth) for text, (_, truth) in zip(result.texts, items, strict=True)]
         inputs[split][label] = (heard, await embed_queries(embedder, result.texts))
 
@@ -345,7 +355,7 @@ async def add_second_pass(
     found: dict[str, SecondPass] = {}
     for split in splits:
         items = sets[split].items
-        heard, vectors = inputs[split][ASR]
+        heard, vectors = next(v for k, v in inputs[split].items() if k.startswith(ASR))
         try:
             result = await asr_transcripts(items, setup, None, args.transcripts)
         except KeyError:
@@ -466,9 +476,10 @@ def main() -> int:
         help=f"the transcripts' cache (default: {TRANSCRIPTS.name} in the data folder)",
     )
     parser.add_argument(
-        "--asr-prompt",
-        default="",
-        help="experiment: decode the transcripts after this text (Whisper's initial prompt)",
+        "--no-vocabulary",
+        dest="vocabulary",
+        action="store_false",
+        help="with --asr: the recognizer without the profile's vocabulary (bot/vocabulary.py)",
     )
     parser.add_argument(
         "--second-pass",

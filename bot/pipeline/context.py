@@ -17,6 +17,7 @@ from bot.pipeline.speculation import LastAnswer, Speculator
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import TurnSink
 from bot.profile import BotProfile
+from bot.vocabulary import vocabulary_of
 from serve import ModelSet
 
 
@@ -72,6 +73,8 @@ class CallContext:
         self.transfer_targets = transfer_targets
         #: The warm handoff's spoken summary for the agent (empty: a plain bridge).
         self.summarize = summarize
+        #: The profile's words, which the recognizer hears every turn by (bot/vocabulary.py).
+        self.vocabulary = vocabulary_of(profile)
         #: Transcription and intent lookup while the caller pauses (speculation.py).
         #: A second hearing of words that lead nowhere (None: a one-pass recognizer): in
         #: the caller's pause, for the end of turn, and in the router (rehear.py).
@@ -82,6 +85,7 @@ class CallContext:
             cache=intent_cache,
             rehearing=self.rehearing,
             last_answer=self._last_answer,
+            vocabulary=self.vocabulary,
         )
         self._stages: list[LineHolder] = []
 

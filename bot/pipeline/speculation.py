@@ -30,6 +30,7 @@ from bot.pipeline.end_of_turn import judge
 from bot.pipeline.follow_up import is_follow_up
 from bot.pipeline.rehear import leads_somewhere, other_words
 from serve import ASR, ProviderError, StageTimings
+from serve.asr import Vocabulary
 from serve.priority_pool import Priority, Urgency, priority
 
 if TYPE_CHECKING:
@@ -163,8 +164,11 @@ class Speculator:
         max_no_speech_prob: float = 0.8,
         rehearing: Rehearing | None = None,
         last_answer: Callable[[], LastAnswer | None] = lambda: None,
+        vocabulary: Vocabulary | None = None,
     ) -> None:
         self._asr = asr
+        #: The profile's words, heard by as at the end of the turn (bot/vocabulary.py).
+        self._vocabulary = vocabulary
         self._rehearing = rehearing
         #: The call's router: what a follow-up would be joined to (None: no router).
         self._last_answer = last_answer
@@ -246,7 +250,9 @@ class Speculator:
     async def _pass(self, spec: Speculation, audio: bytes) -> Speculation:
         timings = StageTimings()
         try:
-            result = await self._asr.transcribe(audio, self._rate, timings=timings)
+            result = await self._asr.transcribe(
+                audio, self._rate, vocabulary=self._vocabulary, timings=timings
+            )
             spec.no_speech_prob = result.no_speech_prob
             text = result.text.strip()
             spec.heard = text

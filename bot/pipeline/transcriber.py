@@ -11,6 +11,7 @@ from bot.pipeline.processor import Processor
 from bot.pipeline.speculation import Speculation, Speculator
 from bot.pipeline.turn import Turn
 from serve import ASR, ProviderError, StageTimings
+from serve.asr import Vocabulary
 
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
@@ -42,16 +43,24 @@ class Transcriber(Processor):
         sample_rate: int,
         max_no_speech_prob: float = 0.8,
         speculator: Speculator | None = None,
+        vocabulary: Vocabulary | None = None,
     ) -> None:
         super().__init__()
         self._asr = asr
+        #: The profile's words, heard by (bot/vocabulary.py), as in the caller's pause.
+        self._vocabulary = vocabulary
         self._rate = sample_rate
         self._max_no_speech = max_no_speech_prob
         self._speculator = speculator
 
     @classmethod
     def build(cls, ctx: CallContext) -> Transcriber:
-        return cls(ctx.models.asr, sample_rate=ctx.sample_rate, speculator=ctx.speculator)
+        return cls(
+            ctx.models.asr,
+            sample_rate=ctx.sample_rate,
+            speculator=ctx.speculator,
+            vocabulary=ctx.vocabulary,
+        )
 
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, EndOfTurn):
@@ -66,7 +75,9 @@ class Transcriber(Processor):
             return
         timings = StageTimings()
         try:
-            result = await self._asr.transcribe(turn.audio, self._rate, timings=timings)
+            result = await self._asr.transcribe(
+                turn.audio, self._rate, vocabulary=self._vocabulary, timings=timings
+            )
         except ProviderError as exc:
             turn.mark("transcript_ready")
             turn.error = f"asr: {exc}"

@@ -13,7 +13,7 @@ utterances (``ASR.transcribe_batch``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TypeVar
 
 import numpy as np
@@ -25,6 +25,7 @@ Vectors = npt.NDArray[np.float32]
 Embed = Callable[[list[str]], Awaitable[Vectors]]
 T = TypeVar("T")
 R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
 
 
 async def in_one_pass(
@@ -43,6 +44,29 @@ async def in_one_pass(
             return [exc]
         log.warning("a batch of %d requests failed (%s); one by one", len(batch), exc)
         return [await _alone(request, run) for request in batch]
+
+
+async def in_one_pass_each(
+    requests: Sequence[T],
+    key: Callable[[T], K],
+    run: Callable[[K, list[T]], Awaitable[Sequence[R]]],
+) -> list[R | Exception]:
+    """``in_one_pass`` for the requests of each ``key`` apart (``run(key, requests)``),
+    results in the requests' order: utterances heard by different vocabularies cannot
+    share a decode's prompt."""
+    out: list[R | Exception | None] = [None] * len(requests)
+    groups: dict[K, list[int]] = {}
+    for i, request in enumerate(requests):
+        groups.setdefault(key(request), []).append(i)
+    for value, members in groups.items():
+
+        async def one(batch: list[T], value: K = value) -> Sequence[R]:
+            return await run(value, batch)
+
+        results = await in_one_pass([requests[i] for i in members], one)
+        for i, result in zip(members, results, strict=True):
+            out[i] = result
+    return [r for r in out if r is not None]
 
 
 async def _alone(request: T, run: Callable[[list[T]], Awaitable[Sequence[R]]]) -> R | Exception:

@@ -19,7 +19,7 @@ from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
 from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
-from serve.asr import ASR, Transcription
+from serve.asr import ASR, Transcription, Vocabulary
 from serve.audio import check_pcm
 from serve.base import Provider
 from serve.embed import Embedder
@@ -101,28 +101,43 @@ class RayASR(_RemoteModel, ASR):
         self._init_remote(app_name)
 
     async def transcribe(
-        self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
+        self,
+        pcm: bytes,
+        sample_rate: int,
+        *,
+        vocabulary: Vocabulary | None = None,
+        alternatives: int = 0,
+        timings: StageTimings | None = None,
     ) -> Transcription:
-        return await self._decode("transcribe", "asr", pcm, sample_rate, timings)
+        return await self._decode(
+            "transcribe", "asr", timings, pcm, sample_rate, vocabulary, alternatives
+        )
 
     async def _decode(
-        self, method: str, stage: str, pcm: bytes, sample_rate: int, timings: StageTimings | None
+        self, method: str, stage: str, timings: StageTimings | None, pcm: bytes, *args: Any
     ) -> Transcription:
-        """``pcm`` decoded by the deployment's ``method``, timed as ``stage``."""
-        check_pcm(pcm, sample_rate)
+        """``pcm`` (and the rest of ``args``: its rate, the vocabulary...) decoded by the
+        deployment's ``method``, timed as ``stage``."""
+        check_pcm(pcm, args[0])
 
         async def work() -> Transcription:
-            result: Transcription = await getattr(self.handle, method).remote(pcm, sample_rate)
+            result: Transcription = await getattr(self.handle, method).remote(pcm, *args)
             return result
 
         return await self._call_async(stage, work, timings)
 
     async def transcribe_batch(
-        self, items: Sequence[tuple[bytes, int]], *, timings: StageTimings | None = None
+        self,
+        items: Sequence[tuple[bytes, int]],
+        *,
+        vocabulary: Vocabulary | None = None,
+        timings: StageTimings | None = None,
     ) -> list[Transcription]:
         # One request each: the deployment batches what reaches a replica together.
         return list(
-            await asyncio.gather(*(self.transcribe(p, r, timings=timings) for p, r in items))
+            await asyncio.gather(
+                *(self.transcribe(p, r, vocabulary=vocabulary, timings=timings) for p, r in items)
+            )
         )
 
     def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
@@ -135,9 +150,16 @@ class RayTwoPassASR(RayASR):
     tier hears a turn again as an embedded one does (``bot.pipeline.rehear``)."""
 
     async def second_pass(
-        self, pcm: bytes, sample_rate: int, *, timings: StageTimings | None = None
+        self,
+        pcm: bytes,
+        sample_rate: int,
+        *,
+        vocabulary: Vocabulary | None = None,
+        timings: StageTimings | None = None,
     ) -> Transcription:
-        return await self._decode("second_pass", "asr_second", pcm, sample_rate, timings)
+        return await self._decode(
+            "second_pass", "asr_second", timings, pcm, sample_rate, vocabulary
+        )
 
 
 class RayLLM(_RemoteModel, LLM):

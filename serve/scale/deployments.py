@@ -19,7 +19,7 @@ import numpy.typing as npt
 from ray import serve
 from ray.serve.config import AutoscalingConfig, AutoscalingPolicy
 
-from serve.asr import ASR, Transcription
+from serve.asr import ASR, Transcription, Vocabulary
 from serve.asr_twopass import TwoPassASR
 from serve.base import WARMUP_TIMEOUT_S
 from serve.embed import Embedder
@@ -32,7 +32,7 @@ from serve.registry import (
     llm_backends,
     tts_backends,
 )
-from serve.scale.batching import embed_batch, in_one_pass, raise_if_error
+from serve.scale.batching import embed_batch, in_one_pass_each, raise_if_error
 from serve.scale.load import load_board
 from serve.scale.settings import KINDS, DeploymentSettings, TierSettings
 from serve.tts import TTS
@@ -87,24 +87,51 @@ class ASRDeployment(_Replica):
         self._transcribe_together.set_max_batch_size(batching.max_batch_size)  # type: ignore[attr-defined]
         self._transcribe_together.set_batch_wait_timeout_s(batching.batch_wait_timeout_s)  # type: ignore[attr-defined]
 
-    async def transcribe(self, pcm: bytes, sample_rate: int) -> Transcription:
-        result: Transcription = raise_if_error(await self._transcribe_together((pcm, sample_rate)))
+    async def transcribe(
+        self,
+        pcm: bytes,
+        sample_rate: int,
+        vocabulary: Vocabulary | None = None,
+        alternatives: int = 0,
+    ) -> Transcription:
+        """One utterance, heard by ``vocabulary``; batched with others that arrive
+        together unless other readings are asked for (a beam search of its own)."""
+        if alternatives:
+            alone: Transcription = await self.provider.transcribe(
+                pcm, sample_rate, vocabulary=vocabulary, alternatives=alternatives
+            )
+            return alone
+        request = (pcm, sample_rate, vocabulary)
+        result: Transcription = raise_if_error(await self._transcribe_together(request))
         return result
 
-    async def second_pass(self, pcm: bytes, sample_rate: int) -> Transcription:
+    async def second_pass(
+        self, pcm: bytes, sample_rate: int, vocabulary: Vocabulary | None = None
+    ) -> Transcription:
         """The same audio decoded by a two-pass recognizer's second one (the node asks on
         a turn that led nowhere: ``bot.pipeline.rehear``); one at a time, not batched."""
         if not isinstance(self.provider, TwoPassASR):
             raise ProviderUnavailable(f"{self.provider.name} has no second pass")
-        return await self.provider.second_pass(pcm, sample_rate)
+        return await self.provider.second_pass(pcm, sample_rate, vocabulary=vocabulary)
 
     @serve.batch(max_batch_size=4, batch_wait_timeout_s=0.002)
     async def _transcribe_together(
-        self, requests: list[tuple[bytes, int]]
+        self, requests: list[tuple[bytes, int, Vocabulary | None]]
     ) -> list[Transcription | Exception]:
         """Utterances of several calls that arrive together in one encoder pass and one
-        batched decode, sized by ``TierSettings.asr.max_batch_size``/``batch_wait_timeout_s``."""
-        return await in_one_pass(requests, self.provider.transcribe_batch)
+        batched decode, sized by ``TierSettings.asr.max_batch_size``/``batch_wait_timeout_s``;
+        one pass per vocabulary (nodes of one configuration share one)."""
+
+        async def run(
+            vocabulary: Vocabulary | None, batch: list[tuple[bytes, int, Vocabulary | None]]
+        ) -> list[Transcription]:
+            items = [(pcm, rate) for pcm, rate, _ in batch]
+            heard: list[Transcription] = await self.provider.transcribe_batch(
+                items, vocabulary=vocabulary
+            )
+            return heard
+
+        return await in_one_pass_each(requests, lambda request: request[2], run)
 
 
 class LLMDeployment(_Replica):

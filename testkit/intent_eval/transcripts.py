@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from serve import ASR
+from serve.asr import Vocabulary
 from testkit.botproc import ROOT
 from testkit.intent_eval.eval_sets import DATA, Items
 
@@ -39,7 +40,7 @@ class AsrSetup:
     #: faster-whisper, CTranslate2 and flite versions.
     versions: str
     sample_rate: int = 8000
-    #: An initial prompt (bench experiment, ``--asr-prompt``), empty for the bot's own setup.
+    #: The vocabulary the recognizer heard by (``vocabulary_key``), empty for none.
     prompt: str = ""
 
     @property
@@ -48,10 +49,23 @@ class AsrSetup:
         return hashlib.sha256(raw).hexdigest()[:16]
 
 
+def vocabulary_key(vocabulary: Vocabulary | None) -> str:
+    """What a transcript heard by ``vocabulary`` depends on: its words in order, digested
+    ("" for none)."""
+    if not vocabulary:
+        return ""
+    raw = json.dumps([vocabulary.phrases, vocabulary.hotwords]).encode()
+    return "vocabulary " + hashlib.sha256(raw).hexdigest()[:16]
+
+
 def asr_setup(backend: str, asr: ASR, prompt: str = "") -> AsrSetup:
     digest = hashlib.sha256()
-    module = inspect.getsourcefile(type(asr))
-    for path in (module, *(str(ROOT / p) for p in _VOICE_SOURCES)):
+    # The recognizer's module, and those of the recognizers it is made of (a two-pass
+    # recognizer's first and second), with the interface's.
+    parts = [asr, *(getattr(asr, a) for a in ("first", "second") if hasattr(asr, a))]
+    modules = dict.fromkeys(inspect.getsourcefile(type(p)) for p in parts)
+    modules[inspect.getsourcefile(ASR)] = None
+    for path in (*modules, *(str(ROOT / p) for p in _VOICE_SOURCES)):
         if path is not None:
             digest.update(Path(path).read_bytes())
     return AsrSetup(
@@ -107,9 +121,13 @@ async def asr_transcripts(
     setup: AsrSetup,
     asr: ASR | None,
     cache: Path = TRANSCRIPTS,
+    vocabulary: Vocabulary | None = None,
 ) -> AsrRun:
     """Each utterance spoken by a flite voice at 8 kHz and transcribed by ``asr`` (loaded;
-    None: cached transcripts only, KeyError on a missing one)."""
+    None: cached transcripts only, KeyError on a missing one), heard by ``vocabulary``
+    (``setup.prompt`` must be its ``vocabulary_key``)."""
+    if setup.prompt != vocabulary_key(vocabulary):
+        raise ValueError("the setup's key does not name the vocabulary heard by")
     from testkit.voices import speak  # noqa: PLC0415 - only --asr needs flite
 
     known = read_transcripts(cache)
@@ -126,7 +144,7 @@ async def asr_transcripts(
             voice, text = key.split("|", 1)
             pcm = speak(text, voice=voice)
             started = time.perf_counter()
-            result = await asr.transcribe(pcm, 8000)
+            result = await asr.transcribe(pcm, 8000, vocabulary=vocabulary)
             run.asr_ms.append((time.perf_counter() - started) * 1000.0)
             done[key] = result.text.strip()
             if result.alternatives:
@@ -159,20 +177,3 @@ def write_transcripts(path: Path, known: dict[str, Any], current: AsrSetup) -> N
         or v["setup"].get("sources") == current.sources
     }
     path.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-
-
-def with_prompt(asr: ASR, prompt: str) -> None:
-    """Bench experiment: make a loaded ``WhisperASR`` decode after ``prompt`` as previous
-    text (Whisper's ``initial_prompt``). The bot's ASR has no such option."""
-    model: Any = getattr(asr, "_model", None)
-    tokenizer: Any = getattr(asr, "_tokenizer", None)
-    if model is None or tokenizer is None:
-        raise TypeError(f"{asr.description}: not a loaded Whisper model")
-    tokens = tokenizer.encode(" " + prompt.strip())
-    get_prompt = model.get_prompt
-
-    def prompted(tok: Any, _previous: list[int], **kw: Any) -> list[int]:
-        result: list[int] = get_prompt(tok, tokens, **kw)
-        return result
-
-    model.get_prompt = prompted
