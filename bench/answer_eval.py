@@ -38,7 +38,8 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
-from bot.profile import DEFAULT_PROFILE, load_profile
+from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
+from bot.vocabulary import vocabulary
 from serve.asr_twopass import TwoPassASR
 from serve.registry import ModelSpec, asr_backends
 from testkit.answer_eval import guard_heldout as heldout
@@ -50,7 +51,7 @@ from testkit.answer_eval.scoring import Reference
 from testkit.answer_eval.summary import ROUTES, Summary, mean, problems, summarize
 from testkit.answer_eval.transcripts import TRANSCRIPTS, VOICES, key, missing, transcribe
 from testkit.answer_eval.verdicts import Verdict, judge
-from testkit.intent_eval.transcripts import asr_setup
+from testkit.intent_eval.transcripts import asr_setup, vocabulary_key
 
 SPOKEN = "Whisper"
 #: How many of the most frequent refusals (with their details) are listed.
@@ -76,22 +77,27 @@ def input_label(name: str) -> str:
 
 
 async def spoken_inputs(
-    cases: list[Case], args: argparse.Namespace
+    cases: list[Case], args: argparse.Namespace, profile: BotProfile
 ) -> tuple[dict[str, dict[str, list[str]]], dict[str, dict[str, list[str]]]]:
     """Per voice, per case id, the transcript of each of its asks; and, for a two-pass
-    recognizer (the bot's default) unless ``--no-second-pass``, the second one's."""
+    recognizer (the bot's default) unless ``--no-second-pass``, the second one's. The first
+    hears by the profile's vocabulary, as on a call (``--no-vocabulary``: without); the
+    second hears without it, as on a call."""
     spec = ModelSpec()
     asr = asr_backends.create(spec.asr, spec)
     texts = [a.text for c in cases for a in c.asks]
-    passes = [(spec.asr, asr)]
+    words = vocabulary(profile) if args.vocabulary else None
+    passes = [(spec.asr, asr, words)]
     if isinstance(asr, TwoPassASR) and args.second_pass:
-        passes.append((f"{spec.asr}, second pass", asr.second))
+        passes.append((f"{spec.asr}, second pass", asr.second, None))
     found = []
-    for name, recognizer in passes:
-        setup = asr_setup(spec.asr if recognizer is asr else _second_name(spec.asr), recognizer)
+    for name, recognizer, heard_by in passes:
+        backend = spec.asr if recognizer is asr else _second_name(spec.asr)
+        setup = asr_setup(backend, recognizer, prompt=vocabulary_key(heard_by))
         todo = missing(texts, VOICES, setup, args.transcripts)
         progress(f"ASR {name} ({recognizer.description}), setup {setup.key}: {todo} to transcribe")
         if todo:
+            recognizer.timeout_s = 300.0  # figures, not the node's limit
             await recognizer.load()
             await recognizer.warm()
         started = time.monotonic()
@@ -102,6 +108,7 @@ async def spoken_inputs(
             recognizer if todo else None,
             cache=args.transcripts,
             progress=progress,
+            vocabulary=heard_by,
         )
         if result.asr_ms:
             progress(
@@ -212,7 +219,7 @@ async def run(args: argparse.Namespace) -> int:
     if not args.spoken_only:
         inputs[TEXT] = {c.id: [a.text for a in c.asks] for c in cases}
     if args.spoken or args.spoken_only:
-        spoken, seconds = await spoken_inputs(cases, args)
+        spoken, seconds = await spoken_inputs(cases, args, profile)
         inputs.update(spoken)
     spec = ModelSpec() if args.llm is None else ModelSpec(llm=args.llm)
     rig = await Rig.load(profile, spec, llm_timeout_s=args.llm_timeout, progress=progress)
@@ -309,6 +316,12 @@ def main() -> int:
         help="only score the guard's held-out examples (no models, no questions)",
     )
     parser.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
+    parser.add_argument(
+        "--no-vocabulary",
+        dest="vocabulary",
+        action="store_false",
+        help="the spoken input heard without the profile's vocabulary (bot/vocabulary.py)",
+    )
     parser.add_argument(
         "--llm-timeout",
         type=float,

@@ -10,7 +10,8 @@ examples and questions hold thousands, so the recognizer is given them ranked:
   crude stems ("deliveries", "delivered" -> "deliver"), twice that for a name (a capital
   letter inside a sentence: "PayPal", "Germany") or a knowledge entry's keyword; words
   that carry no topic (function words, the words of conversation,
-  ``bot.answers.grounding``) and words shorter than three letters weigh nothing;
+  ``bot.answers.grounding``) and words shorter than three letters but names ("UK", "PO")
+  weigh nothing; a run of capitalized words is one name ("Hong Kong");
 - ``phrases``: the examples and questions, in the order a greedy cover picks them: each
   time the phrase whose words not yet covered weigh most for its length (a phrase of a
   topic already picked counts half as much a time), until every weighed word is covered:
@@ -18,7 +19,9 @@ examples and questions hold thousands, so the recognizer is given them ranked:
 - ``hotwords``: the weighed words themselves, heaviest first (each in its most frequent
   spelling).
 
-The recognizer takes as many as fit its prompt, in order (``serve.asr_whisper``). The
+A recognizer takes as many as it holds, in order: Whisper tiny.en the phrases, up to 223
+tokens of them (``serve.asr_whisper.prompt_text``: a list of the hotwords before them made
+it hear worse); a recognizer that boosts single words would take the hotwords. The
 vocabulary is plain data (``serve.asr.Vocabulary``) built from the configuration a call
 runs with and passed with each request, so a new configuration version is heard by from
 its next call, and a recognizer on the Ray tier needs nothing of its own.

@@ -17,6 +17,7 @@ from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.rehear import leads_somewhere, other_words, worth_hearing_again
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
 from bot.vocabulary import vocabulary
+from serve import ASR as Recognizer
 from serve import Embedder
 from serve.registry import ModelSpec, asr_backends, embedder_backends
 from testkit.intent_eval.eval_sets import DATA, SPLITS, EvalSet, Items, load_eval_sets
@@ -273,6 +274,7 @@ async def add_transcripts(
     heard by the profile's vocabulary as on a call (``--no-vocabulary``: without)."""
     settings = ModelSpec()
     asr = asr_backends.create(settings.asr, settings)
+    unhurried(asr)
     words = vocabulary(profile) if args.vocabulary else None
     setup = asr_setup(settings.asr, asr, prompt=vocabulary_key(words))
     loaded = False
@@ -295,6 +297,13 @@ async def add_transcripts(
         label = ASR if words else f"{ASR} (no vocabulary)"
         heard = [(text, truth) for text, (_, truth) in zip(result.texts, items, strict=True)]
         inputs[split][label] = (heard, await embed_queries(embedder, result.texts))
+
+
+def unhurried(asr: Recognizer) -> None:
+    """Figures, not the node's limit: a transcription may take what a loaded machine takes
+    (a two-pass recognizer's both)."""
+    for part in (asr, *(getattr(asr, a) for a in ("first", "second") if hasattr(asr, a))):
+        part.timeout_s = 300.0
 
 
 def other_readings(first: str, second: str | None, alternatives: Sequence[str] = ()) -> list[str]:
@@ -345,6 +354,7 @@ async def add_second_pass(
     second transcript is taken when it says other words and they match."""
     spec = ModelSpec(asr=args.second_pass)
     asr = asr_backends.create(spec.asr, spec)
+    unhurried(asr)
     setup = asr_setup(spec.asr, asr)
     knowledge = (
         await KnowledgeIndex.build(profile.knowledge, embedder, profile.knowledge_matching)

@@ -12,7 +12,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from serve import ASR
-from testkit.intent_eval.transcripts import AsrSetup, read_transcripts, write_transcripts
+from serve.asr import Vocabulary
+from testkit.intent_eval.transcripts import (
+    AsrSetup,
+    read_transcripts,
+    vocabulary_key,
+    write_transcripts,
+)
 
 TRANSCRIPTS = Path(__file__).parent / "asr_transcripts.json"
 #: Three of flite's voices, each a different speaker.
@@ -47,9 +53,13 @@ async def transcribe(
     *,
     cache: Path = TRANSCRIPTS,
     progress: Callable[[str], None] | None = None,
+    vocabulary: Vocabulary | None = None,
 ) -> Transcribed:
     """Each text in each voice, from the cache or spoken and transcribed by ``asr`` (loaded;
-    None: cached only, KeyError on a missing one)."""
+    None: cached only, KeyError on a missing one), heard by ``vocabulary`` (``setup.prompt``
+    names it: ``vocabulary_key``)."""
+    if setup.prompt != vocabulary_key(vocabulary):
+        raise ValueError("the setup's key does not name the vocabulary heard by")
     from testkit.voices import RATE, speak  # noqa: PLC0415 - only the spoken input needs flite
 
     known = read_transcripts(cache)
@@ -65,7 +75,7 @@ async def transcribe(
         voice, text = k.split("|", 1)
         pcm = speak(text, voice=voice)
         started = time.perf_counter()
-        heard = await asr.transcribe(pcm, RATE)
+        heard = await asr.transcribe(pcm, RATE, vocabulary=vocabulary)
         result.asr_ms.append((time.perf_counter() - started) * 1000.0)
         done[k] = heard.text.strip()
         if n % SAVE_EVERY == 0 or n == len(todo):

@@ -104,14 +104,16 @@ def test_the_prompt_keeps_to_its_budget_in_whole_phrases() -> None:
         ),
         hotwords=("PayPal", "Germany", "voucher", "Mastercard"),
     )
-    text = prompt_text(vocabulary, _tokens, 16)
-    # The hotwords in a quarter of the budget, then the phrases that fit, in order; one
-    # that does not fit is left for a shorter one after it.
+    # The phrases that fit, in order; one that does not fit is left for a shorter one
+    # after it. No list of words before them: tiny.en heard worse with one.
+    assert prompt_text(vocabulary, _tokens, 16) == "Do you ship to Germany? Where is my order?"
+    # Given a share, the hotwords first, in at most that share of the budget.
+    text = prompt_text(vocabulary, _tokens, 16, hotword_share=0.25)
     assert text == (
         "PayPal, Germany, voucher, Mastercard. Do you ship to Germany? Where is my order?"
     )
     assert _tokens(text) <= 16
-    assert prompt_text(vocabulary, _tokens, 8) == "PayPal, Germany. Do you ship to Germany?"
+    assert prompt_text(vocabulary, _tokens, 8, 0.25) == "PayPal, Germany. Do you ship to Germany?"
     assert prompt_text(Vocabulary(), _tokens, 100) == ""
 
 
@@ -202,8 +204,7 @@ async def test_a_vocabulary_is_read_within_whisper_s_prompt(tiny: WhisperASR) ->
     tokens = tiny._prompt(words)
     assert 150 < len(tokens) <= MAX_PROMPT_TOKENS
     text = tiny._tokenizer.decode(tokens)
-    assert text.strip().startswith(words.hotwords[0])
-    assert words.phrases[0] in text
+    assert text.strip().startswith(words.phrases[0])
     # Heard by it, tiny.en decodes on its whole window; without, on one fitted to the turn.
     assert tiny._fit_window(1500.0, tokens) == 10.0
     assert tiny._fit_window(1500.0) == 4.0
