@@ -226,3 +226,17 @@ async def test_other_readings_come_scored_and_asked_for_per_request(tiny: Whispe
     assert len(heard.alternative_scores) == len(heard.alternatives)
     assert all(s < 0.0 for s in heard.alternative_scores)
     assert plain.text not in heard.alternatives
+
+
+def test_the_setting_gives_tiny_en_its_prompt_and_base_none() -> None:
+    from serve.asr_twopass import TwoPassASR  # noqa: PLC0415
+    from serve.registry import ModelSpec, asr_backends  # noqa: PLC0415
+
+    asr = asr_backends.create("whisper-window+base", ModelSpec())
+    assert isinstance(asr, TwoPassASR)
+    assert isinstance(asr.first, WhisperASR) and isinstance(asr.second, WhisperASR)
+    assert (asr.first.prompt_tokens, asr.second.prompt_tokens) == (MAX_PROMPT_TOKENS, 0)
+    off = asr_backends.create("whisper-window", ModelSpec(asr_prompt_tokens=0))
+    assert isinstance(off, WhisperASR) and off.prompt_tokens == 0
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        WhisperASR(prompt_tokens=MAX_PROMPT_TOKENS + 1)
