@@ -19,9 +19,10 @@ examples and questions hold thousands, so the recognizer is given them ranked:
 - ``hotwords``: the weighed words themselves, heaviest first (each in its most frequent
   spelling).
 
-A recognizer takes as many as it holds, in order: Whisper tiny.en the phrases, up to 223
-tokens of them (``serve.asr_whisper.prompt_text``: a list of the hotwords before them made
-it hear worse); a recognizer that boosts single words would take the hotwords. The
+A recognizer takes as many as it holds, in order: Whisper tiny.en the phrases, up to 60
+tokens of them by default (``serve.asr_whisper.PROMPT_TOKENS``, ``prompt_text``: a list of
+the hotwords before them made it hear worse); a recognizer that boosts single words would
+take the hotwords. The
 vocabulary is plain data (``serve.asr.Vocabulary``) built from the configuration a call
 runs with and passed with each request, so a new configuration version is heard by from
 its next call, and a recognizer on the Ray tier needs nothing of its own.

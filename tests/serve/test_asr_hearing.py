@@ -14,7 +14,13 @@ import pytest
 import pytest_asyncio
 
 from serve.asr import ASR, NO_VOCABULARY, Transcription, Vocabulary
-from serve.asr_whisper import MAX_PROMPT_TOKENS, WhisperASR, prompt_text, without_repeats
+from serve.asr_whisper import (
+    MAX_PROMPT_TOKENS,
+    PROMPT_TOKENS,
+    WhisperASR,
+    prompt_text,
+    without_repeats,
+)
 from serve.scale.batching import in_one_pass_each
 from testkit.voices import read_wav
 from tests.serve.fakes import FakeASR
@@ -202,7 +208,10 @@ async def test_a_vocabulary_is_read_within_whisper_s_prompt(tiny: WhisperASR) ->
 
     words = vocabulary(load_profile(DEFAULT_PROFILE))
     tokens = tiny._prompt(words)
-    assert 150 < len(tokens) <= MAX_PROMPT_TOKENS
+    assert PROMPT_TOKENS - 15 < len(tokens) <= PROMPT_TOKENS
+    whole = WhisperASR(window_s=10.0, min_window_s=4.0, prompt_tokens=MAX_PROMPT_TOKENS)
+    whole._tokenizer = tiny._tokenizer
+    assert MAX_PROMPT_TOKENS - 20 < len(whole._prompt(words)) <= MAX_PROMPT_TOKENS
     text = tiny._tokenizer.decode(tokens)
     assert text.strip().startswith(words.phrases[0])
     # Heard by it, tiny.en decodes on its whole window; without, on one fitted to the turn.
@@ -235,7 +244,7 @@ def test_the_setting_gives_tiny_en_its_prompt_and_base_none() -> None:
     asr = asr_backends.create("whisper-window+base", ModelSpec())
     assert isinstance(asr, TwoPassASR)
     assert isinstance(asr.first, WhisperASR) and isinstance(asr.second, WhisperASR)
-    assert (asr.first.prompt_tokens, asr.second.prompt_tokens) == (MAX_PROMPT_TOKENS, 0)
+    assert (asr.first.prompt_tokens, asr.second.prompt_tokens) == (PROMPT_TOKENS, 0)
     off = asr_backends.create("whisper-window", ModelSpec(asr_prompt_tokens=0))
     assert isinstance(off, WhisperASR) and off.prompt_tokens == 0
     with pytest.raises(ValueError, match="prompt_tokens"):
