@@ -96,8 +96,8 @@ class PiperTTS(TTS):
 def open_voice(path: str) -> Any:
     """``PiperVoice.load(path)`` on the CPU, but with ONNX Runtime's memory patterns off: a
     pattern is planned and kept for every input shape a session sees, and every sentence's
-    phonemes are a new length, so the process grew with each new sentence spoken (about
-    60 KB each, and an arena of 512 MB reserved instead of 224 MB)."""
+    phonemes are a new length, so the process grew with each new sentence spoken (tens of
+    KB each), and its arena mapped about twice the memory (``bench.tts_memory``)."""
     try:
         import onnxruntime  # type: ignore[import-untyped]  # noqa: PLC0415 - optional library
         from piper import PiperVoice  # noqa: PLC0415
