@@ -11,6 +11,7 @@ seconds instead and decodes with the lower-level API (see ``_transcribe_window``
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import logging
 import math
@@ -473,17 +474,21 @@ def without_repeats(text: str) -> tuple[str, bool]:
     says the previous one again, cut short, with another ending, or word for word with a
     few words heard otherwise. The text kept, and whether a sentence was dropped."""
     kept: list[str] = []
-    previous: list[str] = []
+    earlier: list[list[str]] = []
     dropped = False
     said = [(s, _core(_WORD.findall(s.lower()))) for s in _SENTENCE_END.split(text)]
     said = [(sentence, words) for sentence, words in said if words]
     for n, (sentence, words) in enumerate(said):
-        again = _says_again(previous, words) or _heard_again(previous, words)
-        if previous and (again or (n == len(said) - 1 and _starts_over(previous, words))):
+        # Any sentence kept before, not only the last: a decoder that starts over says
+        # a turn of two sentences twice ("It came damaged. What do I do? It came damaged.
+        # What do I do?").
+        again = any(_says_again(e, words) or _heard_again(e, words) for e in earlier)
+        last = n == len(said) - 1 and bool(earlier) and _starts_over(earlier[0], words)
+        if again or last:
             dropped = True
             continue
         kept.append(sentence)
-        previous = words
+        earlier.append(words)
     return " ".join(kept), dropped
 
 
@@ -535,13 +540,17 @@ def _starts_over(previous: list[str], words: list[str]) -> bool:
 
 
 def _alike(a: str, b: str) -> bool:
-    """The same word, or one with another ending (one is the other and at most 2 letters
-    more, the shorter at least 3 letters long), apostrophes aside."""
+    """The same word, one with another ending (one is the other and at most 2 letters
+    more, the shorter at least 3 letters long), or spelt a little otherwise (words of 5
+    letters or more, 85% of their letters in common: "shipping", "shiping"), apostrophes
+    aside."""
     a, b = a.replace("'", ""), b.replace("'", "")
     if a == b:
         return True
     short, long_ = sorted((a, b), key=len)
-    return len(short) >= 3 and long_.startswith(short) and len(long_) - len(short) <= 2
+    if len(short) >= 3 and long_.startswith(short) and len(long_) - len(short) <= 2:
+        return True
+    return len(short) >= 5 and difflib.SequenceMatcher(None, a, b).ratio() >= 0.85
 
 
 def _longest_rising(values: list[int]) -> int:

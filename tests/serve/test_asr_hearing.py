@@ -132,6 +132,12 @@ def test_the_prompt_keeps_to_its_budget_in_whole_phrases() -> None:
         ("You you help missed cards. Do you help miss cards?", "You you help missed cards."),
         ("Thanks, that's everything... ... TH- ... ...", "Thanks, that's everything..."),
         ("Where do I find my order number? WHERE", "Where do I find my order number?"),
+        # Misspelt the second time; and a turn of two sentences said twice.
+        ("How much is shipping? How much is shiping", "How much is shipping?"),
+        (
+            "My lamp is broken. Can you help? My lamp is broken. Can you help?",
+            "My lamp is broken. Can you help?",
+        ),
     ],
 )
 def test_a_sentence_heard_again_is_kept_once(heard: str, kept: str) -> None:
@@ -146,6 +152,8 @@ def test_a_sentence_heard_again_is_kept_once(heard: str, kept: str) -> None:
         "Where is my order? Where is my parcel?",
         "Thanks. Bye.",
         "Hello. Hello, is anyone there?",
+        "My lamp is broken. Can you help? I bought it last week.",
+        "Do you ship to Canada? Can I pay in dollars?",
     ],
 )
 def test_a_sentence_that_says_more_stays(said: str) -> None:
