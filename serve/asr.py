@@ -10,6 +10,7 @@ import numpy as np
 
 from serve.audio import check_pcm
 from serve.base import Provider
+from serve.priority_pool import Priority, Urgency
 from serve.timing import StageTimings
 
 
@@ -70,18 +71,29 @@ class ASR(Provider):
         vocabulary: Vocabulary | None = None,
         alternatives: int = 0,
         timings: StageTimings | None = None,
+        priority: Priority | Urgency | None = None,
     ) -> Transcription:
         """Transcribe ``pcm`` (16-bit signed little-endian mono at ``sample_rate``),
         hearing by ``vocabulary`` where the recognizer can, and with up to
-        ``alternatives`` other readings (its n-best) where it can give them."""
+        ``alternatives`` other readings (its n-best) where it can give them.
+
+        ``priority``: ``Urgency.NOW`` for a turn that has ended (a caller is waiting),
+        ``Urgency.AHEAD`` for a pass over a pause, which waits behind ended turns and is
+        dropped (``serve.errors.WorkDropped``) when it has not started within its level's
+        budget (``serve.priority_pool.DEFAULT_BUDGET_S``); a ``Priority`` to raise or
+        withdraw later, or with a budget of its own. None (the default): the calling
+        context's priority, as before the keyword existed."""
         check_pcm(pcm, sample_rate)
         words = vocabulary or NO_VOCABULARY
         if not words and not alternatives:
-            return await self._call("asr", lambda: self._transcribe_impl(pcm, sample_rate), timings)
+            return await self._call(
+                "asr", lambda: self._transcribe_impl(pcm, sample_rate), timings, priority
+            )
         return await self._call(
             "asr",
             lambda: self._transcribe_with_impl(pcm, sample_rate, words, alternatives),
             timings,
+            priority,
         )
 
     async def transcribe_batch(
@@ -90,18 +102,22 @@ class ASR(Provider):
         *,
         vocabulary: Vocabulary | None = None,
         timings: StageTimings | None = None,
+        priority: Priority | Urgency | None = None,
     ) -> list[Transcription]:
         """Transcribe several utterances (``(pcm, sample_rate)`` each, of different calls)
         at once, all heard by ``vocabulary``, results in order: in one model pass where the
-        model can (``_transcribe_batch_impl``), one after the other otherwise."""
+        model can (``_transcribe_batch_impl``), one after the other otherwise.
+        ``priority`` as in ``transcribe``."""
         batch = list(items)
         for pcm, sample_rate in batch:
             check_pcm(pcm, sample_rate)
         words = vocabulary or NO_VOCABULARY
         if not words:
-            return await self._call("asr", lambda: self._transcribe_batch_impl(batch), timings)
+            return await self._call(
+                "asr", lambda: self._transcribe_batch_impl(batch), timings, priority
+            )
         return await self._call(
-            "asr", lambda: self._transcribe_batch_with_impl(batch, words), timings
+            "asr", lambda: self._transcribe_batch_with_impl(batch, words), timings, priority
         )
 
     async def warmup(self) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from serve.asr import ASR, Transcription, Vocabulary
+from serve.priority_pool import Priority, Urgency
 from serve.timing import StageTimings
 
 
@@ -54,9 +55,15 @@ class TwoPassASR(ASR):
         vocabulary: Vocabulary | None = None,
         alternatives: int = 0,
         timings: StageTimings | None = None,
+        priority: Priority | Urgency | None = None,
     ) -> Transcription:
         return await self.first.transcribe(
-            pcm, sample_rate, vocabulary=vocabulary, alternatives=alternatives, timings=timings
+            pcm,
+            sample_rate,
+            vocabulary=vocabulary,
+            alternatives=alternatives,
+            timings=timings,
+            priority=priority,
         )
 
     async def transcribe_batch(
@@ -65,8 +72,11 @@ class TwoPassASR(ASR):
         *,
         vocabulary: Vocabulary | None = None,
         timings: StageTimings | None = None,
+        priority: Priority | Urgency | None = None,
     ) -> list[Transcription]:
-        return await self.first.transcribe_batch(items, vocabulary=vocabulary, timings=timings)
+        return await self.first.transcribe_batch(
+            items, vocabulary=vocabulary, timings=timings, priority=priority
+        )
 
     async def second_pass(
         self,
@@ -75,10 +85,14 @@ class TwoPassASR(ASR):
         *,
         vocabulary: Vocabulary | None = None,
         timings: StageTimings | None = None,
+        priority: Priority | Urgency | None = None,
     ) -> Transcription:
-        """The same audio decoded by the second recognizer; its time is ``asr_second``."""
+        """The same audio decoded by the second recognizer; its time is ``asr_second``.
+        ``priority`` as in ``ASR.transcribe`` (the second hearing in a pause: ``AHEAD``)."""
         own = StageTimings()
-        result = await self.second.transcribe(pcm, sample_rate, vocabulary=vocabulary, timings=own)
+        result = await self.second.transcribe(
+            pcm, sample_rate, vocabulary=vocabulary, timings=own, priority=priority
+        )
         if timings is not None:
             for stage, ms in own.durations_ms.items():
                 timings.record(stage.replace("asr", "asr_second", 1), ms)

@@ -21,8 +21,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from serve.errors import ProviderError, ProviderTimeout, ProviderUnavailable
-from serve.priority_pool import PriorityPool
+from serve.errors import ProviderError, ProviderTimeout, ProviderUnavailable, WorkDropped
+from serve.priority_pool import Priority, PriorityPool, Urgency, submitted_at
 from serve.timing import StageTimings
 
 logger = logging.getLogger(__name__)
@@ -94,6 +94,8 @@ class _Metrics:
     errors: int = 0
     timeouts: int = 0
     retries: int = 0
+    #: Calls whose work was dropped before it ran, over its priority's budget.
+    dropped: int = 0
     last_ms: float = 0.0
     ewma_ms: float = 0.0
 
@@ -171,6 +173,7 @@ class Provider(abc.ABC):
             "errors": float(m.errors),
             "timeouts": float(m.timeouts),
             "retries": float(m.retries),
+            "dropped": float(m.dropped),
             "last_ms": m.last_ms,
             "ewma_ms": m.ewma_ms,
         }
@@ -236,6 +239,9 @@ class Provider(abc.ABC):
         while True:
             try:
                 return await self._attempt(work)
+            except WorkDropped:
+                self._metrics.dropped += 1  # not a failure: nobody waited for it
+                raise
             except ProviderError as exc:
                 if isinstance(exc, ProviderTimeout):
                     self._metrics.timeouts += 1
@@ -246,8 +252,21 @@ class Provider(abc.ABC):
                 self._metrics.retries += 1
                 logger.warning("%s: %s; retry %d of %d", self.name, exc, retried, self.retries)
 
-    async def _call(self, stage: str, fn: Callable[[], T], timings: StageTimings | None) -> T:
-        """Run blocking ``fn`` off the loop; record its duration as ``stage``."""
+    async def _call(
+        self,
+        stage: str,
+        fn: Callable[[], T],
+        timings: StageTimings | None,
+        priority: Priority | Urgency | None = None,
+    ) -> T:
+        """Run blocking ``fn`` off the loop; record its duration as ``stage``.
+
+        ``priority``: where the job stands in the shared pool's queue
+        (``serve.priority_pool``): None keeps the calling context's (``NOW`` unless set);
+        an ``Urgency`` runs it at that level with the level's default budget; a
+        ``Priority`` as it is. Work dropped over its budget raises ``WorkDropped``; a
+        provider on its own thread runs its jobs in order whatever their priority.
+        """
         started = time.monotonic()
         picked_up: list[float] = []
 
@@ -255,7 +274,12 @@ class Provider(abc.ABC):
             picked_up.append(time.monotonic())
             return fn()
 
-        result = await self._with_retries(lambda: self._in_thread(timed))
+        def submit() -> Awaitable[T]:
+            # Submitted here, inside the block: the pool reads the priority at submission.
+            with submitted_at(priority):
+                return asyncio.get_running_loop().run_in_executor(self._executor(), timed)
+
+        result = await self._with_retries(submit)
         self._observe(started, timings, stage)
         if timings is not None:
             # How long it waited for a worker thread: under load, queueing behind other

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from serve.base import Provider
+from serve.priority_pool import Priority, Urgency
 from serve.timing import StageTimings
 
 #: Single texts remembered with their vectors, most recently used last.
@@ -35,9 +36,18 @@ class Embedder(Provider):
         self.memo_hits = 0
 
     async def embed(
-        self, texts: list[str], *, timings: StageTimings | None = None
+        self,
+        texts: list[str],
+        *,
+        timings: StageTimings | None = None,
+        priority: Priority | Urgency | None = None,
     ) -> npt.NDArray[np.float32]:
-        """Embed ``texts``; rows are unit length (an all-zero vector stays zero)."""
+        """Embed ``texts``; rows are unit length (an all-zero vector stays zero).
+
+        ``priority`` as in ``ASR.transcribe``: ``Urgency.AHEAD`` for a lookup in the
+        caller's pause (dropped with ``WorkDropped`` over its budget), ``NOW`` once the
+        turn has ended; None: the calling context's. A text answered from memory never
+        waits, whatever its priority."""
         self._check_loaded()
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -47,7 +57,7 @@ class Embedder(Provider):
             self.memo_hits += 1
             return seen.copy()
         batch = list(texts)
-        vectors = await self._call("embed", lambda: self._embed_impl(batch), timings)
+        vectors = await self._call("embed", lambda: self._embed_impl(batch), timings, priority)
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(batch), -1)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         normalised: npt.NDArray[np.float32] = vectors / np.maximum(norms, 1e-12)

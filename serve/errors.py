@@ -20,6 +20,17 @@ class ProviderTimeout(ProviderError):
         super().__init__(message, retryable=retryable)
 
 
+class WorkDropped(ProviderError):
+    """Work that was not worth waiting for any more was dropped before it ran: speculative
+    work (``serve.priority_pool.Urgency.AHEAD``) that waited for a worker longer than its
+    priority's ``budget_s``. Never retried: the caller goes on without the result, as it
+    would without a speculative pass (``waited_s``: how long it had waited)."""
+
+    def __init__(self, message: str, *, waited_s: float = 0.0) -> None:
+        super().__init__(message, retryable=False)
+        self.waited_s = waited_s
+
+
 class ProviderUnavailable(ProviderError):
     """The provider cannot serve: not loaded, or its library or weights are missing."""
 

@@ -7,6 +7,14 @@ submitted it (read from the submitting context, see ``priority``), and a free wo
 the most urgent job, oldest first within a level. The work can raise its priority while its
 jobs wait (the guess became the answer a caller is waiting for) or withdraw them (the
 caller spoke again): a withdrawn job that has not started never runs.
+
+Work ahead of time has a budget (``Priority.budget_s``): a job still waiting at a level
+below ``NOW`` that long after it was submitted is dropped, not left in the queue: its
+future fails with ``serve.errors.WorkDropped`` (the pool's own thread drops it at the
+deadline, so the caller learns it at once, not when a worker frees). A job raised to
+``NOW`` before its deadline runs whatever it waited. ``DEFAULT_BUDGET_S`` is each level's
+budget for work that names its level only (``Priority.of``); a ``Priority`` made directly
+has none unless given one, as before budgets existed.
 """
 
 from __future__ import annotations
@@ -14,12 +22,16 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor, Future
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, TypeVar
+
+from serve.errors import WorkDropped
 
 T = TypeVar("T")
 
@@ -33,13 +45,43 @@ class Urgency(IntEnum):
     AHEAD = 1
 
 
-class Priority:
-    """The urgency of the jobs one piece of work submits, changeable while they wait."""
+#: How long a job of each level may wait for a worker before it is dropped (None: it waits
+#: as long as it takes; the provider's ``timeout_s`` still bounds its caller's wait).
+#: ``AHEAD``: a pass over a pause that has not started 300 ms after it was asked for is
+#: late for the decision it was for (a finished sentence ends the turn 300 ms into the
+#: silence); when that turn ends, its caller transcribes it as an ended turn, at ``NOW``.
+DEFAULT_BUDGET_S: Mapping[Urgency, float | None] = {Urgency.NOW: None, Urgency.AHEAD: 0.3}
 
-    def __init__(self, level: Urgency) -> None:
+
+class Priority:
+    """The urgency of the jobs one piece of work submits, changeable while they wait.
+
+    ``budget_s``: how long its jobs may wait for a worker while below ``NOW`` before they
+    are dropped (``WorkDropped``); None: never dropped.
+    """
+
+    def __init__(self, level: Urgency, *, budget_s: float | None = None) -> None:
+        if budget_s is not None and budget_s <= 0:
+            raise ValueError("a budget is a duration: more than 0 seconds")
         self.level = level
+        self.budget_s = budget_s
         self.withdrawn = False
         self._futures: list[Future[Any]] = []
+
+    @classmethod
+    def of(cls, level: Urgency) -> Priority:
+        """A new priority at ``level`` with that level's ``DEFAULT_BUDGET_S``."""
+        return cls(level, budget_s=DEFAULT_BUDGET_S.get(level))
+
+    def over_budget(self, waited_s: float) -> bool:
+        """Whether a job of this priority that has waited ``waited_s`` is to be dropped."""
+        return self.level != Urgency.NOW and self.budget_s is not None and waited_s >= self.budget_s
+
+    def deadline(self, submitted: float) -> float | None:
+        """When a job submitted at ``submitted`` is to be dropped (None: never, as it is)."""
+        if self.level == Urgency.NOW or self.budget_s is None:
+            return None
+        return submitted + self.budget_s
 
     def raise_to(self, level: Urgency) -> None:
         """Jobs still waiting (and later ones) run at ``level`` if it is more urgent."""
@@ -78,50 +120,125 @@ def current_priority() -> Priority:
     return _current.get()
 
 
+def as_priority(value: Priority | Urgency | None) -> Priority | None:
+    """The ``priority=`` keyword of the model interfaces as a ``Priority``: an ``Urgency``
+    gets a new one with its level's default budget (``Priority.of``), a ``Priority`` is
+    used as it is (its owner may raise or withdraw it), None leaves the submitting
+    context's (``current_priority``: ``NOW`` unless set by ``priority``)."""
+    if value is None or isinstance(value, Priority):
+        return value
+    return Priority.of(value)
+
+
+@contextlib.contextmanager
+def submitted_at(value: Priority | Urgency | None) -> Iterator[None]:
+    """Jobs submitted inside run at ``value`` (see ``as_priority``); None: unchanged."""
+    chosen = as_priority(value)
+    if chosen is None:
+        yield
+        return
+    with priority(chosen):
+        yield
+
+
 @dataclass
 class _Job:
     priority: Priority
     order: int
     future: Future[Any]
     call: Callable[[], Any] = field(repr=False)
+    submitted: float = 0.0
 
     def key(self) -> tuple[int, int]:
         return int(self.priority.level), self.order
 
 
+#: What the pool counts per level (``PriorityPool.counts``): jobs submitted; of them,
+#: queued (no worker was free: the job waited), started, dropped over their budget, and
+#: withdrawn before they ran; and the seconds the started ones waited, in all.
+COUNTS = ("submitted", "queued", "started", "dropped", "withdrawn", "wait_seconds")
+
+
 class PriorityPool(Executor):
     """``workers`` threads taking jobs by urgency, then in order of submission."""
 
-    def __init__(self, workers: int, *, thread_name_prefix: str = "pool") -> None:
+    def __init__(
+        self,
+        workers: int,
+        *,
+        thread_name_prefix: str = "pool",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if workers < 1:
             raise ValueError("a pool needs at least one worker")
         self._queue: list[_Job] = []
         self._order = itertools.count()
-        self._ready = threading.Condition()
+        lock = threading.Lock()
+        self._ready = threading.Condition(lock)
+        #: Wakes the thread that drops jobs over budget (a new job, a shutdown).
+        self._budgets = threading.Condition(lock)
+        self._clock = clock
         #: Jobs submitted and not finished (waiting, withdrawn but not yet skipped, running).
         self._unfinished = 0
+        #: Workers waiting for a job.
+        self._idle = 0
+        self._counts: defaultdict[tuple[str, str], float] = defaultdict(float)
         self._closed = False
         self._threads = [
             threading.Thread(target=self._work, name=f"{thread_name_prefix}_{i}", daemon=True)
             for i in range(workers)
         ]
+        self._threads.append(
+            threading.Thread(
+                target=self._drop_late, name=f"{thread_name_prefix}_budget", daemon=True
+            )
+        )
         for thread in self._threads:
             thread.start()
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         future: Future[T] = Future()
         owner = current_priority()
+        level = owner.level.name.lower()
         owner._track(future)
         if future.cancelled():
+            with self._ready:
+                self._counts[(level, "submitted")] += 1
+                self._counts[(level, "withdrawn")] += 1
             return future
-        job = _Job(owner, next(self._order), future, lambda: fn(*args, **kwargs))
         with self._ready:
             if self._closed:
                 raise RuntimeError("cannot submit to a pool that is shut down")
+            job = _Job(owner, next(self._order), future, lambda: fn(*args, **kwargs))
+            job.submitted = self._clock()
+            self._counts[(level, "submitted")] += 1
+            if self._idle <= self._live_waiting():
+                self._counts[(level, "queued")] += 1
             self._queue.append(job)
             self._unfinished += 1
             self._ready.notify()
+            self._budgets.notify()
         return future
+
+    def counts(self) -> dict[str, dict[str, float]]:
+        """Per level (``now``, ``ahead``), each of ``COUNTS`` since the pool started."""
+        with self._ready:
+            return {
+                u.name.lower(): {k: self._counts.get((u.name.lower(), k), 0.0) for k in COUNTS}
+                for u in Urgency
+            }
+
+    def waiting_by_level(self) -> dict[str, int]:
+        """Jobs waiting for a worker now, per level (withdrawn ones excluded)."""
+        with self._ready:
+            out = {u.name.lower(): 0 for u in Urgency}
+            for job in self._queue:
+                if not job.future.cancelled():
+                    out[job.priority.level.name.lower()] += 1
+            return out
+
+    def _live_waiting(self) -> int:
+        return sum(1 for job in self._queue if not job.future.cancelled())
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until no job waits or runs, at most ``timeout_s``; True when idle.
@@ -146,6 +263,7 @@ class PriorityPool(Executor):
                 self._unfinished -= len(self._queue)
                 self._queue.clear()
             self._ready.notify_all()
+            self._budgets.notify_all()
         if wait:
             for thread in self._threads:
                 if thread is not threading.current_thread():
@@ -153,14 +271,69 @@ class PriorityPool(Executor):
 
     def _next(self) -> _Job | None:
         with self._ready:
-            while not self._queue and not self._closed:
-                self._ready.wait()
+            while True:
+                self._drop_over_budget()
+                if self._queue or self._closed:
+                    break
+                self._idle += 1
+                try:
+                    self._ready.wait()
+                finally:
+                    self._idle -= 1
             if not self._queue:
                 return None  # shut down and drained
             # A linear scan: the queue holds a few jobs per call, and levels change while
             # jobs wait, which a heap would not see.
             best = min(range(len(self._queue)), key=lambda i: self._queue[i].key())
-            return self._queue.pop(best)
+            job = self._queue.pop(best)
+            level = job.priority.level.name.lower()
+            if job.future.cancelled():
+                self._counts[(level, "withdrawn")] += 1
+            else:
+                self._counts[(level, "started")] += 1
+                self._counts[(level, "wait_seconds")] += self._clock() - job.submitted
+            return job
+
+    def _drop_over_budget(self) -> float | None:
+        """Drop every waiting job over its budget (the lock held); the next deadline."""
+        now = self._clock()
+        kept: list[_Job] = []
+        soonest: float | None = None
+        for job in self._queue:
+            waited = now - job.submitted
+            if job.future.cancelled() or not job.priority.over_budget(waited):
+                kept.append(job)
+                deadline = job.priority.deadline(job.submitted)
+                if deadline is not None and not job.future.cancelled():
+                    soonest = deadline if soonest is None else min(soonest, deadline)
+                continue
+            if job.future.set_running_or_notify_cancel():
+                job.future.set_exception(
+                    WorkDropped(
+                        f"dropped: waited {waited * 1000:.0f} ms for a worker, over its "
+                        f"budget of {(job.priority.budget_s or 0) * 1000:.0f} ms",
+                        waited_s=waited,
+                    )
+                )
+                self._counts[(job.priority.level.name.lower(), "dropped")] += 1
+            else:
+                self._counts[(job.priority.level.name.lower(), "withdrawn")] += 1
+            self._unfinished -= 1
+        if len(kept) != len(self._queue):
+            self._queue[:] = kept
+            if self._unfinished == 0:
+                self._ready.notify_all()
+        return soonest
+
+    def _drop_late(self) -> None:
+        """The budget thread: drops each job at its deadline, whether or not a worker frees."""
+        with self._budgets:
+            while not self._closed:
+                soonest = self._drop_over_budget()
+                # A raised priority moves a deadline away, never nearer: waking at the old
+                # one finds nothing to drop and waits again.
+                wait = None if soonest is None else max(0.0, soonest - self._clock())
+                self._budgets.wait(wait)
 
     def _work(self) -> None:
         while (job := self._next()) is not None:

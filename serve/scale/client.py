@@ -25,6 +25,7 @@ from serve.base import Provider
 from serve.embed import Embedder
 from serve.errors import ProviderError, ProviderUnavailable
 from serve.llm import LLM, ChatMessage
+from serve.priority_pool import Priority, Urgency
 from serve.registry import (
     asr_backends,
     embedder_backends,
@@ -108,7 +109,10 @@ class RayASR(_RemoteModel, ASR):
         vocabulary: Vocabulary | None = None,
         alternatives: int = 0,
         timings: StageTimings | None = None,
+        priority: Priority | Urgency | None = None,
     ) -> Transcription:
+        # ``priority`` orders the node's own pool; the tier's replicas batch what reaches
+        # them together, with no queue of the node's to put one call before another.
         return await self._decode(
             "transcribe", "asr", timings, pcm, sample_rate, vocabulary, alternatives
         )
@@ -132,6 +136,7 @@ class RayASR(_RemoteModel, ASR):
         *,
         vocabulary: Vocabulary | None = None,
         timings: StageTimings | None = None,
+        priority: Priority | Urgency | None = None,
     ) -> list[Transcription]:
         # One request each: the deployment batches what reaches a replica together.
         return list(
@@ -156,6 +161,7 @@ class RayTwoPassASR(RayASR):
         *,
         vocabulary: Vocabulary | None = None,
         timings: StageTimings | None = None,
+        priority: Priority | Urgency | None = None,
     ) -> Transcription:
         return await self._decode(
             "second_pass", "asr_second", timings, pcm, sample_rate, vocabulary
@@ -228,7 +234,11 @@ class RayEmbedder(_RemoteModel, Embedder):
         self.dim = int(self.handle.dim.remote().result())
 
     async def embed(
-        self, texts: list[str], *, timings: StageTimings | None = None
+        self,
+        texts: list[str],
+        *,
+        timings: StageTimings | None = None,
+        priority: Priority | Urgency | None = None,
     ) -> npt.NDArray[np.float32]:
         self._check_loaded()
         if not texts:
