@@ -131,6 +131,32 @@ class LlmConfig(BaseModel):
     history_turns: int = Field(6, ge=0)
 
 
+#: A spoken topic ("your refund") is a phrase of at most this many words and characters.
+MAX_TOPIC_WORDS = 6
+MAX_TOPIC_CHARS = 80
+
+
+def spoken_topic(value: str | None) -> str | None:
+    """An operator's topic, checked: a short phrase said after "Is this about" (at most
+    ``MAX_TOPIC_WORDS`` words, with letters, not a sentence of its own); spaces collapsed."""
+    if value is None:
+        return None
+    phrase = " ".join(value.split())
+    if not any(c.isalpha() for c in phrase):
+        raise ValueError("a topic needs words (it is said after 'Is this about')")
+    if len(phrase.split()) > MAX_TOPIC_WORDS:
+        raise ValueError(
+            f"a topic is a short phrase of at most {MAX_TOPIC_WORDS} words, said after "
+            f"'Is this about' (such as 'your refund'); for a whole question, use confirm"
+        )
+    if phrase[-1] in ".?!;:" or "?" in phrase:
+        raise ValueError(
+            "a topic is a phrase said after 'Is this about', not a sentence: no end "
+            "punctuation or question mark"
+        )
+    return phrase
+
+
 class IntentConfig(BaseModel):
     """A frequent caller request answered from ready audio, without the LLM."""
 
@@ -147,9 +173,19 @@ class IntentConfig(BaseModel):
     #: Where ``transfer`` sends the caller: a SIP URI (``sip:agents@pbx.example.com``).
     transfer_to: str | None = Field(None, pattern=r"^(sips?|tel):[^\s<>]+$")
     #: The yes-or-no question asked when the caller's words are near this intent but not
-    #: near enough to answer ("Do you want to know where your order is?"). Unset: one
-    #: made from an example (``bot.intents.confirm.confirm_question``).
+    #: near enough to answer ("Do you want to know where your order is?"). Unset: "Is
+    #: this about" and the topic (``bot.intents.confirm.confirm_question``).
     confirm: str | None = Field(None, min_length=1, max_length=300)
+    #: What the intent is about, in a few words said after "Is this about" ("your refund",
+    #: "opening hours", "booking an appointment"): the confirmation question when
+    #: ``confirm`` is unset, and the question that offers two intents. Unset: derived from
+    #: the name and the examples (``bot.intents.topic.topic_of``).
+    topic: str | None = Field(None, min_length=1, max_length=MAX_TOPIC_CHARS)
+
+    @field_validator("topic")
+    @classmethod
+    def _topic_is_a_phrase(cls, topic: str | None) -> str | None:
+        return spoken_topic(topic)
 
     @model_validator(mode="after")
     def _transfer_has_a_target(self) -> IntentConfig:
@@ -164,7 +200,7 @@ class KnowledgeEntry(BaseModel):
     """One fact the operator wrote for the bot to answer from (``bot.knowledge``).
 
     It is retrieved for the caller's question: spoken as written when it is close to the
-    question, asked about ("Just to check, is this about: ...?") and spoken on a yes when
+    question, asked about ("Is this about gift cards?") and spoken on a yes when
     it is less close (extractive mode, the default), or given to the LLM to word, which
     may answer only from what it was given (``knowledge_matching.extractive = false``).
     """
@@ -181,9 +217,18 @@ class KnowledgeEntry(BaseModel):
     #: says them, however far the rest of their words are from its questions.
     keywords: list[str] = []
     #: The yes-or-no question asked when the caller's words are near this entry but may be
-    #: about something else ("Do you want to know about our gift cards?"). Unset: one made
-    #: from the entry's first question (``bot.knowledge.index.topic_question``).
+    #: about something else ("Do you want to know about our gift cards?"). Unset: "Is this
+    #: about" and its ``about`` (``bot.knowledge.index.topic_question``).
     confirm: str | None = Field(None, min_length=1, max_length=300)
+    #: What the entry is about, in a few words said after "Is this about" ("gift cards",
+    #: "paying over the phone"): the spoken topic, where ``topic`` is the entry's id. Unset:
+    #: derived from the id and the questions (``bot.intents.topic.topic_of_entry``).
+    about: str | None = Field(None, min_length=1, max_length=MAX_TOPIC_CHARS)
+
+    @field_validator("about")
+    @classmethod
+    def _about_is_a_phrase(cls, about: str | None) -> str | None:
+        return spoken_topic(about)
 
     @field_validator("questions", "keywords")
     @classmethod

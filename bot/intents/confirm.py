@@ -3,10 +3,10 @@ reading the caller's answer to it ("yes", "no", or something else)."""
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from bot.intents.match import normalize
+from bot.intents.topic import topic_of
 from bot.profile import IntentConfig
 
 Answer = Literal["yes", "no"] | None
@@ -30,13 +30,16 @@ KEY_ANSWERS: dict[str, Answer] = {"1": "yes", "2": "no"}
 
 
 def confirm_question(intent: IntentConfig) -> str:
-    """The question for ``intent``: the operator's, or one made from an example that is a
-    question ("Just to check: is your question, where is my order?")."""
+    """The question for ``intent``: the operator's ``confirm``, or one made from its topic
+    (``bot.intents.topic.topic_of``): "Is this about your refund?"."""
     if intent.confirm:
         return intent.confirm
-    asked = next((e for e in intent.examples if e.rstrip().endswith("?")), intent.examples[0])
-    words = re.sub(r"[.?!]+$", "", asked.strip())
-    return f"Just to check, is this about: {words}?"
+    return about_question(topic_of(intent))
+
+
+def about_question(topic: str) -> str:
+    """The yes-or-no question about one topic: "Is this about booking an appointment?"."""
+    return f"Is this about {topic}?"
 
 
 def read_answer(text: str) -> Answer:

@@ -19,7 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from bot.answers.grounding import common_stems, on_topic
+from bot.intents.confirm import about_question
 from bot.intents.match import normalize, query_text
+from bot.intents.topic import topic_of_entry
 from bot.profile import KnowledgeConfig, KnowledgeEntry
 from serve.embed import Embedder
 from serve.timing import StageTimings
@@ -125,7 +127,7 @@ class KnowledgeIndex:
 
     def only_asks(self, asked: str, found: Sequence[Retrieved]) -> bool:
         """Whether the bot would only ask about a topic for the entries ``found`` for
-        ``asked`` ("Just to check, is this about ...?"), as the responder decides: none of
+        ``asked`` ("Is this about gift cards?"), as the responder decides: none of
         them is about what was asked, or, in extractive mode, the best one that is scores
         below ``direct_score``. Nothing found: False (nothing to ask about)."""
         if not found:
@@ -144,9 +146,9 @@ class KnowledgeIndex:
 
 
 def topic_question(entry: KnowledgeEntry) -> str:
-    """The yes-or-no question about ``entry``'s topic: the operator's, or one made from its
-    first question ("Just to check, is this about: do you sell gift cards?")."""
+    """The yes-or-no question about ``entry``'s topic: the operator's ``confirm``, or one
+    made from its spoken topic (``bot.intents.topic.topic_of_entry``): "Is this about gift
+    cards?"."""
     if entry.confirm:
         return entry.confirm
-    asked = re.sub(r"[.?!]+$", "", entry.questions[0].strip())
-    return f"Just to check, is this about: {asked[:1].lower()}{asked[1:]}?"
+    return about_question(topic_of_entry(entry))

@@ -77,14 +77,16 @@ def test_reading_a_yes_or_a_no(text: str, answer: str | None) -> None:
     assert read_answer(text) == answer
 
 
-def test_the_question_is_the_operators_or_made_from_a_question_example() -> None:
+def test_the_question_is_the_operators_or_made_from_the_topic() -> None:
     written = IntentConfig(
         name="order", examples=["Track my order."], answer="a", confirm="Is it about an order?"
     )
     assert confirm_question(written) == "Is it about an order?"
     examples = ["Track my order.", "Where is my order?"]
     made = IntentConfig(name="order", examples=examples, answer="a")
-    assert confirm_question(made) == "Just to check, is this about: Where is my order?"
+    assert confirm_question(made) == "Is this about your order?"
+    topic = made.model_copy(update={"topic": "where your parcel is"})
+    assert confirm_question(topic) == "Is this about where your parcel is?"
 
 
 def test_a_near_miss_is_asked_about_and_a_far_one_is_not() -> None:
@@ -336,7 +338,7 @@ async def test_a_transfer_is_asked_about_and_carried_out_only_on_a_yes() -> None
     turn, frames = await say(router, out, "Could a human help?")
     assert turn.route == "confirm" and not any(isinstance(f, CallAction) for f in frames)
     assert [f.text for f in frames if isinstance(f, PlayAudio)] == [
-        "Just to check, is this about: Talk to a person?"
+        "Is this about talking to a person?"
     ]
     turn, frames = await say(router, out, "Yes.")
     actions = [f for f in frames if isinstance(f, CallAction)]

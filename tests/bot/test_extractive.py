@@ -124,9 +124,10 @@ async def test_the_topic_question_plays_from_audio_synthesized_ahead() -> None:
         assert not [f for f in sink.frames if isinstance(f, Speak)]  # nothing synthesized
 
 
-def test_the_topic_question_is_the_operators_or_made_from_the_first_question() -> None:
+def test_the_topic_question_is_the_operators_or_made_from_the_topic() -> None:
     gifts = ENTRIES["gift_cards"]
-    assert topic_question(gifts) == "Just to check, is this about: do you sell gift cards?"
+    assert topic_question(gifts) == "Is this about gift cards?"
+    assert topic_question(ENTRIES["refund_time"]) == "Is this about your refund?"  # written
     asked = gifts.model_copy(update={"confirm": "Do you want to know about our gift cards?"})
     assert topic_question(asked) == "Do you want to know about our gift cards?"
 
