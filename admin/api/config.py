@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Request, status
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field, field_validator
 from sqlalchemy import func, select
 
 from admin.api.pagination import Page, PageDep
@@ -31,7 +31,9 @@ from bot.config import nodes as node_config
 from bot.config import store as config_store
 from bot.config.models import ConfigVersion
 from bot.config.store import ConfigConflict, ConfigRejected, Versioned
+from bot.intents.topic import topic_of, topic_of_entry
 from bot.profile import (
+    MAX_TOPIC_CHARS,
     BotProfile,
     EndpointingConfig,
     IntentConfig,
@@ -40,6 +42,7 @@ from bot.profile import (
     KnowledgeEntry,
     LlmConfig,
     RecordingConfig,
+    spoken_topic,
 )
 
 router = APIRouter(prefix="/api/v1/config", tags=["configuration"])
@@ -137,10 +140,24 @@ class IntentUpdate(BaseModel):
     action: Literal["transfer", "hangup"] | None = None
     transfer_to: str | None = None
     confirm: str | None = Field(None, min_length=1, max_length=300)
+    #: null: derived from the name and examples again.
+    topic: str | None = Field(None, min_length=1, max_length=MAX_TOPIC_CHARS)
+
+    @field_validator("topic")
+    @classmethod
+    def _topic_is_a_phrase(cls, topic: str | None) -> str | None:
+        return spoken_topic(topic)
 
 
 class IntentRead(IntentConfig):
     config_version: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def topic_in_use(self) -> str:
+        """The topic the bot says ("Is this about ...?"): ``topic``, or the one derived
+        from the name and examples when it is unset."""
+        return topic_of(self)
 
 
 class KnowledgeCreate(KnowledgeEntry):
@@ -154,10 +171,24 @@ class KnowledgeUpdate(BaseModel):
     answer: str | None = Field(None, min_length=1)
     keywords: list[str] | None = None
     confirm: str | None = Field(None, min_length=1, max_length=300)
+    #: null: derived from the id and questions again.
+    about: str | None = Field(None, min_length=1, max_length=MAX_TOPIC_CHARS)
+
+    @field_validator("about")
+    @classmethod
+    def _about_is_a_phrase(cls, about: str | None) -> str | None:
+        return spoken_topic(about)
 
 
 class KnowledgeRead(KnowledgeEntry):
     config_version: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def about_in_use(self) -> str:
+        """The topic the bot says ("Is this about ...?"): ``about``, or the one derived
+        from the id and questions when it is unset."""
+        return topic_of_entry(self)
 
 
 class TryRequest(BaseModel):

@@ -371,10 +371,15 @@ async function latencyPage() {
 const canEdit = () => state.me && state.me.role !== "viewer";
 const isAdmin = () => state.me && state.me.role === "admin";
 
+// The topic said in the bot's questions: the operator's, or the derived one, marked so.
+const topicCell = (written, inUse) => (written ? written
+  : h("span", { class: "derived", title: "derived from the name and examples" },
+    inUse || "—", h("span", { class: "muted" }, " (derived)")));
+
 function intentForm(intent, onSaved) {
   const isNew = intent === null;
   const i = intent || { name: "", examples: [], negatives: [], answer: "", action: null,
-    transfer_to: null, confirm: null };
+    transfer_to: null, confirm: null, topic: null, topic_in_use: null };
   const err = h("p", { class: "error" });
   const form = h("form", { class: "card intent-form" },
     h("h2", {}, isNew ? "New intent" : `Edit ${i.name}`),
@@ -387,9 +392,16 @@ function intentForm(intent, onSaved) {
     h("textarea", { id: "i-negatives", name: "negatives" }, i.negatives.join("\n")),
     h("label", { for: "i-answer" }, "Answer"),
     h("textarea", { id: "i-answer", name: "answer" }, i.answer),
+    h("label", { for: "i-topic" }, "Topic",
+      h("span", { class: "hint" }, "What the intent is about, in at most 6 words said after " +
+        "\"Is this about\" (\"your refund\"); also offered beside a near intent. Empty: " +
+        (i.topic_in_use && !i.topic ? `derived: "${i.topic_in_use}".` :
+          "derived from the name and examples."))),
+    h("input", { id: "i-topic", name: "topic", maxlength: 80, value: i.topic || "",
+      placeholder: i.topic_in_use || "your refund" }),
     h("label", { for: "i-confirm" }, "Confirmation question",
       h("span", { class: "hint" }, "Asked when the caller's words are near this intent but " +
-        "not near enough to answer. Empty: one made from an example.")),
+        "not near enough to answer. Empty: \"Is this about\" and the topic.")),
     h("input", { id: "i-confirm", name: "confirm", maxlength: 300, value: i.confirm || "",
       placeholder: "Do you want to …?" }),
     h("div", { class: "row" },
@@ -404,19 +416,27 @@ function intentForm(intent, onSaved) {
     ev.preventDefault();
     const f = form.elements;
     const confirmText = f.confirm.value.trim() || null;
+    const topicText = f.topic.value.trim().replace(/\s+/g, " ") || null;
     const body = { examples: lines(f.examples.value), negatives: lines(f.negatives.value),
       answer: f.answer.value, action: f.action.value || null,
       transfer_to: f.transfer_to.value || null };
     try {
       if (isNew) {
-        await api("POST", "/config/intents", { name: f.name.value, ...body, confirm: confirmText });
+        await api("POST", "/config/intents", { name: f.name.value, ...body, confirm: confirmText,
+          topic: topicText });
       } else {
         // The question is sent only when it changed, and what the API kept is checked.
         if (confirmText !== (i.confirm || null)) body.confirm = confirmText;
+        if (topicText !== (i.topic || null)) body.topic = topicText;
         const saved = await api("PATCH", `/config/intents/${encodeURIComponent(i.name)}`, body);
         if ("confirm" in body && (saved.confirm || null) !== confirmText) {
           err.textContent = "Saved, but this API did not change the confirmation question " +
             `(it is still ${JSON.stringify(saved.confirm)}).`;
+          return;
+        }
+        if ("topic" in body && (saved.topic || null) !== topicText) {
+          err.textContent = "Saved, but this API did not change the topic " +
+            `(it is still ${JSON.stringify(saved.topic)}).`;
           return;
         }
       }
@@ -431,7 +451,8 @@ function intentForm(intent, onSaved) {
 // ``start``: a new entry's first fields (the Missed questions page gives the question).
 function knowledgeForm(entry, onSaved, start) {
   const isNew = entry === null;
-  const k = entry || { topic: "", questions: [], answer: "", keywords: [], ...start };
+  const k = entry || { topic: "", questions: [], answer: "", keywords: [], about: null,
+    about_in_use: null, ...start };
   const err = h("p", { class: "error" });
   const form = h("form", { class: "card knowledge-form" },
     h("h2", {}, isNew ? "New knowledge entry" : `Edit ${k.topic}`),
@@ -444,15 +465,28 @@ function knowledgeForm(entry, onSaved, start) {
     h("textarea", { id: "k-answer", name: "answer" }, k.answer),
     h("label", { for: "k-keywords" }, "Keywords (one a line)"),
     h("textarea", { id: "k-keywords", name: "keywords" }, k.keywords.join("\n")),
+    h("label", { for: "k-about" }, "About",
+      h("span", { class: "hint" }, "The entry's topic as said after \"Is this about\", in at " +
+        "most 6 words (\"gift cards\"). Empty: " +
+        (k.about_in_use && !k.about ? `derived: "${k.about_in_use}".` :
+          "derived from the topic and questions."))),
+    h("input", { id: "k-about", name: "about", maxlength: 80, value: k.about || "",
+      placeholder: k.about_in_use || "gift cards" }),
     h("p", { class: "actions" }, h("button", { type: "submit" }, "Save"), cancelButton()), err);
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const f = form.elements;
     const body = { questions: lines(f.questions.value), answer: f.answer.value,
       keywords: lines(f.keywords.value) };
+    const aboutText = f.about.value.trim().replace(/\s+/g, " ") || null;
     try {
-      if (isNew) await api("POST", "/config/knowledge", { topic: f.topic.value, ...body });
-      else await api("PATCH", `/config/knowledge/${encodeURIComponent(k.topic)}`, body);
+      if (isNew) {
+        await api("POST", "/config/knowledge", { topic: f.topic.value, ...body,
+          about: aboutText });
+      } else {
+        if (aboutText !== (k.about || null)) body.about = aboutText;
+        await api("PATCH", `/config/knowledge/${encodeURIComponent(k.topic)}`, body);
+      }
       closeEditor();
       toast("Saved: nodes use it from their next call");
       onSaved();
@@ -568,6 +602,7 @@ async function intentsPage() {
     h("h2", {}, "Intents"),
     h("div", { id: "intents" }, table([
       { title: "Name", value: (i) => i.name },
+      { title: "Topic", value: (i) => topicCell(i.topic, i.topic_in_use) },
       { title: "Examples", value: (i) => i.examples.length },
       { title: "Answer", value: (i) => i.answer },
       { title: "", value: (i) => actions(() => intentForm(i, reload),
@@ -581,6 +616,7 @@ async function intentsPage() {
     h("h2", {}, "Knowledge"),
     h("div", { id: "knowledge" }, table([
       { title: "Topic", value: (k) => k.topic },
+      { title: "About", value: (k) => topicCell(k.about, k.about_in_use) },
       { title: "Answer", value: (k) => k.answer },
       { title: "", value: (k) => actions(() => knowledgeForm(k, reload),
         `/config/knowledge/${encodeURIComponent(k.topic)}`, k.topic) },

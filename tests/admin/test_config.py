@@ -246,3 +246,46 @@ async def test_an_intents_and_an_entrys_confirmation_question_can_be_changed(
     )
     assert r.status_code == 200, r.text
     assert r.json()["confirm"] == "Do you want to know how returns work?"
+
+
+async def test_an_intents_and_an_entrys_topic_can_be_written_and_left_to_be_derived(
+    client: httpx.AsyncClient, admin_engine: AsyncEngine, editor: dict[str, str]
+) -> None:
+    url = "/api/v1/config/intents/opening_hours"
+    got = (await client.get(url, headers=editor)).json()
+    assert (got["topic"], got["topic_in_use"]) == (None, "our opening hours")  # derived
+    r = await client.patch(url, json={"topic": "  when  we are open "}, headers=editor)
+    assert r.status_code == 200, r.text
+    assert (r.json()["topic"], r.json()["topic_in_use"]) == ("when we are open",) * 2
+    got = (await client.get(url, headers=editor)).json()
+    assert got["topic"] == "when we are open" and got["answer"] == "We are open nine to five."
+    # Too long, or a sentence: refused with the reason, nothing written.
+    for topic, reason in [
+        ("when you are open on weekdays and at weekends", "at most 6 words"),
+        ("are you open?", "not a sentence"),
+    ]:
+        r = await client.patch(url, json={"topic": topic}, headers=editor)
+        assert r.status_code == 422, r.text
+        assert reason in error_text(r)
+    versions = (await client.get("/api/v1/config/versions", headers=editor)).json()
+    assert versions["total"] == 2
+    # null: derived again.
+    r = await client.patch(url, json={"topic": None}, headers=editor)
+    assert r.status_code == 200, r.text
+    assert (r.json()["topic"], r.json()["topic_in_use"]) == (None, "our opening hours")
+    # A new intent's topic is checked as it is created.
+    new = {"name": "refund", "examples": ["Where is my refund?"], "answer": "Five days."}
+    r = await client.post(
+        "/api/v1/config/intents", json={**new, "topic": "a b c d e f g"}, headers=editor
+    )
+    assert r.status_code == 422 and "at most 6 words" in error_text(r)
+    r = await client.post("/api/v1/config/intents", json=new, headers=editor)
+    assert r.status_code == 201 and r.json()["topic_in_use"] == "your refund", r.text
+    # A knowledge entry's is its ``about``.
+    url = "/api/v1/config/knowledge/returns"
+    assert (await client.get(url, headers=editor)).json()["about_in_use"] == "returns"
+    r = await client.patch(url, json={"about": "sending something back"}, headers=editor)
+    assert r.status_code == 200, r.text
+    assert r.json()["about"] == r.json()["about_in_use"] == "sending something back"
+    r = await client.patch(url, json={"about": "x" * 81}, headers=editor)
+    assert r.status_code == 422, r.text

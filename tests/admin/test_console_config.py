@@ -204,6 +204,12 @@ async def test_the_intent_editor_opens_in_place(
     assert 0 <= f_box["y"] < view["height"] - 100, (f_box, view)
     await expect(page.locator("#i-examples")).to_be_focused()
     await expect(page.locator("#i-confirm")).to_be_visible()
+    # The topic: none written, the derived one shown as the field's placeholder and hint.
+    topic = page.locator("#i-topic")
+    await expect(topic).to_have_value("")
+    await expect(topic).to_have_attribute("placeholder", "number")  # of "question number 11"
+    await expect(form.locator("label[for=i-topic]")).to_contain_text('derived: "number"')
+    await expect(page.locator(f"{row} td[data-label=Topic]")).to_have_text("number (derived)")
 
     # Cancel: the form goes, nothing is sent.
     version = (await api.get("/config/settings")).json()["config_version"]
@@ -233,13 +239,25 @@ async def test_the_intent_editor_opens_in_place(
     await page.fill("#i-examples", "When do you open the new shop?")
     await page.fill("#i-answer", "The new shop opens in March.")
     await page.fill("#i-confirm", "Do you want to know when the new shop opens?")
+    await page.fill("#i-topic", "the new   shop")
     await page.click(".intent-form button[type=submit]")
     await expect(page.locator("#intents")).to_contain_text("opening_soon")
     held = (await api.get("/config/intents/opening_soon")).json()
     assert held["confirm"] == "Do you want to know when the new shop opens?"
+    assert held["topic"] == "the new shop"
+    soon = "#intents tr:has(td[data-label=Name]:text-is('opening_soon'))"
+    await expect(page.locator(f"{soon} td[data-label=Topic]")).to_have_text("the new shop")
+    # A topic the API refuses: the reason is shown in the form, nothing is saved.
+    await page.click(f"{soon} button.edit")
+    await expect(page.locator("#i-topic")).to_have_value("the new shop")
+    await page.fill("#i-topic", "when does the new shop open its doors")
+    await page.click(".intent-form button[type=submit]")
+    await expect(page.locator(".intent-form .error")).to_contain_text("at most 6 words")
+    assert (await api.get("/config/intents/opening_soon")).json()["topic"] == "the new shop"
+    await page.click(".intent-form button.cancel")
     # Changing the question of an existing intent: the console says saved only when the API
     # kept it; an API that does not take the field on PATCH is said so, with the form open.
-    await page.click("#intents tr:has(td[data-label=Name]:text-is('opening_soon')) button.edit")
+    await page.click(f"{soon} button.edit")
     await expect(page.locator("#i-confirm")).to_have_value(
         "Do you want to know when the new shop opens?"
     )
@@ -264,11 +282,13 @@ async def test_the_intent_editor_opens_in_place(
     await page.click("#knowledge tr:has(td[data-label=Topic]:text-is('returns')) button.edit")
     await expect(page.locator(".knowledge-form h2")).to_have_text("Edit returns")
     await expect(page.locator("#k-questions")).to_be_focused()
+    await expect(page.locator("#k-about")).to_have_attribute("placeholder", "returns")
     await page.keyboard.press("Escape")  # as Cancel
     await expect(page.locator(".knowledge-form")).to_have_count(0)
     # Without a node the matching card's request is 503 (the card is left out): the browser
-    # logs each; nothing else.
-    assert [p for p in _problems(page) if "status of 503" not in p] == []
+    # logs each; and the refused topic's 422 once; nothing else.
+    logged = [p for p in _problems(page) if "status of 503" not in p]
+    assert len(logged) == 1 and "status of 422" in logged[0], logged
 
 
 @pytest.mark.parametrize("viewport", ["laptop", "phone"])
