@@ -9,11 +9,14 @@ from bot.calllog.calllog import CallLog
 from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
+from bot.pipeline.call_lookups import CallLookups
 from bot.pipeline.call_port import CallPort
+from bot.pipeline.conversation import Conversation
+from bot.pipeline.decider import Decider
 from bot.pipeline.frames import DataFrame, PlayAudio, Speak
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.rehear import Rehearing
-from bot.pipeline.speculation import LastAnswer, Speculator
+from bot.pipeline.speculation import Speculator
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import TurnSink
 from bot.profile import BotProfile
@@ -78,13 +81,18 @@ class CallContext:
         #: Transcription and intent lookup while the caller pauses (speculation.py).
         #: A second hearing of words that lead nowhere (None: a one-pass recognizer): in
         #: the caller's pause, for the end of turn, and in the router (rehear.py).
-        self.rehearing = Rehearing.of(models.asr, sample_rate=self.sample_rate, knowledge=knowledge)
+        self.rehearing = Rehearing.of(models.asr, sample_rate=self.sample_rate)
+        #: The call's conversation, and the one place its turns are decided: in the
+        #: caller's pause (the speculator) and at the end of the turn (the router, or the
+        #: responder without an intent cache), each words looked up once (decider.py).
+        self.conversation = Conversation()
+        self.decider = Decider(CallLookups(intent_cache, knowledge), profile, self.conversation)
         self.speculator = Speculator(
             models.asr,
             sample_rate=self.sample_rate,
-            cache=intent_cache,
+            decider=self.decider,
+            call_id=self.call_id,
             rehearing=self.rehearing,
-            last_answer=self._last_answer,
             vocabulary=self.vocabulary,
         )
         self._stages: list[LineHolder] = []
@@ -92,14 +100,6 @@ class CallContext:
     def add(self, stage: LineHolder) -> None:
         """Count ``stage`` among the call's stages (``Pipeline.build`` does, in order)."""
         self._stages.append(stage)
-
-    def _last_answer(self) -> LastAnswer | None:
-        """The stage that gave the call's last answer (the router), for the pause's
-        speculative pass: what a follow-up would be joined to."""
-        for stage in self._stages:
-            if isinstance(stage, LastAnswer):
-                return stage
-        return None
 
     def say(self, turn: Turn | None, text: str) -> DataFrame:
         """The frame that says ``text``: its ready audio when it was synthesized at start."""

@@ -5,17 +5,20 @@ System frames (``SystemFrame``) are handled at once, ahead of queued work; data 
 Frames flow both ways: downstream from the caller's audio to the call's actions, and
 upstream (``Processor.push_upstream``) for what a later stage asks of an earlier one: a
 number to collect (``CollectNumber``), words to say (a ``Speak`` or ``PlayAudio`` the
-speaker takes from a stage after it), the caller put through to an agent (``Bridged``), a
-question about an intent asked (``IntentAsked``) and whether one waits for its answer
-(``QuestionWaiting``), the number under way (``Collecting``).
+speaker takes from a stage after it), the caller put through to an agent (``Bridged``),
+whether a question about an intent waits for its answer (``QuestionWaiting``), the number
+under way (``Collecting``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from bot.pipeline.turn import Turn
+
+if TYPE_CHECKING:
+    from bot.pipeline.decision import Decision
 
 
 @dataclass(frozen=True)
@@ -75,10 +78,12 @@ class EndOfTurn(DataFrame):
 
 @dataclass(frozen=True)
 class Transcript(DataFrame):
-    """What the caller said, as text."""
+    """What the caller said, as text, and, once the router decided it, the decision the
+    stages after it carry out (``bot.pipeline.decider``; None: not decided yet)."""
 
     turn: Turn
     text: str
+    decision: Decision | None = None
 
 
 # -- the bot's answer --------------------------------------------------------------
@@ -196,15 +201,6 @@ class CollectNumber(SystemFrame):
 class Bridged(SystemFrame):
     """The caller is with an agent on a bridged call: every stage it passes leaves the call
     (``Processor.on_bridged``)."""
-
-
-@dataclass(frozen=True)
-class IntentAsked(SystemFrame):
-    """The responder asked the caller, on ``turn``, about intent ``intent`` (the one the
-    router held back as unsure on that turn): the router reads the reply."""
-
-    turn: Turn
-    intent: str
 
 
 @dataclass(frozen=True)

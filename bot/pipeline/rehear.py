@@ -15,8 +15,9 @@ profile, tuning split, flite voices at 8 kHz): right directly or after one quest
 profile does not cover) at ~150-200 ms each.
 
 The rule is the three functions below (``leads_somewhere``, ``worth_hearing_again``,
-``other_words``): ``Rehearing`` and the router apply them to a call's audio, and
-``bench.intent_eval --second-pass`` to cached transcripts, so both read the same rule.
+``other_words``): the decider applies them to a call's words (``bot.pipeline.decider``,
+through the call's lookups), and ``bench.intent_eval --second-pass`` to cached
+transcripts.
 """
 
 from __future__ import annotations
@@ -24,12 +25,9 @@ from __future__ import annotations
 import logging
 from typing import Protocol, runtime_checkable
 
-from bot.answers.injection import is_injection
 from bot.answers.small_talk import is_small_talk
-from bot.answers.text import sentences
 from bot.intents.match import Match, normalize
 from bot.knowledge.index import KnowledgeIndex
-from bot.pipeline.follow_up import retrieve_following
 from serve import ASR, ProviderError, StageTimings, Transcription
 
 log = logging.getLogger(__name__)
@@ -75,71 +73,19 @@ class SecondPassASR(Protocol):
 
 
 class Rehearing:
-    """Decodes again, when worth it, a turn whose transcript matched no intent."""
+    """Decodes a turn again with the second recognizer (when to: ``bot.pipeline.decider``
+    at the end of the turn, ``bot.pipeline.speculation`` in the caller's pause)."""
 
-    def __init__(
-        self, asr: SecondPassASR, *, sample_rate: int, knowledge: KnowledgeIndex | None = None
-    ) -> None:
+    def __init__(self, asr: SecondPassASR, *, sample_rate: int) -> None:
         self._asr = asr
         self._rate = sample_rate
-        self._knowledge = knowledge
 
     @classmethod
-    def of(
-        cls, asr: ASR, *, sample_rate: int, knowledge: KnowledgeIndex | None = None
-    ) -> Rehearing | None:
+    def of(cls, asr: ASR, *, sample_rate: int) -> Rehearing | None:
         """One for ``asr`` when it has a second pass; None otherwise (no cost, no change)."""
         if not isinstance(asr, SecondPassASR):
             return None
-        return cls(asr, sample_rate=sample_rate, knowledge=knowledge)
-
-    async def worth(self, text: str) -> bool:
-        """``worth_hearing_again`` with this call's knowledge base."""
-        return await worth_hearing_again(text, self._knowledge)
-
-    async def nothing_for(self, text: str, previous: str | None = None) -> bool:
-        """Whether the responder would have nothing but "not sure" for ``text``: a
-        knowledge base that retrieves nothing for it, retrieving as the responder does (the
-        words alone, or joined to ``previous``, the caller's words before, when they read
-        as a follow-up), and words that are no small talk or attempt at the bot's
-        instructions. Without a knowledge base the model answers: False. Nor words that end
-        in small talk ("... Hello?"): a caller who finished and heard nothing yet. A failed
-        retrieval: False. (The intent cache is the caller's to ask.)"""
-        index = self._knowledge
-        if index is None or is_injection(text) or not text.strip() or is_small_talk(text):
-            return False
-        said = sentences(text)
-        if len(said) > 1 and is_small_talk(said[-1]):
-            return False  # "... Hello? Are you there?": the caller is waiting for an answer
-        try:
-            found, _ = await retrieve_following(index, text, previous)
-        except ProviderError:
-            return False
-        return not found
-
-    async def known(self, text: str) -> bool:
-        """Whether the knowledge base retrieves an entry for ``text`` as said (no follow-up
-        joined to words before; not small talk). A failed retrieval: False."""
-        if self._knowledge is None or not text.strip() or is_small_talk(text):
-            return False
-        try:
-            return bool(await self._knowledge.retrieve(text))
-        except ProviderError:
-            return False
-
-    async def only_asks(self, text: str, previous: str | None = None) -> bool:
-        """Whether the responder would only ask about a knowledge entry's topic for
-        ``text`` ("Just to check, is this about ...?"; ``KnowledgeIndex.only_asks``),
-        retrieving as it does (``retrieve_following``). Small talk, an attempt at the bot's
-        instructions, a failed retrieval or no knowledge base: False."""
-        index = self._knowledge
-        if index is None or is_injection(text) or is_small_talk(text):
-            return False
-        try:
-            found, asked = await retrieve_following(index, text, previous)
-        except ProviderError:
-            return False
-        return index.only_asks(asked, found)
+        return cls(asr, sample_rate=sample_rate)
 
     async def hear(self, pcm: bytes, *, timings: StageTimings | None = None) -> str | None:
         """What the second recognizer makes of ``pcm`` (None: the pass failed)."""
@@ -149,24 +95,3 @@ class Rehearing:
             log.warning("second pass failed: %s", exc)
             return None
         return result.text.strip()
-
-    async def again(
-        self, audio: bytes, text: str, *, heard: str | None, model_ms: dict[str, float]
-    ) -> str | None:
-        """A turn's second transcript (``audio``, first heard as ``text``), when the first
-        leads nowhere and the second says other words; None otherwise (small talk, a
-        knowledge entry for the first words, no audio, the same words, or a failed second
-        pass: the first transcript stands).
-
-        A turn heard again while the caller paused (``heard``: ``Speculation.second``, the
-        same audio) is not decoded a third time; a decoding's model time goes to
-        ``model_ms``."""
-        if not audio or not await self.worth(text):
-            return None
-        if heard is not None:
-            second: str | None = heard
-        else:
-            timings = StageTimings()
-            second = await self.hear(audio, timings=timings)
-            model_ms.update(timings.durations_ms)
-        return other_words(text, second)

@@ -1,17 +1,18 @@
 """Work started while the caller pauses, kept or thrown away when the turn ends.
 
 When the caller has been silent for ``speculate_after_ms`` the endpointer hands the turn
-so far to a ``Speculator``: it transcribes it and looks the words up in the intent cache
-while the endpointer keeps listening. If the caller speaks again the result is dropped.
-If the silence lasts, the result is used twice:
+so far to a ``Speculator``: it transcribes it, hears it again where worth it, and decides
+it (``bot.pipeline.decider``, the same decision the end of the turn makes) while the
+endpointer keeps listening. If the caller speaks again the result is dropped. If the
+silence lasts, the result is used twice:
 
-* the end of the turn comes early when the words are clearly a whole request: a cached
-  intent matched them (the turn ends at once; after the shorter silence below when the
-  intent hangs up or transfers), or the text reads as a finished sentence
-  (``looks_complete``: the turn ends after a shorter silence than usual); words that read
-  as an unfinished thought keep the turn open longer instead (``bot.pipeline.end_of_turn``);
-* when the turn ends, the transcript and the lookup are already there, so neither sits on
-  the path between the caller's last word and the bot's answer.
+* how long the turn waits follows from the decision (``bot.pipeline.pause_reading``): an
+  intent's answer to a finished request ends it at once, a question or "not sure" waits
+  longer for a caller who was only pausing, words that read as an unfinished thought keep
+  the turn open (``bot.pipeline.end_of_turn``);
+* when the turn ends, the transcript and the decision are already there (reused while the
+  words and the conversation are unchanged), so neither sits on the path between the
+  caller's last word and the bot's answer.
 """
 
 from __future__ import annotations
@@ -20,20 +21,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from bot.answers.small_talk import is_small_talk
-from bot.intents.cache import Lookup
+from bot.answers.text import sentences
 from bot.pipeline.end_of_turn import judge
-from bot.pipeline.follow_up import is_follow_up
-from bot.pipeline.rehear import leads_somewhere, other_words
 from serve import ASR, ProviderError, StageTimings
 from serve.asr import Vocabulary
 from serve.priority_pool import Priority, Urgency, priority
 
 if TYPE_CHECKING:
+    from bot.intents.cache import Lookup
+    from bot.pipeline.decider import Decider
+    from bot.pipeline.decision import Decision
     from bot.pipeline.rehear import Rehearing
 
 log = logging.getLogger(__name__)
@@ -46,12 +47,6 @@ def looks_complete(text: str) -> bool:
     words as well ("I'd like to change." dangles, "Where is my order?" does not).
     """
     return judge(text) == "finished"
-
-
-class IntentLookup(Protocol):
-    """What the speculator needs from the intent cache."""
-
-    async def lookup(self, text: str) -> Lookup: ...
 
 
 @dataclass
@@ -68,34 +63,19 @@ class Speculation:
     #: What the second recognizer heard in the same audio (None: not heard again). Asked
     #: for words that read as finished, or say neither, but that no intent answers: a
     #: fragment the first recognizer misheard as a whole sentence ("Could you check if" as
-    #: "Can you hack it?"). The end of turn reads these words too; the router reuses them.
+    #: "Can you hack it?"). The end of turn reads these words too; the decision takes them
+    #: where they lead somewhere.
     second: str | None = None
-    #: Heard again, and neither hearing leads anywhere: no intent answers or asks about
-    #: either, the knowledge base has nothing for them, and they are not small talk or a
-    #: follow-up. The bot has nothing to say but "not sure", so the end of turn waits
-    #: ``nowhere_silence_ms``: a caller pausing mid-request ("I think I was charged | twice
-    #: for my order") may go on.
-    nowhere: bool = False
-    #: The words matched an intent held back by a negative (``Match.ask_if_unanswered``)
-    #: and the knowledge base has nothing for them: the responder will ask about that
-    #: intent, a question as ``doubtful`` says.
-    asks_unanswered: bool = False
-    #: The words lead to the responder, and it would only ask about a knowledge entry's
-    #: topic for them ("Just to check, is this about ...?"): a question, as ``doubtful``
-    #: says.
-    asks_topic: bool = False
-    #: The words would be read as a yes to a question or offer whose yes acts (a
-    #: transfer, a hang-up): ``LastAnswer.acts_on_reply``. That cannot be taken back, and
-    #: "Okay, okay." may start a request ("Right, okay, so | what time ..."): the end of
-    #: turn waits as for a goodbye.
-    acts_on_reply: bool = False
     no_speech_prob: float = 1.0
     #: Time inside each model call of the pass (``asr``...).
     model_ms: dict[str, float] = field(default_factory=dict)
+    #: The intent cache's lookup of the words heard (the turn log's ``route``).
     lookup: Lookup | None = None
-    #: The lookup of ``second``, when the first words led nowhere and the second recognizer
-    #: heard other words (the router goes on with those when they lead somewhere).
-    second_lookup: Lookup | None = None
+    #: What the bot would do with the words (``bot.pipeline.decider``), decided in the
+    #: conversation as it stood (``version``): the end of the turn reuses it while neither
+    #: changed. None: no words, or the pass failed.
+    decision: Decision | None = None
+    version: int = -1
     finished_at: float | None = None
     failed: bool = False
     #: Where the pass's jobs stand in the shared pool's queue: behind turns that have
@@ -103,77 +83,79 @@ class Speculation:
     priority: Priority = field(default_factory=lambda: Priority(Urgency.AHEAD), repr=False)
 
     @property
+    def hit(self) -> bool:
+        """An intent's answer to the words as first heard, alone (not joined to the turn
+        before, not heard again): a whole request."""
+        d, found = self.decision, self.lookup
+        return (
+            d is not None
+            and d.kind == "answer"
+            and d.route in ("exact", "semantic")
+            and found is not None
+            and found.match.route in ("exact", "semantic")
+            and found.match.intent == d.intent
+        )
+
+    @property
     def acts(self) -> bool:
-        """The matched intent ends or transfers the call after its answer."""
-        return _acts(self.lookup, ("hangup", "transfer"))
+        """The answer ends or transfers the call."""
+        return self.decision is not None and self.decision.action in ("hangup", "transfer")
 
     @property
     def hangs_up(self) -> bool:
-        """The matched intent ends the call after its answer ("Bye bye."); so does the
-        second recognizer's, where the first words led nowhere (the router goes on with
-        those)."""
-        return _acts(self.lookup, ("hangup",)) or _acts(self.second_lookup, ("hangup",))
+        """The answer ends the call ("Bye bye.")."""
+        return self.decision is not None and self.decision.action == "hangup"
+
+    @property
+    def acts_on_reply(self) -> bool:
+        """The words are a yes to a question or offer whose yes acts (a transfer, a
+        hang-up): that cannot be taken back, and "Okay, okay." may start a request
+        ("Right, okay, so | what time ..."): the end of turn waits as for a goodbye."""
+        d = self.decision
+        return d is not None and d.route == "confirmed" and d.action is not None
 
     @property
     def doubtful(self) -> bool:
-        """The intent cache would only ask about these words ("Just to check, ...?"), or
-        the responder would (``asks_unanswered``, ``asks_topic``), or, where they led
-        nowhere, about the second recognizer's words: a weak match, as often made on a
-        fragment ("My parcel arrived and" heard as "My parcel arrived done") as on a whole
-        request."""
-        return (
-            self.asks_unanswered
-            or self.asks_topic
-            or _asks(self.lookup)
-            or _asks(self.second_lookup)
-        )
+        """The bot would only ask about the words ("Is this about ...?"): a weak match, as
+        often made on a fragment ("My parcel arrived and" heard as "My parcel arrived
+        done") as on a whole request."""
+        return self.decision is not None and self.decision.kind == "ask"
 
     @property
-    def hit(self) -> bool:
-        """The intent cache would answer these words (not only ask about them)."""
-        found = self.lookup
-        return (
-            found is not None
-            and found.entry is not None
-            and found.match.intent is not None
-            and found.match.route not in ("none", "confirm")
-        )
-
-
-@runtime_checkable
-class LastAnswer(Protocol):
-    """The call's router, as the speculative pass asks it about the turn before."""
-
-    @property
-    def previous_words(self) -> str | None: ...
-
-    async def joins_last_answer(self, text: str, found: Lookup) -> bool: ...
-
-    def acts_on_reply(self, text: str) -> bool: ...
+    def nowhere(self) -> bool:
+        """Heard again, and the bot has nothing to say but "not sure": the end of turn
+        waits ``nowhere_silence_ms``, since a caller pausing mid-request ("I think I was
+        charged | twice for my order") may go on."""
+        d = self.decision
+        if self.second is None or d is None or d.kind != "unsure":
+            return False
+        # "... Hello?": a caller who finished and heard nothing yet, waiting for an answer.
+        said = sentences(self.transcript)
+        return not (len(said) > 1 and is_small_talk(said[-1]))
 
 
 class Speculator:
-    """Runs one call's speculative transcription and lookup, one pass at a time."""
+    """Runs one call's speculative transcription and decision, one pass at a time."""
 
     def __init__(
         self,
         asr: ASR,
         *,
         sample_rate: int,
-        cache: IntentLookup | None = None,
+        decider: Decider | None = None,
+        call_id: str = "",
         max_no_speech_prob: float = 0.8,
         rehearing: Rehearing | None = None,
-        last_answer: Callable[[], LastAnswer | None] = lambda: None,
         vocabulary: Vocabulary | None = None,
     ) -> None:
         self._asr = asr
         #: The profile's words, heard by as at the end of the turn (bot/vocabulary.py).
         self._vocabulary = vocabulary
         self._rehearing = rehearing
-        #: The call's router: what a follow-up would be joined to (None: no router).
-        self._last_answer = last_answer
+        #: The call's decider (None: the words are heard, not decided).
+        self._decider = decider
+        self._call_id = call_id
         self._rate = sample_rate
-        self._cache = cache
         self._max_no_speech = max_no_speech_prob
         self._task: asyncio.Task[Speculation] | None = None
         self._current: Speculation | None = None
@@ -258,17 +240,7 @@ class Speculator:
             spec.heard = text
             if text and result.no_speech_prob <= self._max_no_speech:
                 spec.transcript = text
-                last = self._last_answer()
-                spec.acts_on_reply = last is not None and last.acts_on_reply(text)
-                if self._cache is not None:
-                    try:
-                        spec.lookup = await self._cache.lookup(text)
-                    except ProviderError as exc:
-                        log.debug("speculative lookup failed: %s", exc)
-                # Words an intent would answer are not heard again; words it would only
-                # ask about (``doubtful``) are, as are words that lead nowhere.
-                if judge(text) in ("finished", "open") and not spec.hit:
-                    await self._hear_again(spec, audio, text, timings)
+                await self._decide(spec, audio, text, timings)
         except ProviderError as exc:
             log.debug("speculative transcription failed: %s", exc)
             spec.failed = True
@@ -277,111 +249,47 @@ class Speculator:
             spec.finished_at = time.monotonic()
         return spec
 
-    async def _hear_again(
+    async def _decide(
         self, spec: Speculation, audio: bytes, text: str, timings: StageTimings
     ) -> None:
-        """Hear the pause's audio again with the second recognizer (a two-pass ASR), when
-        words that read as finished (or say neither) lead to no cached answer and are not
-        small talk, or say neither and lead only to a question about an intent
-        (``doubtful``): a fragment the first recognizer made a sentence of ("Could you check
-        if" heard as "Can you hack it?", "Do you deliver to" as "You believe her too"). The
-        end of turn reads the second words too, and the router reuses them. A pass the
-        caller has spoken over is not heard again."""
-        rehearing = self._rehearing
-        if rehearing is None or self._current is not spec or is_small_talk(text):
-            return
-        spec.second = await rehearing.hear(audio, timings=timings)
-        if spec.second is not None and self._current is spec:
-            await self._look_up_second(spec, text, rehearing)
-            spec.nowhere = await self._leads_nowhere(spec, text, rehearing)
+        """Look the words up, hear them again where worth it, and decide them."""
+        decider = self._decider
+        if decider is not None and decider.lookups.cache is not None:
+            try:
+                spec.lookup = await decider.lookups.intent(text)
+            except ProviderError as exc:
+                log.debug("speculative lookup failed: %s", exc)
+        if self._worth_hearing_again(spec, text):
+            assert self._rehearing is not None
+            spec.second = await self._rehearing.hear(audio, timings=timings)
+        if decider is None or self._current is not spec:
+            return  # nothing to decide, or the caller spoke again
+        spec.version = decider.conversation.version
+        second = spec.second
 
-    async def _look_up_second(self, spec: Speculation, text: str, rehearing: Rehearing) -> None:
-        """Look up the second recognizer's words where the router would go on with them:
-        the first words lead nowhere, are worth hearing again (``Rehearing.again``), and
-        the second hearing says other words. A failed lookup leaves ``second_lookup`` None."""
+        async def heard_again() -> str | None:
+            return second
+
+        spec.decision = await decider.decide(text, call_id=self._call_id, hear=heard_again)
+
+    def _worth_hearing_again(self, spec: Speculation, text: str) -> bool:
+        """Words that read as finished (or say neither) that no intent answers, and no
+        small talk, are heard again by the second recognizer, if there is one: a fragment
+        the first recognizer made a sentence of ("Could you check if" heard as "Can you
+        hack it?", "Do you deliver to" as "You believe her too"). The end of turn reads
+        the second words too (``bot.pipeline.pause_reading``), and the decision takes
+        them where they lead somewhere. A pass the caller has spoken over is not."""
         found = spec.lookup
-        second = other_words(text, spec.second)
-        if self._cache is None or found is None or leads_somewhere(found.match) or second is None:
-            return
-        if not await rehearing.worth(text):
-            return
-        try:
-            spec.second_lookup = await self._cache.lookup(second)
-        except ProviderError as exc:
-            log.debug("speculative lookup of the second words failed: %s", exc)
-
-    async def _leads_nowhere(self, spec: Speculation, text: str, rehearing: Rehearing) -> bool:
-        """Whether neither hearing of the pause leads to anything but "not sure", as the
-        router and the responder would decide on the turn. The router takes the second
-        words where they lead somewhere (an answer or a question about an intent) or the
-        knowledge base has an entry for them, and goes on with the first otherwise. The
-        responder then says or asks about an entry for the words it gets (``asks_topic``
-        when it would only ask), asks about an intent the first words matched but a
-        negative held back when the knowledge base has nothing for them
-        (``asks_unanswered``), and says "not sure" to words nothing answers. Anything
-        failing: False."""
-        found = spec.lookup
-        if found is None and self._cache is not None:
-            return False  # the lookup failed: the router's may not
-        if found is not None and leads_somewhere(found.match):
-            return False
-        second = other_words(text, spec.second)
-        if second is not None and self._cache is not None and await rehearing.worth(text):
-            again = spec.second_lookup
-            if again is None or leads_somewhere(again.match):
-                return False  # its lookup failed, or the router takes the second words
-            if await rehearing.known(second):
-                # The router takes them for the knowledge base's entry: an answer, or a
-                # question about its topic.
-                spec.asks_topic = await self._only_asks(second, rehearing, None)
-                return False
-        if not await self._nothing_for(text, rehearing, found):
-            # An entry for them (or a question about its topic), or an answer the router
-            # gives from its last one.
-            spec.asks_topic = await self._only_asks(text, rehearing, found)
-            return False
-        if found is not None and found.entry is not None and found.match.ask_if_unanswered:
-            spec.asks_unanswered = True  # no entry: the responder asks about the intent
-            return False
-        if second is not None and self._cache is None:
-            # No intent cache: the responder has the words, whichever it is given.
-            return await self._nothing_for(second, rehearing, None)
-        return True
-
-    async def _only_asks(self, text: str, rehearing: Rehearing, found: Lookup | None) -> bool:
-        """``Rehearing.only_asks`` for words the router passes on: not when it answers them
-        from its last answer."""
-        last = self._last_answer()
-        if last is not None and found is not None and await last.joins_last_answer(text, found):
-            return False
-        return await rehearing.only_asks(text, None if last is None else last.previous_words)
-
-    async def _nothing_for(self, text: str, rehearing: Rehearing, found: Lookup | None) -> bool:
-        """``Rehearing.nothing_for`` with the turn before, as the router and the responder
-        will read it: words that read as a follow-up lead on only when the router would
-        answer them from its last answer, or the knowledge base has an entry for them
-        joined to the caller's words before. "And the fast one?" after "How much is
-        express shipping?" leads on (the router answers it); as a call's first words it
-        leads nowhere: nothing is there to join it to."""
-        last = self._last_answer()
-        if last is None:  # no router: the responder may still join it to words before
-            return not is_follow_up(text) and await rehearing.nothing_for(text)
-        if found is not None and await last.joins_last_answer(text, found):
-            return False
-        return await rehearing.nothing_for(text, last.previous_words)
-
-
-def _acts(found: Lookup | None, actions: tuple[str, ...]) -> bool:
-    """The lookup answers with an intent whose action is one of ``actions``."""
-    return (
-        found is not None
-        and found.match.intent is not None
-        and found.match.route not in ("none", "confirm")
-        and found.entry is not None
-        and found.entry.action in actions
-    )
-
-
-def _asks(found: Lookup | None) -> bool:
-    """The lookup leads only to a question about an intent (a ``confirm`` match)."""
-    return found is not None and found.entry is not None and found.match.route == "confirm"
+        answered = (
+            found is not None
+            and found.entry is not None
+            and found.match.intent is not None
+            and found.match.route not in ("none", "confirm")
+        )
+        return (
+            self._rehearing is not None
+            and self._current is spec
+            and not answered
+            and judge(text) in ("finished", "open")
+            and not is_small_talk(text)
+        )

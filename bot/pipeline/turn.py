@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from bot.intents.store import CacheEntry
+    from bot.pipeline.decision import Decision
     from bot.pipeline.pause_reading import PauseReading
     from bot.pipeline.speculation import Speculation
 
@@ -79,10 +79,8 @@ class Turn:
     #: The knowledge-base answers retrieved for this turn, best first: what a generated
     #: answer may state (with the caller's words).
     knowledge: tuple[str, ...] = ()
-    #: An intent the router did not answer (a near-miss of it was as near) but would ask
-    #: about if nothing else answers: the responder asks its question instead of saying
-    #: it is not sure.
-    unsure_intent: CacheEntry | None = None
+    #: What was decided on the turn's words, and why (``bot.pipeline.decider``).
+    decision: Decision | None = None
     #: Clauses of the generated answer that were not spoken, each as "reason: detail".
     refusals: list[str] = field(default_factory=list)
     #: The caller's turn before, when this one went on with it: they started again within

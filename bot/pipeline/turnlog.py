@@ -33,9 +33,9 @@ def _pause_record(turn: Turn) -> dict[str, object] | None:
     return {
         "route": spec.lookup.match.route if spec.lookup is not None else None,
         "heard_again": spec.second is not None,
-        "second_route": (
-            spec.second_lookup.match.route if spec.second_lookup is not None else None
-        ),
+        # What the pause's words were decided as (reused at the end of the turn when the
+        # words and the conversation did not change).
+        "decided": spec.decision.kind if spec.decision is not None else None,
         "hit": spec.hit,
         "doubtful": spec.doubtful,
         "nowhere": spec.nowhere,
@@ -58,6 +58,8 @@ def turn_record(turn: Turn) -> dict[str, object]:
         "intent_score": turn.intent_score,
         "barge_in": turn.barged_in,
         "eot": turn.eot_reason,
+        # What the turn's words were decided as, and why (no words: ``Decision.record``).
+        "decision": turn.decision.record() if turn.decision is not None else None,
         "speculated": turn.speculation is not None,
         "pause": _pause_record(turn),
         "filler": FILLER_AUDIO_OUT in turn.stages,

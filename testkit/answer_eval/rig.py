@@ -27,6 +27,8 @@ from bot.intents.cache import IntentCache
 from bot.intents.store import MemoryStore
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.answer_guard import AnswerGuard
+from bot.pipeline.call_lookups import CallLookups
+from bot.pipeline.decider import Decider
 from bot.pipeline.frames import CallAction, DataFrame, Frame, PlayAudio, ResponseDone, Speak
 from bot.pipeline.frames import Transcript as TranscriptFrame
 from bot.pipeline.processor import Collector, Processor
@@ -189,13 +191,11 @@ class Rig:
         recognizer's transcript of each ask, for the turns the router hears again."""
         profile = self.profile
         replay = ReplayedSecondPass() if second is not None else None
-        rehearing = (
-            Rehearing(replay, sample_rate=SAMPLE_RATE, knowledge=self.knowledge)
-            if replay is not None
-            else None
-        )
-        router = Router(self.cache, offer=profile.unsure, rehearing=rehearing)
-        responder = Responder(self.llm, profile, apology_pcm=b"", knowledge=self.knowledge)
+        rehearing = Rehearing(replay, sample_rate=SAMPLE_RATE) if replay is not None else None
+        # One call's decider, as a node builds it (``CallContext``).
+        decider = Decider(CallLookups(self.cache, self.knowledge), profile)
+        router = Router(decider, rehearing=rehearing)
+        responder = Responder(self.llm, profile, apology_pcm=b"", decider=decider)
         guard = AnswerGuard(
             unsure=profile.unsure,
             unsure_pcm=b"",  # synthesized ahead on a node: a PlayAudio with its text

@@ -14,12 +14,12 @@ from bot.intents.confirm import confirm_question, read_answer
 from bot.intents.fit import fit
 from bot.intents.match import IntentIndex, IntentMatchingConfig, IntentVectors
 from bot.intents.store import MemoryStore
+from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.frames import (
     CallAction,
     DataFrame,
     Dtmf,
     Frame,
-    IntentAsked,
     PlayAudio,
     ResponseDone,
     Transcript,
@@ -29,6 +29,7 @@ from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import IntentConfig
 from serve import Embedder
+from tests.bot.deciding import router_for
 from tests.bot.fakes import ToneTTS
 
 E = np.eye(6, dtype=np.float32)
@@ -214,7 +215,9 @@ class TableEmbedder(Embedder):
 OFFER = "I am not sure about that. I can put you through to a colleague if you like."
 
 
-async def asking_router() -> tuple[Router, Collector]:
+async def asking_router(*, knowledge: bool = False) -> tuple[Router, Collector]:
+    """The router of a call whose intents are these two (and, with ``knowledge``, a
+    knowledge base with no entry for these words)."""
     table = {
         "Where is my order?": E[0],
         "Talk to a person.": E[3],
@@ -248,7 +251,8 @@ async def asking_router() -> tuple[Router, Collector]:
         top_k=1, threshold=0.8, action_threshold=0.8, background=False, confirm_threshold=0.5
     )
     await cache.publish(intents, matching)
-    router, out = Router(cache, offer=OFFER), Collector()
+    index = await KnowledgeIndex.build([], embedder) if knowledge else None
+    router, out = router_for(cache, offer=OFFER, knowledge=index), Collector()
     router.link(out)
     router.start()
     out.start()
@@ -355,47 +359,42 @@ async def test_a_yes_to_the_honest_fallbacks_offer_puts_the_caller_through() -> 
     assert [f.action for f in frames if isinstance(f, CallAction)] == ["transfer"]
 
 
-async def test_an_intent_held_back_by_its_negative_is_asked_about_by_the_responder() -> None:
-    router, out = await asking_router()
+async def test_an_intent_held_back_by_its_negative_is_asked_about_when_nothing_answers() -> None:
+    router, out = await asking_router(knowledge=True)
     turn, frames = await say(router, out, "Where is my order going back?")
-    # Passed on with the intent, for the Responder to ask about if nothing else answers.
-    assert [f.text for f in frames if isinstance(f, Transcript)] == [
-        "Where is my order going back?"
+    # The knowledge base has nothing for the words: the intent is asked about.
+    assert (turn.route, turn.intent) == ("confirm", "order_status")
+    assert [f.text for f in frames if isinstance(f, PlayAudio)] == [
+        "Do you want to know where your order is?"
     ]
-    assert turn.unsure_intent is not None and turn.unsure_intent.name == "order_status"
-    assert not router.confirming()
-    # What the Responder does, downstream: it asks, and says so upstream.
-    turn.route, turn.intent = "confirm", "order_status"
-    await router.put_upstream(IntentAsked(turn, "order_status"))
+    assert turn.decision is not None and turn.decision.why.startswith("no_entry: held back")
     assert router.confirming()
     turn, frames = await say(router, out, "Yes.")
     assert turn.route == "confirmed" and turn.intent == "order_status"
     assert [f.text for f in frames if isinstance(f, PlayAudio)] == ["It ships today."]
-    # Asked once in a call: the same words later go on without the question.
-    again, _ = await say(router, out, "Where is my order going back?")
-    assert again.unsure_intent is None
+    # Asked once in a call: the same words later get the honest "not sure".
+    _, frames = await say(router, out, "Where is my order going back?")
+    sent = [f for f in frames if isinstance(f, Transcript)]
+    assert [f.text for f in sent] == ["Where is my order going back?"]
+    assert sent[0].decision is not None and sent[0].decision.kind == "unsure"
 
-    # A no sends the first question on again, this time without the intent.
-    router, out = await asking_router()
-    asked, _ = await say(router, out, "Where is my order going back?")
-    asked.route, asked.intent = "confirm", "order_status"
-    await router.put_upstream(IntentAsked(asked, "order_status"))
+    # A no sends the first words on again, decided without the intent: "not sure".
+    router, out = await asking_router(knowledge=True)
+    await say(router, out, "Where is my order going back?")
     turn, frames = await say(router, out, "No.")
     sent = [f for f in frames if isinstance(f, Transcript)]
     assert [f.text for f in sent] == ["Where is my order going back?"]
-    assert sent[0].turn.unsure_intent is None
+    assert sent[0].decision is not None and sent[0].decision.kind == "unsure"
+    assert not router.confirming()
 
-    # When the Responder answered otherwise (an entry), a yes is a new request, and the
-    # question may still be asked later.
+    # Without a knowledge base the model answers them: no question.
     router, out = await asking_router()
-    answered, _ = await say(router, out, "Where is my order going back?")
-    answered.route = "knowledge"
-    turn, frames = await say(router, out, "Yes.")
-    assert turn.route == "none" and [f.text for f in frames if isinstance(f, Transcript)] == [
-        "Yes."
+    turn, frames = await say(router, out, "Where is my order going back?")
+    assert [f.text for f in frames if isinstance(f, Transcript)] == [
+        "Where is my order going back?"
     ]
-    later, _ = await say(router, out, "Where is my order going back?")
-    assert later.unsure_intent is not None
+    assert turn.decision is not None and turn.decision.kind == "generate"
+    assert not router.confirming()
 
 
 async def test_a_question_is_asked_once_in_a_call() -> None:

@@ -18,6 +18,7 @@ from bot.pipeline.turn import Turn
 from bot.pipeline.turn_detector import TurnDetector
 from bot.profile import DEFAULT_PROFILE, EndpointingConfig, load_profile
 from serve import Transcription
+from tests.bot.deciding import router_for
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, ScriptedASR, silence, tone
 from tests.bot.published import published
 
@@ -164,7 +165,7 @@ async def test_a_second_request_said_over_the_bot_is_answered_on_its_own(
 ) -> None:
     # "Where is my order?" then, over the bot's answer, "Do you ship to Canada?": heard
     # together the two lead nowhere; the turn's own words alone are a request.
-    router, sink = Router(cache), Collector()
+    router, sink = router_for(cache), Collector()
     router.link(sink)
     first = await _say(router, "Where is my order?")
     assert first.intent == "order_status"
@@ -178,14 +179,14 @@ async def test_a_second_request_said_over_the_bot_is_answered_on_its_own(
 async def test_words_going_on_over_a_question_are_no_answer_to_it(cache: IntentCache) -> None:
     # The bot asked about an intent on the first half; the caller went on over the
     # question: what they said is not a reply to it, even a "yes" (they did not hear it).
-    router, sink = Router(cache), Collector()
+    router, sink = router_for(cache), Collector()
     router.link(sink)
     first = await _say(router, "my delivery address")
     assert first.route == "confirm"
     second = await _say(router, "Yes.", continues=first)
     assert second.route != "confirmed" and second.intent is None
     # Without going on, the same "yes" answers the question.
-    router, sink = Router(cache), Collector()
+    router, sink = router_for(cache), Collector()
     router.link(sink)
     await _say(router, "my delivery address")
     assert (await _say(router, "Yes.")).route == "confirmed"

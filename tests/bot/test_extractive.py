@@ -19,6 +19,7 @@ from bot.profile import DEFAULT_PROFILE, load_profile
 from testkit.answer_eval.questions import Ask, Case
 from testkit.answer_eval.records import TurnRecord
 from testkit.answer_eval.rig import Rig
+from tests.bot.deciding import decider_for, responder_for
 
 PROFILE = load_profile(DEFAULT_PROFILE)
 ENTRIES = {e.topic: e for e in PROFILE.knowledge}
@@ -90,7 +91,8 @@ async def test_extractive_mode_asks_about_an_entry_and_never_generates() -> None
 @pytest.mark.models
 async def test_a_topic_question_is_forgotten_once_another_answer_was_given() -> None:
     rig = await Rig.load(PROFILE)
-    responder = Responder(rig.llm, PROFILE, apology_pcm=b"", knowledge=rig.knowledge)
+    decider = decider_for(knowledge=rig.knowledge, profile=PROFILE)
+    responder = responder_for(rig.llm, PROFILE, decider=decider)
     async with running(responder):
         asked = Turn(call_id="c", transcript="Do you do gift wrapping?")
         await responder.process(Transcript(turn=asked, text=asked.transcript))
@@ -98,6 +100,7 @@ async def test_a_topic_question_is_forgotten_once_another_answer_was_given() -> 
         # The caller asks something else, which the intent cache answers ...
         cached = Turn(call_id="c", transcript="What time do you open?", route="semantic")
         cached.answer = "We are open from 9 am to 6 pm."
+        decider.conversation.commit(cached)  # as the router does on a cached answer
         await responder.process(ResponseDone(turn=cached))
         # ... so a "yes" now answers nothing about gift cards.
         yes = Turn(call_id="c", transcript="Yes.")
@@ -112,7 +115,7 @@ async def test_the_topic_question_plays_from_audio_synthesized_ahead() -> None:
     question = topic_question(ENTRIES["gift_cards"])
     assert question in Responder.phrases(PROFILE)  # the node synthesizes it at start
     ahead = {question: b"\x01\x02" * 80}
-    responder = Responder(
+    responder = responder_for(
         rig.llm, PROFILE, apology_pcm=b"", knowledge=rig.knowledge, ready=ahead.get
     )
     async with running(responder) as sink:

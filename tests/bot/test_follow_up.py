@@ -29,6 +29,7 @@ from bot.pipeline.processor import Collector
 from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
+from tests.bot.deciding import router_for
 from tests.bot.published import published
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ async def test_a_follow_up_to_the_delivery_cost_answer_gets_that_answer(
 ) -> None:
     alone = await cache.lookup(follow_up)
     assert alone.match.route not in ("exact", "semantic")  # a miss on its own words
-    router, sink = Router(cache), Collector()
+    router, sink = router_for(cache), Collector()
     router.link(sink)
     first = await _ask(router, sink, "How much does delivery cost?")
     assert (first.route, first.intent) in {
@@ -133,7 +134,7 @@ async def test_a_follow_up_to_the_delivery_cost_answer_gets_that_answer(
 
 
 async def test_a_new_request_after_an_answer_is_not_joined_to_it(cache: IntentCache) -> None:
-    router, sink = Router(cache), Collector()
+    router, sink = router_for(cache), Collector()
     router.link(sink)
     await _ask(router, sink, "How much does delivery cost?")
     turn = await _ask(router, sink, "What is the weather like today?")
@@ -145,7 +146,7 @@ async def test_a_new_request_after_an_answer_is_not_joined_to_it(cache: IntentCa
     turn = await _ask(router, sink, "And can I pay by card?")
     assert turn.intent != "order_status"
     # With nothing answered before it, a follow-up is looked up on its own words only.
-    fresh, fresh_sink = Router(cache), Collector()
+    fresh, fresh_sink = router_for(cache), Collector()
     fresh.link(fresh_sink)
     alone = await _ask(fresh, fresh_sink, "And the fast one?")
     assert alone.intent is None or alone.route not in ("exact", "semantic")
@@ -154,16 +155,14 @@ async def test_a_new_request_after_an_answer_is_not_joined_to_it(cache: IntentCa
 async def test_a_statement_pointing_back_does_not_get_the_last_answer_again(
     cache: IntentCache,
 ) -> None:
-    router, sink = Router(cache), Collector()
+    router, sink = router_for(cache), Collector()
     router.link(sink)
     first = await _ask(router, sink, "I need to change my delivery address.")
     assert first.intent == "change_address"
     first.answer = "You can change the delivery address in My Orders until your order ships."
     turn = await _ask(router, sink, "It's possible.")
     assert turn.intent != "change_address"
-    assert not await router.joins_last_answer(
-        "It's possible.", await cache.lookup("It's possible.")
-    )
+    assert turn.decision is not None and turn.decision.intent != "change_address"
 
 
 RETURNS = (
@@ -189,7 +188,7 @@ def test_words_about_part_of_the_last_answer_get_its_sentence() -> None:
 
 
 async def test_a_question_about_part_of_an_answer_gets_that_sentence(cache: IntentCache) -> None:
-    router, sink = Router(cache), Collector()
+    router, sink = router_for(cache), Collector()
     router.link(sink)
     first = await _ask(router, sink, "How do I return a lamp I bought?")
     assert first.intent == "returns"
@@ -252,7 +251,7 @@ async def test_asked_again_gets_the_answer_again(
 ) -> None:
     alone = await cache.lookup(again)
     assert alone.match.route not in ("exact", "semantic")  # a miss on its own words
-    router, sink = Router(cache), Collector()
+    router, sink = router_for(cache), Collector()
     router.link(sink)
     await _answered(router, sink, cache, first)
     turn = await _ask(router, sink, again)
@@ -263,7 +262,7 @@ async def test_asked_again_gets_the_answer_again(
 
 
 async def test_asked_again_about_something_else_is_not_the_last_answer(cache: IntentCache) -> None:
-    router, sink = Router(cache), Collector()
+    router, sink = router_for(cache), Collector()
     router.link(sink)
     await _answered(router, sink, cache, "How much does delivery cost?")
     for text in ("What's your phone number again?", "What's the weather like again?"):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from bot.intents.store import CacheEntry
+from bot.pipeline.decision import Decision
 from bot.pipeline.end_of_turn import judge
 from bot.pipeline.pause_reading import FAILED, NOTHING_HEARD, PauseReading, read_pause
 from bot.pipeline.speculation import Speculation
@@ -12,7 +15,27 @@ from bot.profile import EndpointingConfig
 CFG = EndpointingConfig()
 
 
-def heard(first: str, second: str | None = None, **flags: bool) -> Speculation:
+TRANSFER = CacheEntry(
+    key="k",
+    name="talk_to_person",
+    answer="Putting you through.",
+    action="transfer",
+    examples=("Talk to a person.",),
+    negatives=(),
+    example_vectors=np.zeros((1, 4), np.float32),
+    negative_vectors=np.zeros((0, 4), np.float32),
+    audio=b"",
+    sample_rate=8000,
+)
+#: What the pause's words were decided as: "not sure", a question, a yes that transfers.
+DECIDED = {
+    "unsure": lambda w: Decision("unsure", "fallback", w, "no_entry: nothing"),
+    "ask": lambda w: Decision("ask", "confirm", w, "near a topic"),
+    "yes_acts": lambda w: Decision("answer", "confirmed", w, "yes", entry=TRANSFER),
+}
+
+
+def heard(first: str, second: str | None = None, decided: str | None = None) -> Speculation:
     return Speculation(
         pause_id=1,
         audio_bytes=1,
@@ -20,7 +43,7 @@ def heard(first: str, second: str | None = None, **flags: bool) -> Speculation:
         transcript=first,
         heard=first,
         second=second,
-        **flags,
+        decision=None if decided is None else DECIDED[decided](first),
     )
 
 
@@ -31,7 +54,7 @@ def heard(first: str, second: str | None = None, **flags: bool) -> Speculation:
         (heard("Where is my order?"), PauseReading("finished")),
         (heard("Where is my order?", "Where is my order?"), PauseReading("finished")),
         # A fragment: the unfinished wait, whatever else is true of it.
-        (heard("I would like to", acts_on_reply=True), PauseReading("unfinished")),
+        (heard("I would like to", decided="yes_acts"), PauseReading("unfinished")),
         (heard("My order number is"), PauseReading("unfinished")),
         # The second hearing heard no end, or another sentence: unsure.
         (heard("Where is my order?", "Where is my order"), PauseReading("open", "unsure")),
@@ -42,20 +65,20 @@ def heard(first: str, second: str | None = None, **flags: bool) -> Speculation:
         ),
         # Both heard a finished sentence that nothing answers: nowhere.
         (
-            heard("I was charged twice.", "I was charged twice.", nowhere=True),
+            heard("I was charged twice.", "I was charged twice.", decided="unsure"),
             PauseReading("finished", "nowhere"),
         ),
         # A sentence the bot would only ask about: the question waits.
-        (heard("Can you friend me?", asks_topic=True), PauseReading("finished", "question")),
+        (heard("Can you friend me?", decided="ask"), PauseReading("finished", "question")),
         # Words whose yes would transfer: as a goodbye waits.
-        (heard("Yes please.", acts_on_reply=True), PauseReading("finished", "acts")),
-        # Precedence: unsure before nowhere, question and acts.
+        (heard("Yes please.", decided="yes_acts"), PauseReading("finished", "acts")),
+        # Precedence: unsure before nowhere, question and acts (a decision is one of them).
         (
-            heard("Where is my order?", "Where is my order", asks_topic=True, acts_on_reply=True),
+            heard("Where is my order?", "Where is my order", decided="ask"),
             PauseReading("open", "unsure"),
         ),
         (
-            heard("Can you friend me?", asks_topic=True, acts_on_reply=True),
+            heard("Can you friend me?", decided="ask"),
             PauseReading("finished", "question"),
         ),
     ],
@@ -97,7 +120,7 @@ def test_each_reading_waits_its_own_setting_and_only_a_whole_request_ends_early(
 
 def test_a_wait_set_to_zero_is_not_waited_for() -> None:
     cfg = EndpointingConfig(question_silence_ms=0, hangup_silence_ms=0, nowhere_silence_ms=0)
-    assert read_pause(heard("Can you friend me?", asks_topic=True), judge, cfg).wait is None
-    assert read_pause(heard("Yes please.", acts_on_reply=True), judge, cfg).wait is None
-    nowhere = heard("I was charged twice.", "I was charged twice.", nowhere=True)
+    assert read_pause(heard("Can you friend me?", decided="ask"), judge, cfg).wait is None
+    assert read_pause(heard("Yes please.", decided="yes_acts"), judge, cfg).wait is None
+    nowhere = heard("I was charged twice.", "I was charged twice.", decided="unsure")
     assert read_pause(nowhere, judge, cfg).wait is None

@@ -23,6 +23,7 @@ from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from serve import TwoPassASR
 from serve.embed_minilm import MiniLMEmbedder
+from tests.bot.deciding import decider_for, router_for
 from tests.bot.fakes import ScriptedASR, silence, tone
 from tests.bot.published import published
 from tests.bot.test_speculation import CFG, drive
@@ -33,17 +34,6 @@ pytestmark = pytest.mark.models
 RATE = 8000
 #: A question misheard by the first recognizer (no intent matches it), and heard right.
 MISHEARD, HEARD = "What time are you oven?", "What time are you open?"
-
-
-async def again_for(rehearing: Rehearing, turn: Turn, text: str) -> str | None:
-    """``Rehearing.again`` as the router asks it for ``turn``."""
-    spec = turn.speculation
-    return await rehearing.again(
-        turn.audio,
-        text,
-        heard=spec.second if spec is not None else None,
-        model_ms=turn.model_ms,
-    )
 
 
 async def two_pass(second: str, *, fail: bool = False) -> tuple[TwoPassASR, ScriptedASR]:
@@ -90,38 +80,6 @@ async def test_the_rule_the_router_and_the_bench_share(knowledge: KnowledgeIndex
     assert other_words(MISHEARD, "") is None and other_words(MISHEARD, None) is None
 
 
-async def test_the_second_words_are_given_only_when_they_differ() -> None:
-    asr, again = await two_pass(HEARD)
-    rehear = Rehearing(asr, sample_rate=RATE)
-    turn = turn_of(MISHEARD)
-    assert await again_for(rehear, turn, MISHEARD) == HEARD
-    assert "asr_second" in turn.model_ms
-    same = Rehearing((await two_pass(MISHEARD.lower().rstrip("?")))[0], sample_rate=RATE)
-    assert await again_for(same, turn_of(MISHEARD), MISHEARD) is None
-    # No audio to decode, or small talk: no second pass at all.
-    calls = again.calls
-    assert await again_for(rehear, Turn(call_id="c", transcript=MISHEARD), MISHEARD) is None
-    assert await again_for(rehear, turn_of("Hi there."), "Hi there.") is None
-    assert again.calls == calls
-
-
-async def test_a_failed_second_pass_leaves_the_first_words() -> None:
-    asr, again = await two_pass(HEARD, fail=True)
-    assert await again_for(Rehearing(asr, sample_rate=RATE), turn_of(MISHEARD), MISHEARD) is None
-    assert again.calls == 1
-
-
-async def test_words_the_knowledge_base_has_an_entry_for_are_not_heard_again(
-    knowledge: KnowledgeIndex,
-) -> None:
-    asr, again = await two_pass(HEARD)
-    rehear = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
-    asked = "Can I pay with a gift card from your shop?"
-    assert await knowledge.retrieve(asked)
-    assert await again_for(rehear, turn_of(asked), asked) is None
-    assert again.calls == 0
-
-
 async def _route(router: Router, turn: Turn) -> Collector:
     sink = Collector()
     router.link(sink)
@@ -129,12 +87,51 @@ async def _route(router: Router, turn: Turn) -> Collector:
     return sink
 
 
+async def test_the_second_words_are_taken_only_when_they_differ(cache: IntentCache) -> None:
+    asr, again = await two_pass(HEARD)
+    turn = turn_of(MISHEARD)
+    await _route(router_for(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
+    assert turn.transcript == HEARD and "asr_second" in turn.model_ms
+    assert turn.decision is not None and turn.decision.heard == "second"
+    same, _ = await two_pass(MISHEARD.lower().rstrip("?"))
+    turn = turn_of(MISHEARD)
+    await _route(router_for(cache, rehearing=Rehearing(same, sample_rate=RATE)), turn)
+    assert turn.transcript == MISHEARD and turn.decision is not None
+    assert turn.decision.heard == "first"
+    # No audio to decode, or small talk: no second pass at all.
+    calls = again.calls
+    router = router_for(cache, rehearing=Rehearing(asr, sample_rate=RATE))
+    await _route(router, Turn(call_id="c", transcript=MISHEARD))
+    await _route(router, turn_of("Hi there."))
+    assert again.calls == calls
+
+
+async def test_a_failed_second_pass_leaves_the_first_words(cache: IntentCache) -> None:
+    asr, again = await two_pass(HEARD, fail=True)
+    turn = turn_of(MISHEARD)
+    sink = await _route(router_for(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
+    assert again.calls == 1 and turn.transcript == MISHEARD
+    assert [f.text for f in sink.frames if isinstance(f, Transcript)] == [MISHEARD]
+
+
+async def test_words_the_knowledge_base_has_an_entry_for_are_not_heard_again(
+    cache: IntentCache, knowledge: KnowledgeIndex
+) -> None:
+    asr, again = await two_pass(HEARD)
+    asked = "Can I pay with a gift card from your shop?"
+    assert await knowledge.retrieve(asked)
+    router = router_for(cache, knowledge=knowledge, rehearing=Rehearing(asr, sample_rate=RATE))
+    turn = turn_of(asked)
+    await _route(router, turn)
+    assert again.calls == 0 and turn.transcript == asked
+
+
 async def test_the_router_answers_what_the_second_pass_heard(cache: IntentCache) -> None:
     alone = await cache.lookup(MISHEARD)
     assert alone.match.route == "none"  # the first transcript leads nowhere
     asr, _ = await two_pass(HEARD)
     turn = turn_of(MISHEARD)
-    sink = await _route(Router(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
+    sink = await _route(router_for(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
     assert (turn.route, turn.intent) in {("exact", "opening_hours"), ("semantic", "opening_hours")}
     assert turn.transcript == HEARD
     assert [f for f in sink.frames if isinstance(f, PlayAudio) and f.turn is turn]
@@ -145,7 +142,7 @@ async def test_second_words_that_match_nothing_either_leave_the_first(
 ) -> None:
     asr, again = await two_pass("Wear is my pass sell?")
     turn = turn_of(MISHEARD)
-    sink = await _route(Router(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
+    sink = await _route(router_for(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
     assert again.calls == 1
     assert turn.transcript == MISHEARD and turn.intent is None
     passed = [f for f in sink.frames if isinstance(f, Transcript)]
@@ -155,7 +152,7 @@ async def test_second_words_that_match_nothing_either_leave_the_first(
 async def test_a_first_transcript_that_matches_is_never_heard_again(cache: IntentCache) -> None:
     asr, again = await two_pass(MISHEARD)
     turn = turn_of(HEARD)
-    await _route(Router(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
+    await _route(router_for(cache, rehearing=Rehearing(asr, sample_rate=RATE)), turn)
     assert turn.intent == "opening_hours"
     assert again.calls == 0
 
@@ -183,8 +180,10 @@ async def test_a_finished_sentence_that_leads_nowhere_waits_the_nothing_to_say_s
 ) -> None:
     assert (await cache.lookup(first)).match.route in ("none", "confirm")
     asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
-    rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
-    frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, cache, rehearing=rehearing)
+    rehearing = Rehearing(asr, sample_rate=RATE)
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, cache, rehearing=rehearing, knowledge=knowledge
+    )
     assert ended_at == ends_at
     assert ended(frames).turn.eot_reason == ("early" if ends_at == 300 else "silence")
     # The operator's 0: such a sentence ends as any finished one does.
@@ -195,7 +194,8 @@ async def test_a_finished_sentence_that_leads_nowhere_waits_the_nothing_to_say_s
         asr,
         cache,
         off,
-        rehearing=Rehearing(asr, sample_rate=RATE, knowledge=knowledge),
+        rehearing=Rehearing(asr, sample_rate=RATE),
+        knowledge=knowledge,
     )
     assert ended_at == 300
     # Without a knowledge base the model answers: nothing is known to lead nowhere.
@@ -227,15 +227,16 @@ async def test_words_that_read_as_a_follow_up_lead_on_only_where_the_turn_before
 ) -> None:
     assert (await cache.lookup(words)).match.route == "none"
     assert not await knowledge.retrieve(words)
-    router = Router(cache)
+    decider = decider_for(cache, knowledge=knowledge)
+    router = router_for(cache, decider=decider)
     if before is not None:
         earlier = turn_of(before)
         await _route(router, earlier)
         assert earlier.intent is not None  # an answered question to follow up on
     asr = TwoPassASR(ScriptedASR(words), ScriptedASR(words))
-    rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
+    rehearing = Rehearing(asr, sample_rate=RATE)
     _, ended_at, _ = await drive(
-        tone(600) + silence(1700), asr, cache, rehearing=rehearing, last_answer=router
+        tone(600) + silence(1700), asr, cache, rehearing=rehearing, decider=decider
     )
     assert ended_at == ends_at
 
@@ -271,8 +272,10 @@ async def test_a_sentence_the_knowledge_base_would_only_ask_about_waits_the_ques
     asked = first if await knowledge.retrieve(first) else second
     assert knowledge.only_asks(asked, await knowledge.retrieve(asked))
     asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
-    rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
-    frames, ended_at, _ = await drive(tone(600) + silence(1700), asr, cache, rehearing=rehearing)
+    rehearing = Rehearing(asr, sample_rate=RATE)
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, cache, rehearing=rehearing, knowledge=knowledge
+    )
     expected = CFG.question_silence_ms if wait == "question" else CFG.unsure_silence_ms
     assert ended_at == expected
     assert ended(frames).turn.eot_reason == "silence"
@@ -280,8 +283,10 @@ async def test_a_sentence_the_knowledge_base_would_only_ask_about_waits_the_ques
     said = "Can I pay with a gift card?"
     assert not knowledge.only_asks(said, await knowledge.retrieve(said))
     asr = TwoPassASR(ScriptedASR(said), ScriptedASR(said))
-    rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
-    _, ended_at, _ = await drive(tone(600) + silence(1700), asr, cache, rehearing=rehearing)
+    rehearing = Rehearing(asr, sample_rate=RATE)
+    _, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, cache, rehearing=rehearing, knowledge=knowledge
+    )
     assert ended_at == 300
 
 
@@ -294,7 +299,7 @@ async def test_the_router_gives_the_responder_second_words_the_knowledge_base_kn
     assert not await knowledge.retrieve(first) and await knowledge.retrieve(second)
     asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
     await asr.load()
-    router = Router(cache, rehearing=Rehearing(asr, sample_rate=RATE, knowledge=knowledge))
+    router = router_for(cache, knowledge=knowledge, rehearing=Rehearing(asr, sample_rate=RATE))
     turn = turn_of(first)
     out = await _route(router, turn)
     passed = [f for f in out.frames if isinstance(f, Transcript)]
@@ -302,7 +307,7 @@ async def test_the_router_gives_the_responder_second_words_the_knowledge_base_kn
     # Second words the knowledge base has nothing for either leave the first.
     asr = TwoPassASR(ScriptedASR(first), ScriptedASR("I like a reef."))
     await asr.load()
-    router = Router(cache, rehearing=Rehearing(asr, sample_rate=RATE, knowledge=knowledge))
+    router = router_for(cache, knowledge=knowledge, rehearing=Rehearing(asr, sample_rate=RATE))
     turn = turn_of(first)
     out = await _route(router, turn)
     assert [f.text for f in out.frames if isinstance(f, Transcript)] == [first]
@@ -322,9 +327,9 @@ async def test_a_finished_sentence_an_intent_would_only_ask_about_waits_the_ques
     ):
         cfg = CFG.model_copy(update={"question_silence_ms": wait})
         asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
-        rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
+        rehearing = Rehearing(asr, sample_rate=RATE)
         frames, ended_at, _ = await drive(
-            tone(600) + silence(1700), asr, cache, cfg, rehearing=rehearing
+            tone(600) + silence(1700), asr, cache, cfg, rehearing=rehearing, knowledge=knowledge
         )
         assert ended_at == ends_at
         assert ended(frames).turn.eot_reason == reason
@@ -338,23 +343,26 @@ async def test_a_yes_that_would_transfer_waits_for_a_caller_who_may_go_on(
     # router took it for a yes: the caller was transferred. (Two such words now read as
     # the start of a request, ``end_of_turn.judge``; one may still be a reply.)
     profile = load_profile(DEFAULT_PROFILE)
-    router = Router(cache, offer=profile.unsure)
+    decider = decider_for(cache, knowledge=knowledge)
+    router = router_for(cache, decider=decider)
     earlier = turn_of("What's the weather like on Mars?")
     await _route(router, earlier)
     earlier.answer = profile.unsure  # the fallback the responder said, with the offer
-    assert router.acts_on_reply("Okay, okay.") and router.acts_on_reply("Okay.")
-    assert not router.acts_on_reply("What time do you close today?")
+    for said in ("Okay, okay.", "Okay."):
+        yes = await decider.decide(said, call_id="c")
+        assert yes.route == "confirmed" and yes.action == "transfer", said
+    assert (await decider.decide("What time do you close today?", call_id="c")).action is None
     words = "Okay."
     asr = TwoPassASR(ScriptedASR(words), ScriptedASR(words))
-    rehearing = Rehearing(asr, sample_rate=RATE, knowledge=knowledge)
+    rehearing = Rehearing(asr, sample_rate=RATE)
     _, ended_at, _ = await drive(
-        tone(600) + silence(1700), asr, cache, rehearing=rehearing, last_answer=router
+        tone(600) + silence(1700), asr, cache, rehearing=rehearing, decider=decider
     )
     assert ended_at == CFG.hangup_silence_ms
     # With no offer before them, the same words end the turn as a finished sentence does.
-    fresh = Router(cache, offer=profile.unsure)
-    assert not fresh.acts_on_reply(words)
+    fresh = decider_for(cache, knowledge=knowledge)
+    assert (await fresh.decide(words, call_id="c")).action is None
     _, ended_at, _ = await drive(
-        tone(600) + silence(1700), asr, cache, rehearing=rehearing, last_answer=fresh
+        tone(600) + silence(1700), asr, cache, rehearing=rehearing, decider=fresh
     )
     assert ended_at == 300

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
-import numpy as np
-
-from bot.intents.store import CacheEntry
 from bot.knowledge import KnowledgeIndex
-from bot.pipeline.frames import PlayAudio, ResponseDone, Speak, Transcript
+from bot.pipeline.frames import ResponseDone, Speak, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.responder import Responder
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, KnowledgeConfig, load_profile
 from serve import ChatMessage
+from tests.bot.deciding import responder_for
 from tests.bot.fakes import ScriptedLLM
 from tests.bot.test_knowledge import TableEmbedder, entries
 
@@ -26,7 +24,7 @@ async def test_history_is_trimmed_in_halves_so_the_prompt_prefix_is_reused() -> 
     )
     llm = ScriptedLLM(["Sure."])
     await llm.load()
-    responder = Responder(llm, profile, apology_pcm=b"")
+    responder = responder_for(llm, profile, apology_pcm=b"")
     responder.link(Collector())
     for i in range(9):
         await responder.process(Transcript(turn=Turn(call_id="c"), text=f"question {i}"))
@@ -46,7 +44,7 @@ async def test_a_cached_answer_has_the_model_read_the_history_before_the_next_qu
     profile = load_profile(DEFAULT_PROFILE)
     llm = ScriptedLLM(["Sure."])
     await llm.load()
-    responder = Responder(llm, profile, apology_pcm=b"")
+    responder = responder_for(llm, profile, apology_pcm=b"")
     sink = Collector()
     responder.link(sink)
     turn = Turn(call_id="c", transcript="Where is my order?", answer="It is on its way.")
@@ -85,8 +83,8 @@ async def test_no_prefill_when_more_calls_are_open_than_the_model_keeps_states()
     llm = ScriptedLLM(["Sure."])
     llm.kv_slots = 1
     await llm.load()
-    first = Responder(llm, profile, apology_pcm=b"")
-    second = Responder(llm, profile, apology_pcm=b"")
+    first = responder_for(llm, profile, apology_pcm=b"")
+    second = responder_for(llm, profile, apology_pcm=b"")
     prompt = [ChatMessage("system", "s"), ChatMessage("user", "u")]
     first.start()
     first.start()  # idempotent: still one conversation
@@ -122,7 +120,7 @@ async def test_the_model_never_reads_its_own_answers_back() -> None:
     profile = load_profile(DEFAULT_PROFILE)
     llm = ScriptedLLM(["I'm sure you can pay it with cash."])
     await llm.load()
-    responder = Responder(llm, profile, apology_pcm=b"")
+    responder = responder_for(llm, profile, apology_pcm=b"")
     responder.link(Collector())
     await responder.process(Transcript(turn=Turn(call_id="c"), text="Can I pay by card?"))
     cached = Turn(call_id="c", transcript="Where is my order?", answer="It is on its way.")
@@ -147,7 +145,7 @@ async def _knowledge_responder(
     await llm.load()
     profile = load_profile(DEFAULT_PROFILE)
     audio = ready or {}
-    responder = Responder(llm, profile, apology_pcm=b"", knowledge=index, ready=audio.get)
+    responder = responder_for(llm, profile, apology_pcm=b"", knowledge=index, ready=audio.get)
     sink = Collector()
     responder.link(sink)
     return responder, llm, sink
@@ -244,34 +242,4 @@ async def test_a_greeting_with_a_request_is_a_request() -> None:
     await responder.process(Transcript(turn=turn, text="Hi there, when do refunds arrive"))
     assert (turn.route, turn.answer) == ("fallback", load_profile(DEFAULT_PROFILE).unsure)
     assert llm.prompts == []
-    await responder.stop()
-
-
-async def test_with_nothing_retrieved_an_intent_the_router_held_back_is_asked_about() -> None:
-    responder, llm, sink = await _knowledge_responder(["Never."])
-    entry = CacheEntry(
-        key="k",
-        name="order_status",
-        answer="It ships today.",
-        action=None,
-        examples=("Where is my order?",),
-        negatives=("Where do I send my order back?",),
-        example_vectors=np.zeros((1, 4), np.float32),
-        negative_vectors=np.zeros((1, 4), np.float32),
-        audio=b"\x01\x02",
-        sample_rate=8000,
-        confirm="Do you want to know where your order is?",
-        confirm_audio=b"\x03\x04",
-    )
-    turn = Turn(call_id="c", unsure_intent=entry)
-    await responder.process(Transcript(turn=turn, text="Wondering where my parcel has got to"))
-    assert llm.prompts == []
-    assert (turn.route, turn.intent, turn.answer) == ("confirm", "order_status", entry.confirm)
-    assert turn.refusals == ["no_entry: nothing in the knowledge base"]
-    played = [f for f in sink.frames if isinstance(f, PlayAudio)]
-    assert [(f.pcm, f.text) for f in played] == [(b"\x03\x04", entry.confirm)]
-    # An entry that covers the question still wins over the question.
-    answered = Turn(call_id="c", unsure_intent=entry)
-    await responder.process(Transcript(turn=answered, text="when do refunds arrive"))
-    assert answered.route == "knowledge"
     await responder.stop()

@@ -14,16 +14,13 @@ import pytest
 from bot.intents.cache import Lookup
 from bot.intents.match import Match
 from bot.intents.store import CacheEntry
+from bot.knowledge.index import KnowledgeIndex
+from bot.pipeline.decider import Decider
+from bot.pipeline.decision import Decision
 from bot.pipeline.frames import CallerAudio, EndOfTurn, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing
-from bot.pipeline.speculation import (
-    IntentLookup,
-    LastAnswer,
-    Speculation,
-    Speculator,
-    looks_complete,
-)
+from bot.pipeline.speculation import Speculation, Speculator, looks_complete
 from bot.pipeline.transcriber import Transcriber
 from bot.pipeline.turn import Turn
 from bot.pipeline.turn_detector import TurnDetector
@@ -32,6 +29,7 @@ from bot.profile import EndpointingConfig
 from serve import ASR, TwoPassASR
 from serve.base import SHARED_WORKERS, shared_executor
 from serve.priority_pool import Urgency
+from tests.bot.deciding import decider_for, router_for
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, ScriptedASR, silence, tone
 
 CFG = EndpointingConfig(
@@ -48,19 +46,12 @@ CFG = EndpointingConfig(
 )
 
 
-async def again_for(rehearing: Rehearing, turn: Turn, text: str) -> str | None:
-    """``Rehearing.again`` as the router asks it for ``turn``."""
-    spec = turn.speculation
-    return await rehearing.again(
-        turn.audio,
-        text,
-        heard=spec.second if spec is not None else None,
-        model_ms=turn.model_ms,
-    )
-
-
 class FakeLookup:
-    """The intent cache's answer for one phrase (the boundary the speculator calls)."""
+    """The intent cache's answer for one phrase (the boundary the call's lookups call)."""
+
+    #: As a cache whose copy is trusted, at one configuration.
+    fresh = True
+    version = "v1"
 
     def __init__(
         self,
@@ -90,6 +81,7 @@ class FakeLookup:
             negative_vectors=None,  # type: ignore[arg-type]
             audio=b"\x00\x00" * 160,
             sample_rate=8000,
+            confirm="Do you want to know where your order is?",
         )
         # As the intent cache does: a question names the intent it asks about as ``best``.
         asking = self.route == "confirm"
@@ -105,21 +97,20 @@ class FakeLookup:
 async def drive(
     pcm: bytes,
     asr: ASR,
-    lookup: IntentLookup | None,
+    lookup: object | None,
     cfg: EndpointingConfig = CFG,
     *,
     rehearing: Rehearing | None = None,
-    last_answer: LastAnswer | None = None,
+    knowledge: KnowledgeIndex | None = None,
+    decider: Decider | None = None,
 ) -> tuple[list[object], int | None, Speculator]:
-    """Feed 20 ms frames; return the frames out and the silence (ms) at the end of turn."""
+    """Feed 20 ms frames; return the frames out and the silence (ms) at the end of turn.
+    ``lookup``: the intent cache (or a fake of it) the call's decider reads, unless a
+    ``decider`` is given (one a router shares: the conversation before)."""
     await asr.load()
-    spec = Speculator(
-        asr,
-        sample_rate=8000,
-        cache=lookup,
-        rehearing=rehearing,
-        last_answer=lambda: last_answer,
-    )
+    if decider is None:
+        decider = decider_for(lookup, knowledge=knowledge)  # type: ignore[arg-type]
+    spec = Speculator(asr, sample_rate=8000, decider=decider, rehearing=rehearing)
     ep = TurnDetector(EnergyStream(), cfg, call_id="c", bot_speaking=lambda: False, speculator=spec)
     sink = Collector()
     ep.link(sink)
@@ -339,12 +330,18 @@ async def test_a_finished_sentence_heard_again_the_same_ends_early_and_is_not_he
     # The router's second hearing of the ended turn reuses the pause's: same audio.
     result = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
     assert result is not None and result.second == "What is your fax number?"
-    turn = Turn(call_id="c", audio=end.turn.audio, speculation=result)
-    assert await again_for(rehearing, turn, "What is your fax number?") is None  # same words
-    turn.speculation = dataclasses.replace(result, second="Where is your fax number?")
-    assert (
-        await again_for(rehearing, turn, "What is your fax number?") == "Where is your fax number?"
-    )
+    other = "Where is your fax number?"
+    for second, heard in ((result.second, "What is your fax number?"), (other, other)):
+        router = router_for(FakeLookup(other), rehearing=rehearing)  # type: ignore[arg-type]
+        router.link(Collector())
+        turn = Turn(
+            call_id="c",
+            audio=end.turn.audio,
+            transcript="What is your fax number?",
+            speculation=dataclasses.replace(result, second=second, decision=None),
+        )
+        await router.process(Transcript(turn=turn, text=turn.transcript))
+        assert turn.transcript == heard
     assert again.calls == 1
 
 
@@ -596,14 +593,39 @@ async def test_the_turn_log_says_what_the_pause_found_and_no_words() -> None:
     # flags in the turn line; its words only in the opt-in transcript line.
     found = await FakeLookup("Bye bye.", action="hangup").lookup("Bye bye.")
     turn = Turn(call_id="c")
-    turn.speculation = Speculation(
-        pause_id=1, audio_bytes=0, started_at=0.0, heard="Bye bye.", second="Bye now.", lookup=found
+    assert found.entry is not None
+    decided = Decision(
+        "answer",
+        "semantic",
+        "Bye bye.",
+        "semantic match",
+        intent="order_status",
+        entry=found.entry,
+        say="Bye.",
     )
+    turn.speculation = Speculation(
+        pause_id=1,
+        audio_bytes=0,
+        started_at=0.0,
+        heard="Bye bye.",
+        second="Bye now.",
+        lookup=found,
+        decision=decided,
+    )
+    turn.decision = decided
     record = turn_record(turn)
+    assert record["decision"] == {
+        "kind": "answer",
+        "route": "semantic",
+        "why": "semantic match",
+        "heard": "first",
+        "intent": "order_status",
+        "asks": None,
+    }
     assert record["pause"] == {
         "route": "semantic",
         "heard_again": True,
-        "second_route": None,
+        "decided": "answer",
         "hit": True,
         "doubtful": False,
         "nowhere": False,

@@ -1,0 +1,391 @@
+"""The one place a turn is decided: from the words heard and the call's conversation to a
+``Decision``.
+
+``Decider.decide`` reads the conversation (``bot.pipeline.conversation``) and changes
+nothing, so the caller's pause may call it early (``bot.pipeline.speculation``: how long the
+turn waits follows from what it decides) and the end of the turn reuses that decision when
+neither the words nor the conversation changed since. Its lookups go through the call's
+``CallLookups``: each words are looked up once in a call.
+
+The rule, in order (each step is the first that applies):
+
+1. A reply to the question waiting (``Conversation.waiting``): "yes" to a question about an
+   intent plays its answer (and its action), "no" answers the words the question was about
+   as if the intent had not matched; "yes" to a question about a knowledge entry's topic
+   says the entry, "no" the honest "not sure"; "yes" to the honest fallback's offer of a
+   colleague transfers. Anything else is a new request. A turn that went on with the one
+   before, over the bot's answer (``continues``), is no reply.
+2. The intent cache: a sure match answers, a near one is asked about (once a call). Words
+   that match nothing are tried as a turn's own words (a second request said over the bot),
+   as a follow-up joined to the question answered before ("and the fast one?"), as a detail
+   of the last answer ("is the label free?"), and, where worth it, in the second
+   recognizer's words (``hear``: "I like a refund." for "I like a reefer").
+3. The knowledge base, as the operator wrote it: an attempt at the bot's instructions is
+   declined, small talk gets its fixed reply, an entry about the words is said as written
+   (or asked about when it is less close, in extractive mode), an entry near in meaning but
+   about another thing is asked about; nothing: an intent held back only by a negative
+   example is asked about, else the honest "not sure". What is left goes to the model with
+   the entries about the words.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from bot.answers.injection import is_injection
+from bot.answers.small_talk import is_small_talk
+from bot.intents.confirm import read_answer
+from bot.intents.match import normalize
+from bot.knowledge.index import topic_question
+from bot.pipeline.conversation import Conversation
+from bot.pipeline.decision import Asked, Decision, Heard
+from bot.pipeline.end_of_turn import leads_with_answer
+from bot.pipeline.follow_up import (
+    about_last_answer,
+    asks_again,
+    follows_up,
+    new_words,
+    sentence_about,
+)
+from bot.pipeline.rehear import leads_somewhere, other_words
+from serve import ProviderError
+
+if TYPE_CHECKING:
+    from bot.intents.cache import Lookup
+    from bot.intents.store import CacheEntry
+    from bot.pipeline.call_lookups import CallLookups
+    from bot.pipeline.turn import Turn
+    from bot.profile import BotProfile, KnowledgeEntry
+
+log = logging.getLogger(__name__)
+
+#: The second recognizer's words for the turn's audio, asked for only where the first
+#: words lead nowhere (None: no second hearing to be had).
+Hearing = Callable[[], Awaitable[str | None]]
+
+#: Routes whose answer a follow-up may be joined to.
+_ANSWERED = ("exact", "semantic", "confirmed")
+
+
+class Decider:
+    """Decides one call's turns."""
+
+    def __init__(
+        self,
+        lookups: CallLookups,
+        profile: BotProfile,
+        conversation: Conversation | None = None,
+    ) -> None:
+        self.lookups = lookups
+        self.conversation = conversation if conversation is not None else Conversation()
+        self._profile = profile
+
+    async def decide(
+        self,
+        words: str,
+        *,
+        call_id: str,
+        own_words: str = "",
+        continues: bool = False,
+        hear: Hearing | None = None,
+        model_ms: dict[str, float] | None = None,
+    ) -> Decision:
+        """The decision for ``words`` in the conversation as it stands (nothing changes)."""
+        spent: dict[str, float] = {} if model_ms is None else model_ms
+        previous = self.conversation.last
+        waiting = None if continues else self._waiting(previous, words)
+        if waiting is not None:
+            reply = await self._reply(words, waiting)
+            if reply is not None:
+                return reply
+        if self.lookups.cache is None:
+            return await self._knowledge(words)
+        try:
+            found = await self.lookups.intent(words)
+        except ProviderError as exc:
+            log.warning("intent lookup failed for %s: %s", call_id, exc)
+            return await self._knowledge(words, why="the intent lookup failed")
+        spent["intent_lookup"] = found.lookup_ms
+        heard: Heard = "first"
+        if not leads_somewhere(found.match) and own_words:
+            found, words, heard = await self._instead(found, words, own_words, "own", heard)
+        if found.match.route not in ("exact", "semantic"):
+            found = await self._follow_up(previous, words, found)
+        if found.match.route == "none":
+            detail = _about_last_answer(previous, words)
+            if detail is not None and previous is not None:
+                return Decision(
+                    "answer",
+                    "repeat",
+                    words,
+                    f"a detail of the last answer ({previous.intent})",
+                    heard=heard,
+                    intent=previous.intent,
+                    say=detail,
+                )
+        unheard = False
+        if hear is not None and not leads_somewhere(found.match) and await self._worth(words):
+            second = await hear()
+            unheard = second is None
+            other = other_words(words, second)
+            if other is not None:
+                found, words, heard = await self._instead(found, words, other, "second", heard)
+        decision = await self._from_intent(found, words, heard, call_id)
+        return replace(decision, unheard=True) if unheard else decision
+
+    async def _from_intent(self, found: Lookup, words: str, heard: Heard, call_id: str) -> Decision:
+        match, entry = found.match, found.entry
+        again = entry is not None and f"intent:{entry.name}" in self.conversation.asked
+        score = round(match.score, 4)
+        if match.route == "confirm" and entry is not None and entry.confirm and not again:
+            return Decision(
+                "ask",
+                "confirm",
+                words,
+                f"near {entry.name}, not sure enough to answer",
+                heard=heard,
+                intent=entry.name,
+                score=score,
+                say=entry.confirm,
+                entry=entry,
+                asks=Asked("intent", words, call_id, entry=entry, score=match.score),
+            )
+        if match.intent is not None and entry is not None and match.route != "none":
+            return Decision(
+                "answer",
+                match.route,
+                words,
+                f"{match.route} match of {entry.name}",
+                heard=heard,
+                intent=entry.name,
+                score=score,
+                say=entry.answer,
+                entry=entry,
+            )
+        held = match.ask_if_unanswered and entry is not None and entry.confirm and not again
+        return await self._knowledge(
+            words, heard=heard, held=entry if held else None, call_id=call_id, score=match.score
+        )
+
+    async def _knowledge(
+        self,
+        words: str,
+        *,
+        why: str = "",
+        heard: Heard = "first",
+        held: CacheEntry | None = None,
+        call_id: str = "",
+        score: float = 0.0,
+    ) -> Decision:
+        """Step 3: the operator's words for ``words``, or the model's; ``held``: an intent
+        held back only by a negative example, asked about when nothing else answers."""
+        profile = self._profile
+        if is_injection(words):
+            return Decision("decline", "fallback", words, "injection: the caller's words",
+                            heard=heard, say=profile.decline)  # fmt: skip
+        reply = profile.small_talk.reply(words, profile.name)
+        if reply is not None:
+            return Decision("answer", "small_talk", words, "small talk", heard=heard, say=reply)
+        index = self.lookups.knowledge
+        if index is None:
+            return Decision("generate", "llm", words, why or "no knowledge base", heard=heard)
+        previous = self.conversation.previous_words
+        try:
+            found, asked = await self.lookups.following(words, previous)
+        except ProviderError as exc:
+            # As if nothing were retrieved: the caller hears "not sure", never a guess.
+            log.warning("knowledge lookup failed: %s", exc)
+            found, asked = [], words
+        if not found and not is_small_talk(words):
+            if held is not None:
+                return Decision(
+                    "ask",
+                    "confirm",
+                    words,
+                    f"no_entry: held back from {held.name} by a negative example",
+                    heard=heard,
+                    intent=held.name,
+                    score=round(score, 4),
+                    say=held.confirm,
+                    entry=held,
+                    asks=Asked("intent", words, call_id, entry=held, score=score),
+                )
+            return self._unsure(words, heard, "no_entry: nothing in the knowledge base")
+        if found:
+            about = index.about(asked, found)
+            if not about:
+                entry = found[0].entry
+                return self._ask_topic(words, heard, entry, call_id, f"other_topic: {entry.topic}")
+            best = about[0]
+            if best.score >= index.config.direct_score:
+                return Decision(
+                    "answer",
+                    "knowledge",
+                    words,
+                    f"knowledge entry {best.entry.topic}",
+                    heard=heard,
+                    intent=best.entry.topic,
+                    score=round(best.score, 4),
+                    say=best.entry.answer,
+                    knowledge=tuple(about),
+                )
+            if index.config.extractive:
+                return self._ask_topic(
+                    words, heard, best.entry, call_id, f"near {best.entry.topic}, not close enough"
+                )
+            return Decision("generate", "llm", words, "the model words the entries",
+                            heard=heard, knowledge=tuple(about))  # fmt: skip
+        return Decision("generate", "llm", words, why or "small talk without a fixed reply",
+                        heard=heard)  # fmt: skip
+
+    def _ask_topic(
+        self, words: str, heard: Heard, entry: KnowledgeEntry, call_id: str, why: str
+    ) -> Decision:
+        """A question about ``entry``'s topic, once a call; asked again: "not sure"."""
+        asks = Asked("topic", words, call_id, topic=entry)
+        if asks.key in self.conversation.asked:
+            return self._unsure(words, heard, f"asked about {entry.topic} already")
+        return Decision("ask", "confirm", words, why, heard=heard, intent=entry.topic,
+                        say=topic_question(entry), asks=asks)  # fmt: skip
+
+    def _unsure(self, words: str, heard: Heard, why: str) -> Decision:
+        return Decision("unsure", "fallback", words, why, heard=heard, say=self._profile.unsure)
+
+    def _waiting(self, previous: Turn | None, words: str) -> Asked | None:
+        """What ``words`` may answer: the question waiting, else the colleague offered by
+        the last answer (the honest fallback), when the words start as a reply."""
+        waiting = self.conversation.waiting
+        if waiting is not None:
+            return waiting
+        offer = self._profile.unsure
+        cache = self.lookups.cache
+        if previous is None or cache is None or not offer:
+            return None
+        if not previous.answer.rstrip().endswith(offer.rstrip()) or not leads_with_answer(words):
+            return None
+        entry = cache.transfer_entry()
+        if entry is None:
+            return None
+        return Asked("offer", words, previous.call_id, entry=entry)
+
+    async def _reply(self, words: str, asked: Asked) -> Decision | None:
+        """Step 1; None: the words are no reply (a new request)."""
+        answer = read_answer(words)
+        if answer is None or (answer == "no" and asked.kind == "offer"):
+            return None
+        if asked.kind == "topic":
+            entry = asked.topic
+            assert entry is not None
+            if answer == "no":
+                return self._unsure(words, "first", f"no to the question about {entry.topic}")
+            return Decision("answer", "confirmed", words, f"yes to {entry.topic}",
+                            intent=entry.topic, say=entry.answer)  # fmt: skip
+        intent = asked.entry
+        assert intent is not None
+        if answer == "yes":
+            return Decision(
+                "answer",
+                "confirmed",
+                words,
+                f"yes to the question about {intent.name}",
+                intent=intent.name,
+                score=round(asked.score, 4),
+                say=intent.answer,
+                entry=intent,
+            )
+        log.debug("not %s; answering %r", intent.name, asked.question)
+        decision = await self._knowledge(asked.question, why=f"no to {intent.name}")
+        return decision
+
+    async def _instead(
+        self, found: Lookup, words: str, other: str, heard: Heard, was: Heard
+    ) -> tuple[Lookup, str, Heard]:
+        """``other`` words and their lookup in place of ``words``, when they lead somewhere
+        (an answer, or a question about an intent), or, for the second recognizer's words,
+        when the knowledge base has an entry for them; else as they were."""
+        if normalize(other) == normalize(words):
+            return found, words, was
+        try:
+            looked = await self.lookups.intent(other)
+        except ProviderError:
+            return found, words, was
+        if leads_somewhere(looked.match) or (heard == "second" and await self._known(other)):
+            return looked, other, heard
+        return found, words, was
+
+    async def _follow_up(self, previous: Turn | None, text: str, found: Lookup) -> Lookup:
+        """A short follow-up ("and the fast one?") to an intent's answer, looked up joined
+        to the question answered: a hit on that same intent answers it. Words asking for
+        part of that answer again ("what was the normal price again?") are answered by
+        that intent on a joined question about it too, unless the words alone are worth a
+        question about another intent, or the intent acts (a transfer, a hang-up is done on
+        a sure match or a "yes" only)."""
+        if (
+            previous is None
+            or previous.intent is None
+            or previous.route not in _ANSWERED
+            or not previous.transcript
+        ):
+            return found
+        context = f"{previous.transcript} {previous.answer}"
+        again = asks_again(text, context)
+        if not again and not follows_up(text, context):
+            return found
+        try:
+            joined = await self.lookups.intent(f"{previous.transcript} {text}")
+        except ProviderError:
+            return found
+        if joined.entry is None:
+            return found
+        if joined.match.route in ("exact", "semantic") and joined.match.intent == previous.intent:
+            return joined
+        elsewhere = found.match.route == "confirm" and found.match.best != previous.intent
+        if (
+            again
+            and joined.match.route == "confirm"
+            and joined.match.best == previous.intent
+            and not elsewhere
+            and joined.entry.action is None
+        ):
+            return replace(
+                joined, match=replace(joined.match, route="semantic", intent=previous.intent)
+            )
+        return found
+
+    async def _worth(self, words: str) -> bool:
+        """Words that matched no intent are worth a second hearing: not small talk, and no
+        knowledge entry for them (a failed retrieval: not worth it either)."""
+        if not words.strip() or is_small_talk(words):
+            return False
+        try:
+            return not await self.lookups.entries(words)
+        except ProviderError:
+            return False
+
+    async def _known(self, words: str) -> bool:
+        """The knowledge base has an entry for ``words`` as said (a failure: no)."""
+        if not words.strip() or is_small_talk(words):
+            return False
+        try:
+            return bool(await self.lookups.entries(words))
+        except ProviderError:
+            return False
+
+
+def _about_last_answer(previous: Turn | None, text: str) -> str | None:
+    """The sentence of the intent's answer given on ``previous`` that short words about part
+    of it ask for ("Is the label free?" after "... print the free return label."); None:
+    not such words. The same request again is not about a detail."""
+    if (
+        previous is None
+        or previous.intent is None
+        or previous.route not in _ANSWERED
+        or not previous.answer
+        or not about_last_answer(text, previous.answer)
+        or not new_words(text, previous.transcript)
+    ):
+        return None
+    return sentence_about(text, previous.answer)

@@ -1,0 +1,116 @@
+"""A turn's decision as a value: what the bot does with the caller's words, and why.
+
+``bot.pipeline.decider`` makes it, once per words and call state: while the caller pauses
+(the speculative pass, ``bot.pipeline.speculation``) and, when the words or the call have
+changed since, again at the end of the turn. The stages that carry it out (the router
+plays an intent's audio, the responder says the operator's words or has the model answer)
+decide nothing of their own, and the turn log writes the decision with the turn
+(``Decision.record``), so a call log row says why the bot did what it did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from bot.intents.store import CacheEntry
+    from bot.knowledge.index import Retrieved
+    from bot.pipeline.turn import Route
+    from bot.profile import KnowledgeEntry
+
+#: - ``answer``: words the operator wrote (an intent's answer, a knowledge entry, small
+#:   talk, a sentence of the last answer);
+#: - ``ask``: a yes-or-no question about what the caller may mean (an intent, a topic);
+#: - ``unsure``: the honest "not sure" (nothing the operator wrote covers the words);
+#: - ``decline``: a polite no (words that try to change the bot's instructions);
+#: - ``generate``: the model words an answer from the entries retrieved (or, with no
+#:   knowledge base, from the conversation).
+Kind = Literal["answer", "ask", "unsure", "decline", "generate"]
+#: Which words the decision was made on: the transcript, the second recognizer's words of
+#: the same audio, or, for a turn heard together with the one before, its own words alone.
+Heard = Literal["first", "second", "own"]
+#: What a question asks about: an intent (its answer and action on a yes), a knowledge
+#: entry's topic, or, after the honest "not sure", a colleague.
+AskedKind = Literal["intent", "topic", "offer"]
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """A question left waiting for the caller's reply."""
+
+    kind: AskedKind
+    #: The caller's words the question was about (answered as said on a "no").
+    question: str
+    call_id: str
+    #: The intent asked about (``intent``, ``offer``: the transfer intent).
+    entry: CacheEntry | None = None
+    #: The knowledge entry asked about (``topic``).
+    topic: KnowledgeEntry | None = None
+    score: float = 0.0
+
+    @property
+    def name(self) -> str:
+        """The intent's name or the entry's topic id."""
+        if self.entry is not None:
+            return self.entry.name
+        return self.topic.topic if self.topic is not None else ""
+
+    @property
+    def key(self) -> str:
+        """What the conversation remembers it by: a question is asked once in a call."""
+        return f"{self.kind}:{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the bot does with one turn's words."""
+
+    kind: Kind
+    #: What the turn log calls it (``bot.pipeline.turn.Route``).
+    route: Route
+    #: The words decided on (``heard`` says which).
+    words: str
+    #: One short reason, in words an operator reads in the call log.
+    why: str
+    heard: Heard = "first"
+    #: The intent or knowledge entry (its topic id) the decision is about, and its score.
+    intent: str | None = None
+    score: float | None = None
+    #: The words to say: an answer, a question, the fallback (None: the model words it).
+    say: str | None = None
+    #: The intent whose ready audio plays (its answer, or its question), and whose action
+    #: follows the answer.
+    entry: CacheEntry | None = None
+    #: The knowledge entries retrieved for the words, about what was asked: what a
+    #: generated answer may state.
+    knowledge: tuple[Retrieved, ...] = ()
+    #: The question this decision leaves waiting for the caller's reply.
+    asks: Asked | None = None
+    #: The words asked for a second hearing, and none was there (the pass failed, or the
+    #: caller's pause held none): a decision made without it.
+    unheard: bool = False
+
+    @property
+    def action(self) -> str | None:
+        """The call action after the answer (``hangup``, ``transfer``), if any."""
+        if self.kind != "answer" or self.entry is None:
+            return None
+        return self.entry.action
+
+    @property
+    def from_intent(self) -> bool:
+        """The router carries it out: an intent's ready audio (an answer, its question), or
+        a sentence of the router's last answer."""
+        return self.entry is not None or self.route == "repeat"
+
+    def record(self) -> dict[str, object]:
+        """The decision as the turn log and the call log keep it (no caller's words)."""
+        return {
+            "kind": self.kind,
+            "route": self.route,
+            "why": self.why,
+            "heard": self.heard,
+            "intent": self.intent,
+            "asks": None if self.asks is None else f"{self.asks.kind}:{self.asks.name}",
+        }
