@@ -70,6 +70,8 @@ from testkit.voices import FLITE_VOICES, speak
 from testkit.wire_calls import calls_on_wire
 
 MAX_CALLS = 32
+#: Seconds the node's CPU is measured with no call, before the first level.
+IDLE_S = 10.0
 
 
 class CaptureDenied(RuntimeError):
@@ -220,14 +222,17 @@ def report(levels: Sequence[LevelResult], header: str) -> str:
                 f"{len(steps) - n} | {_ms(e50)} / {_ms(e95)} | "
                 f"{'-' if share is None else f'{share:.0%}'} |"
             )
-    lines += ["", "| calls | s | CPU, % of a core per call | RSS idle -> peak MB | MB per call |"]
-    lines.append("|---|---|---|---|---|")
+    lines += [
+        "",
+        "| calls | s | CPU, % of a core | per call | RSS before -> peak MB | MB per call |",
+        "|---|---|---|---|---|---|",
+    ]
     for lv in levels:
         u = lv.usage
-        per_call_cpu = 100.0 * u.cpu_s / u.seconds / lv.calls if u.seconds else 0.0
+        cpu = 100.0 * u.cpu_s / u.seconds if u.seconds else 0.0
         per_call_mb = (u.rss_peak_mb - u.rss_idle_mb) / lv.calls
         lines.append(
-            f"| {lv.calls} | {u.seconds:.0f} | {per_call_cpu:.0f} | "
+            f"| {lv.calls} | {u.seconds:.0f} | {cpu:.0f} | {cpu / lv.calls:.1f} | "
             f"{u.rss_idle_mb:.0f} -> {u.rss_peak_mb:.0f} | {per_call_mb:.1f} |"
         )
     for lv in levels:
@@ -278,6 +283,12 @@ async def main_async(args: argparse.Namespace, levels: list[int], command: str) 
         try:
             with run_bot(env=env, profile=args.profile or DEFAULT_PROFILE) as bot:
                 capture.filter.add(bot.port)
+                # The node with no call: what a call's share of the CPU is measured over.
+                procs = node_processes(bot.proc.pid)
+                before = tree_cpu(procs)
+                await asyncio.sleep(IDLE_S)
+                after = tree_cpu(procs)
+                idle_cpu = sum(after[p] - before.get(p, 0.0) for p in after) / IDLE_S
                 index = itertools.count()
                 for level in levels:
                     plans = [
@@ -325,6 +336,7 @@ async def main_async(args: argparse.Namespace, levels: list[int], command: str) 
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, `{command}`"
         + (f", tier {args.tier}" if args.tier else ", models in the node")
         + f"\nload average (1, 5, 15 min) as each level started: {load_text}"
+        + f"\nthe node with no call: {100.0 * idle_cpu:.1f}% of a core"
     )
     print(report(results, header))
     if args.verbose:
