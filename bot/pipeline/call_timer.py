@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from bot.callflow import CallLimits
@@ -42,6 +42,10 @@ class CallTimer(Processor):
     ``silence``). Anything from the caller starts the count again. ``max_call_s`` after the
     answer the bot says ``max_call_goodbye`` and hangs up (``max_duration``), having said
     ``max_call_warning`` ``max_call_warning_s`` before. Each is a call event.
+
+    Time is read from ``clock`` and waited with ``sleep`` (the monotonic clock and
+    ``asyncio.sleep`` in a call; ``answered_at`` is on that clock), so that a test can run
+    the timer on a clock it advances itself.
     """
 
     name = "call-timer"
@@ -55,16 +59,20 @@ class CallTimer(Processor):
         say: Say,
         bot_speaking: Callable[[], bool],
         on_event: EventSink | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         super().__init__()
         self._call_id = call_id
         self._limits = limits
+        self._clock = clock
+        self._sleep = sleep
         self._answered_at = answered_at
         self._say = say
         self._bot_speaking = bot_speaking
         self._on_event = on_event
         self._caller_speaking = False
-        self._last_activity = time.monotonic()
+        self._last_activity = self._clock()
         self._reprompted = False
         self._warned = False
         self._ending = False
@@ -94,7 +102,7 @@ class CallTimer(Processor):
     def start(self) -> None:
         super().start()
         if self._watch is None or self._watch.done():
-            self._last_activity = time.monotonic()
+            self._last_activity = self._clock()
             self._watch = asyncio.create_task(self._run_watch(), name="call-timer")
 
     async def stop(self) -> None:
@@ -117,14 +125,14 @@ class CallTimer(Processor):
         await super().process_system(frame)
 
     def _caller_active(self) -> None:
-        self._last_activity = time.monotonic()
+        self._last_activity = self._clock()
         self._reprompted = False
 
     async def _run_watch(self) -> None:
         lim = self._limits
         while not self._ending:
-            await asyncio.sleep(_POLL_S)
-            now = time.monotonic()
+            await self._sleep(_POLL_S)
+            now = self._clock()
             if lim.max_call_s:
                 into = now - self._answered_at
                 if into >= lim.max_call_s:

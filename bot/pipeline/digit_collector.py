@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bot.callflow import CollectorConfig
@@ -59,6 +59,10 @@ class DigitCollector(Processor):
     ``ResponseDone`` when there is no lookup to answer it. A sensitive number's spoken
     words are masked in the turn before anything else can keep them. While no number is
     asked for, every frame passes on untouched.
+
+    Time is read from ``clock`` and waited with ``sleep`` (the monotonic clock and
+    ``asyncio.sleep`` in a call), so that a test can run the timeout on a clock it advances
+    itself.
     """
 
     name = "digit-collector"
@@ -71,9 +75,13 @@ class DigitCollector(Processor):
         say: Say,
         bot_speaking: Callable[[], bool],
         on_event: EventSink | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
         super().__init__()
         self._call_id = call_id
+        self._clock = clock
+        self._sleep = sleep
         self._collectors = {c.name: c for c in collectors}
         self._say = say
         self._bot_speaking = bot_speaking
@@ -153,7 +161,7 @@ class DigitCollector(Processor):
             return
         if cfg.sensitive:
             frame.turn.transcript = MASK  # the turn log, the call log and the model's history
-        self._last_key = time.monotonic()
+        self._last_key = self._clock()
         if cfg.min_length <= len(digits) <= cfg.max_length:
             await self._complete(cfg, frame.turn, digits)
         else:
@@ -162,7 +170,7 @@ class DigitCollector(Processor):
     async def _key(self, cfg: CollectorConfig, frame: Dtmf) -> None:
         if self._bot_speaking():
             await self.push(Interrupt(at=frame.at))  # the caller knows the number already
-        self._last_key = time.monotonic()
+        self._last_key = self._clock()
         if frame.digit == cfg.terminator:
             if len(self._digits) >= cfg.min_length:
                 await self._complete(cfg, self._keyed_turn(frame.at), "".join(self._digits))
@@ -217,7 +225,7 @@ class DigitCollector(Processor):
             self._event("collect_retry", f"{cfg.name}: attempt {self._attempt}")
             await self.push(self._say(turn, cfg.reprompt))
             await self.push(self._say(turn, cfg.prompt))
-            self._last_key = time.monotonic()
+            self._last_key = self._clock()
         if turn is not None:
             turn.route = "keypad"
             turn.mark("route_decided")
@@ -236,7 +244,7 @@ class DigitCollector(Processor):
     # -- the timeout: quiet for timeout_s once the bot has stopped talking -----------
 
     def _start_watch(self) -> None:
-        self._last_key = time.monotonic()
+        self._last_key = self._clock()
         self._watch = asyncio.create_task(self._watch_quiet(), name="digit-timeout")
 
     def _stop_watch(self) -> None:
@@ -255,8 +263,8 @@ class DigitCollector(Processor):
     async def _watch_quiet(self) -> None:
         quiet_since: float | None = None
         while self._active is not None:
-            await asyncio.sleep(_POLL_S)
-            now = time.monotonic()
+            await self._sleep(_POLL_S)
+            now = self._clock()
             if self._bot_speaking():
                 quiet_since = None
                 continue
