@@ -181,6 +181,9 @@ class Match:
     #: scores as a hit: worth asking the caller about if nothing else answers them (the
     #: knowledge base has no entry), rather than saying "not sure".
     ask_if_unanswered: bool = False
+    #: The runner-up intent (the best other one, whose score is ``runner_up_score``): with
+    #: the best, what a question offering two intents names (None: one intent, or exact).
+    runner_up: str | None = None
 
 
 @dataclass(frozen=True)
@@ -314,8 +317,9 @@ class IntentIndex:
             if per_intent[second] > per_intent[best]:
                 best, second = second, best
             runner_up = float(per_intent[second])
+            runner_up_name: str | None = self.intents[second].name
         else:
-            best, runner_up = 0, -1.0
+            best, runner_up, runner_up_name = 0, -1.0, None
         score = float(per_intent[best])
         similarity = float(scores.intent[best])
         negative = float(scores.negative[best])
@@ -382,6 +386,7 @@ class IntentIndex:
             similarity=similarity,
             background_score=scores.background,
             ask_if_unanswered=unanswered,
+            runner_up=runner_up_name,
         )
 
     def semantic(self, vector: Vectors, rule: IntentMatchingConfig) -> Match:

@@ -37,11 +37,12 @@ from typing import TYPE_CHECKING
 
 from bot.answers.injection import is_injection
 from bot.answers.small_talk import is_small_talk
+from bot.intents.choice import Choosable, choice_question, choice_topic, read_choice
 from bot.intents.confirm import read_answer
-from bot.intents.match import normalize
+from bot.intents.match import Match, normalize
 from bot.knowledge.index import topic_question
-from bot.pipeline.conversation import Conversation
-from bot.pipeline.decision import Asked, Decision, Heard
+from bot.pipeline.conversation import Answered, Conversation
+from bot.pipeline.decision import Asked, Decision, Heard, Option
 from bot.pipeline.end_of_turn import leads_with_answer
 from bot.pipeline.follow_up import (
     about_last_answer,
@@ -51,11 +52,13 @@ from bot.pipeline.follow_up import (
     sentence_about,
 )
 from bot.pipeline.rehear import leads_somewhere, other_words
+from bot.profile import IntentConfig
 from serve import ProviderError
 
 if TYPE_CHECKING:
     from bot.intents.cache import Lookup
     from bot.intents.store import CacheEntry
+    from bot.knowledge.index import Retrieved
     from bot.pipeline.call_lookups import CallLookups
     from bot.pipeline.turn import Turn
     from bot.profile import BotProfile, KnowledgeEntry
@@ -68,6 +71,13 @@ Hearing = Callable[[], Awaitable[str | None]]
 
 #: Routes whose answer a follow-up may be joined to.
 _ANSWERED = ("exact", "semantic", "confirmed")
+#: The two-choice question (``Decider._choice``): the runner-up intent is offered with the
+#: best when it scores within this of it...
+CHOICE_LEAD = 0.1
+#: ...and the matcher's reasons for not answering that leave both worth offering (not a
+#: negative example's or a background line's veto: those say the words are about
+#: something else).
+_NEAR = ("below threshold", "margin too small")
 
 
 class Decider:
@@ -126,6 +136,9 @@ class Decider:
                     intent=previous.intent,
                     say=detail,
                 )
+            recalled = await self._recall(previous, words, heard)
+            if recalled is not None:
+                return recalled
         unheard = False
         if hear is not None and not leads_somewhere(found.match) and await self._worth(words):
             second = await hear()
@@ -140,6 +153,9 @@ class Decider:
         match, entry = found.match, found.entry
         again = entry is not None and f"intent:{entry.name}" in self.conversation.asked
         score = round(match.score, 4)
+        choice = await self._choice(match, words, heard, call_id)
+        if choice is not None:
+            return choice
         if match.route == "confirm" and entry is not None and entry.confirm and not again:
             return Decision(
                 "ask",
@@ -179,6 +195,7 @@ class Decider:
         held: CacheEntry | None = None,
         call_id: str = "",
         score: float = 0.0,
+        after_question: bool = False,
     ) -> Decision:
         """Step 3: the operator's words for ``words``, or the model's; ``held``: an intent
         held back only by a negative example, asked about when nothing else answers."""
@@ -192,9 +209,14 @@ class Decider:
         index = self.lookups.knowledge
         if index is None:
             return Decision("generate", "llm", words, why or "no knowledge base", heard=heard)
-        previous = self.conversation.previous_words
+        # A "no" to a question (``after_question``) joins the words it was about to the
+        # request before them, not to themselves.
+        conversation = self.conversation
+        before = (
+            conversation.words_before_question if after_question else conversation.previous_words
+        )
         try:
-            found, asked = await self.lookups.following(words, previous)
+            found, asked = await self.lookups.following(words, before)
         except ProviderError as exc:
             # As if nothing were retrieved: the caller hears "not sure", never a guess.
             log.warning("knowledge lookup failed: %s", exc)
@@ -241,6 +263,134 @@ class Decider:
         return Decision("generate", "llm", words, why or "small talk without a fixed reply",
                         heard=heard)  # fmt: skip
 
+    async def _choice(
+        self, match: Match, words: str, heard: Heard, call_id: str
+    ) -> Decision | None:
+        """The two-choice question ("Is this about X, or about Y?") in place of one question
+        or of none, when the best intent is near but not sure (a score of at least the
+        rule's ``confirm_threshold``, refused only for its score or its lead, not vetoed by
+        a negative example or a background line) and another thing is as near:
+
+        - the runner-up intent, scoring at least ``confirm_threshold`` too and within
+          ``CHOICE_LEAD`` of the best (a question about the best alone was a coin toss, or
+          not asked at all when the two were within ``confirm_margin``); else
+        - a knowledge entry about the words (retrieved and on topic), when the best intent
+          is worth a question by itself (route ``confirm``).
+
+        Never when either was offered or asked about already in the call. None: no choice.
+        """
+        cache = self.lookups.cache
+        fitted = cache.fitted if cache is not None else None
+        if cache is None or fitted is None or match.best is None or match.reason not in _NEAR:
+            return None
+        rule = fitted.rule
+        best = cache.entry(match.best)
+        if best is None or match.score < rule.confirm_threshold:
+            return None
+        if match.route != "confirm" and (
+            match.score < rule.threshold or await self._entry_about(words) is not None
+        ):
+            # No question about the best alone (the two were too near for one): a choice
+            # is one more question, asked only of a score that would answer, with no entry
+            # of the knowledge base about the words (which would answer them).
+            return None
+        runner = cache.entry(match.runner_up) if match.runner_up is not None else None
+        second: Option | None = None
+        if (
+            runner is not None
+            and match.runner_up_score >= rule.confirm_threshold
+            and match.score - match.runner_up_score < CHOICE_LEAD
+        ):
+            second = Option(entry=runner, score=match.runner_up_score)
+            why = (
+                f"choice: {best.name} and {runner.name} both near "
+                f"({match.score:.2f}, {match.runner_up_score:.2f}), neither sure"
+            )
+        elif match.route == "confirm":
+            near = await self._entry_about(words)
+            if near is not None:
+                second = Option(topic=near.entry, score=near.score)
+                why = (
+                    f"choice: {best.name} near ({match.score:.2f}) and knowledge entry "
+                    f"{near.entry.topic} about the words ({near.score:.2f})"
+                )
+        if second is None:
+            return None
+        options = (Option(entry=best, score=match.score), second)
+        if any(option.key in self.conversation.asked for option in options):
+            return None
+        return Decision(
+            "ask",
+            "confirm",
+            words,
+            why,
+            heard=heard,
+            intent=best.name,
+            score=round(match.score, 4),
+            say=self._choice_question(options),
+            asks=Asked("choice", words, call_id, score=match.score, options=options),
+        )
+
+    async def _entry_about(self, words: str) -> Retrieved | None:
+        """The best knowledge entry retrieved for ``words`` and about them (a failure:
+        none)."""
+        index = self.lookups.knowledge
+        if index is None or not words.strip() or is_small_talk(words):
+            return None
+        try:
+            found = await self.lookups.entries(words)
+        except ProviderError:
+            return None
+        about = index.about(words, found)
+        return about[0] if about else None
+
+    def _choosable(self, option: Option) -> Choosable:
+        """What ``read_choice`` and the question read of an option: the intent as the
+        profile writes it (one published since: its name and examples), or the entry."""
+        if option.topic is not None:
+            return option.topic
+        entry = option.entry
+        assert entry is not None
+        intent = next((i for i in self._profile.intents if i.name == entry.name), None)
+        if intent is not None:
+            return intent
+        return IntentConfig.model_construct(
+            name=entry.name, examples=list(entry.examples), negatives=[],
+            answer=entry.answer, action=None, transfer_to=None, confirm=None, topic=None,
+        )  # fmt: skip
+
+    def _choice_question(self, options: tuple[Option, ...]) -> str:
+        first, second = (choice_topic(self._choosable(option)) for option in options)
+        return choice_question(first, second)
+
+    def _chosen(self, words: str, asked: Asked) -> Decision | None:
+        """Step 1 for a two-choice question: the chosen one's answer; "neither" (or a second
+        answer that chooses neither clearly) the honest "not sure", never a guess at a third;
+        an unclear answer the question once more; None: a new request."""
+        first, second = asked.options
+        said = read_choice(words, self._choosable(first), self._choosable(second))
+        if said is None:
+            return None
+        names = f"{first.name} or {second.name}"
+        if said == "ambiguous" and not asked.again:
+            why = f"chose neither clearly of {names}: asked again"
+            return Decision("ask", "confirm", words, why, intent=first.name,
+                            say=self._choice_question(asked.options),
+                            asks=replace(asked, again=True))  # fmt: skip
+        if said in ("neither", "ambiguous"):
+            return self._unsure(words, "first", f"neither of {names}")
+        option = first if said == "first" else second
+        why = f"chose {option.name} of {names}"
+        if option.entry is not None:
+            intent = option.entry
+            score = round(option.score, 4)
+            return Decision("answer", "confirmed", words, why, intent=intent.name,
+                            score=score, say=intent.answer, entry=intent)  # fmt: skip
+        entry = option.topic
+        assert entry is not None
+        return Decision("answer", "confirmed", words, why, intent=entry.topic,
+                        score=round(option.score, 4), say=entry.answer)  # fmt: skip
+
     def _ask_topic(
         self, words: str, heard: Heard, entry: KnowledgeEntry, call_id: str, why: str
     ) -> Decision:
@@ -273,15 +423,19 @@ class Decider:
 
     async def _reply(self, words: str, asked: Asked) -> Decision | None:
         """Step 1; None: the words are no reply (a new request)."""
+        if asked.kind == "choice":
+            return self._chosen(words, asked)
         answer = read_answer(words)
         if answer is None or (answer == "no" and asked.kind == "offer"):
             return None
         if asked.kind == "topic":
             entry = asked.topic
             assert entry is not None
+            # A reply is decided on the words asked about (what a follow-up joins to).
             if answer == "no":
-                return self._unsure(words, "first", f"no to the question about {entry.topic}")
-            return Decision("answer", "confirmed", words, f"yes to {entry.topic}",
+                why = f"no to the question about {entry.topic}"
+                return self._unsure(asked.question, "first", why)
+            return Decision("answer", "confirmed", asked.question, f"yes to {entry.topic}",
                             intent=entry.topic, say=entry.answer)  # fmt: skip
         intent = asked.entry
         assert intent is not None
@@ -289,7 +443,7 @@ class Decider:
             return Decision(
                 "answer",
                 "confirmed",
-                words,
+                asked.question,
                 f"yes to the question about {intent.name}",
                 intent=intent.name,
                 score=round(asked.score, 4),
@@ -297,8 +451,11 @@ class Decider:
                 entry=intent,
             )
         log.debug("not %s; answering %r", intent.name, asked.question)
-        decision = await self._knowledge(asked.question, why=f"no to {intent.name}")
-        return decision
+        return await self._knowledge(
+            asked.question,
+            why=f"no to {intent.name}",
+            after_question=True,
+        )
 
     async def _instead(
         self, found: Lookup, words: str, other: str, heard: Heard, was: Heard
@@ -354,6 +511,67 @@ class Decider:
                 joined, match=replace(joined.match, route="semantic", intent=previous.intent)
             )
         return found
+
+    async def _recall(self, previous: Turn | None, words: str, heard: Heard) -> Decision | None:
+        """Words that match no intent, asking about an answer given earlier in the call
+        (``Conversation.answered``, the latest first; the last turn's own is the follow-up
+        steps before this): a detail of that answer ("What was the standard price
+        again?": its sentence), or a follow-up that, joined to the words that asked for it,
+        finds that same intent or entry again ("Can I get that for free?"). Only what was
+        answered: a follow-up that none of them answers goes on to the knowledge base, and
+        with nothing there, to the honest "not sure". Words that retrieve an entry alone
+        are a request of their own."""
+        answered = list(self.conversation.answered)
+        if answered and previous is not None and previous.intent == answered[-1].name:
+            answered.pop()
+        if not answered or await self._known(words):
+            return None
+        for earlier in reversed(answered):
+            decision = await self._recalled(earlier, words, heard)
+            if decision is not None:
+                return decision
+        return None
+
+    async def _recalled(self, earlier: Answered, words: str, heard: Heard) -> Decision | None:
+        context = f"{earlier.words} {earlier.answer}"
+        why = f"a follow-up to {earlier.name}, answered earlier in the call"
+        if about_last_answer(words, earlier.answer) and new_words(words, earlier.words):
+            detail = sentence_about(words, earlier.answer)
+            if detail is not None:
+                return Decision("answer", "repeat", words, f"a detail of {earlier.name}, "
+                                "answered earlier in the call", heard=heard,
+                                intent=earlier.name, say=detail)  # fmt: skip
+        again = asks_again(words, context)
+        if not again and not follows_up(words, context):
+            return None
+        joined = f"{earlier.words} {words}"
+        if not earlier.intent:
+            index = self.lookups.knowledge
+            try:
+                found = await self.lookups.entries(joined)
+            except ProviderError:
+                return None
+            about = [] if index is None else index.about(joined, found)
+            if not about or about[0].entry.topic != earlier.name:
+                return None
+            fact = about[0].entry
+            return Decision("answer", "knowledge", words, why, heard=heard, intent=fact.topic,
+                            score=round(about[0].score, 4), say=fact.answer,
+                            knowledge=tuple(about[:1]))  # fmt: skip
+        try:
+            looked = await self.lookups.intent(joined)
+        except ProviderError:
+            return None
+        match, entry = looked.match, looked.entry
+        if entry is None or entry.name != earlier.name:
+            return None
+        sure = match.route in ("exact", "semantic") and match.intent == earlier.name
+        recalled = again and match.route == "confirm" and entry.action is None
+        if not sure and not recalled:
+            return None
+        return Decision("answer", "semantic" if recalled else match.route, words, why,
+                        heard=heard, intent=entry.name, score=round(match.score, 4),
+                        say=entry.answer, entry=entry)  # fmt: skip
 
     async def _worth(self, words: str) -> bool:
         """Words that matched no intent are worth a second hearing: not small talk, and no

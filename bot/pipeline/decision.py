@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 #: - ``answer``: words the operator wrote (an intent's answer, a knowledge entry, small
 #:   talk, a sentence of the last answer);
-#: - ``ask``: a yes-or-no question about what the caller may mean (an intent, a topic);
+#: - ``ask``: a question about what the caller may mean: yes or no (an intent, a topic),
+#:   or one of two (``Asked.options``: "Is this about X, or about Y?");
 #: - ``unsure``: the honest "not sure" (nothing the operator wrote covers the words);
 #: - ``decline``: a polite no (words that try to change the bot's instructions);
 #: - ``generate``: the model words an answer from the entries retrieved (or, with no
@@ -31,8 +32,31 @@ Kind = Literal["answer", "ask", "unsure", "decline", "generate"]
 #: the same audio, or, for a turn heard together with the one before, its own words alone.
 Heard = Literal["first", "second", "own"]
 #: What a question asks about: an intent (its answer and action on a yes), a knowledge
-#: entry's topic, or, after the honest "not sure", a colleague.
-AskedKind = Literal["intent", "topic", "offer"]
+#: entry's topic, after the honest "not sure" a colleague, or two of those (``choice``:
+#: the one the caller chooses answers).
+AskedKind = Literal["intent", "topic", "offer", "choice"]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One of the two things a two-choice question offers: an intent or a knowledge entry."""
+
+    #: The intent (its ready answer and action when chosen).
+    entry: CacheEntry | None = None
+    #: The knowledge entry (said as written when chosen).
+    topic: KnowledgeEntry | None = None
+    score: float = 0.0
+
+    @property
+    def name(self) -> str:
+        if self.entry is not None:
+            return self.entry.name
+        return self.topic.topic if self.topic is not None else ""
+
+    @property
+    def key(self) -> str:
+        """The single question about it (``Asked.key``): offered once, never asked after."""
+        return f"intent:{self.name}" if self.entry is not None else f"topic:{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +72,17 @@ class Asked:
     #: The knowledge entry asked about (``topic``).
     topic: KnowledgeEntry | None = None
     score: float = 0.0
+    #: The two offered (``choice``), in the order the question says them.
+    options: tuple[Option, ...] = ()
+    #: The question was asked again after an answer that chose neither clearly ("both",
+    #: "not sure"): another such answer is taken as "neither".
+    again: bool = False
 
     @property
     def name(self) -> str:
-        """The intent's name or the entry's topic id."""
+        """The intent's name or the entry's topic id (a choice: both, ``a|b``)."""
+        if self.options:
+            return "|".join(option.name for option in self.options)
         if self.entry is not None:
             return self.entry.name
         return self.topic.topic if self.topic is not None else ""
@@ -60,6 +91,11 @@ class Asked:
     def key(self) -> str:
         """What the conversation remembers it by: a question is asked once in a call."""
         return f"{self.kind}:{self.name}"
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every question it stands for: a choice offers each option's question too."""
+        return (self.key, *(option.key for option in self.options))
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from bot.callflow import KEYS, MenuConfig, MenuOption
+from bot.intents.choice import KEY_CHOICES
 from bot.intents.confirm import KEY_ANSWERS
 from bot.pipeline.digit_collector import EventSink, Say
 from bot.pipeline.frames import (
@@ -109,7 +110,8 @@ class KeypadMenu(Processor):
 
     async def process_upstream(self, frame: Frame) -> None:
         if isinstance(frame, QuestionWaiting):
-            # A key while the router's confirmation question waits answers it (1 yes, 2 no).
+            # A key while the router's question waits answers it (1 yes / the first, 2 no /
+            # the second).
             self._question_waiting = frame.waiting
             return
         await super().process_upstream(frame)
@@ -125,9 +127,11 @@ class KeypadMenu(Processor):
             self.malformed_keys += 1
             self._event("dtmf_ignored", "not a keypad key")
             return
-        if self._confirming is not None and self._confirming() and frame.digit in KEY_ANSWERS:
-            # The answer to the question just asked ("... press 1 for yes, 2 for no"), not a
-            # menu option: the Router after this takes it.
+        answers = frame.digit in KEY_ANSWERS or frame.digit in KEY_CHOICES
+        if self._confirming is not None and self._confirming() and answers:
+            # The answer to the question just asked (1 yes, 2 no; or 1 the first, 2 the
+            # second of a two-choice question), not a menu option: the Router after this
+            # takes it.
             if self._bot_speaking():
                 await self.push(Interrupt(at=frame.at))
             self._event("confirm_key", frame.digit)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from bot.intents.choice import KEY_CHOICES
 from bot.intents.confirm import KEY_ANSWERS
 from bot.intents.store import CacheEntry
 from bot.pipeline.decider import Decider, Hearing
@@ -42,7 +43,8 @@ class Router(Processor):
     intent's yes-or-no question, and a sentence of the last answer asked about. Any other
     decision goes on to the Responder with the transcript (``Transcript.decision``).
     A question about an intent may also be answered on the keypad (``KEY_ANSWERS``: 1 yes,
-    2 no): the ``KeypadMenu`` passes those keys on while one waits (``QuestionWaiting``).
+    2 no), and a two-choice question (``KEY_CHOICES``: 1 the first, 2 the second): the
+    ``KeypadMenu`` passes those keys on while one waits (``QuestionWaiting``).
     """
 
     name = "router"
@@ -61,16 +63,18 @@ class Router(Processor):
         return cls(ctx.decider, rehearing=ctx.rehearing)
 
     def confirming(self) -> bool:
-        """Whether a confirmation question about the caller's words waits for its answer."""
+        """Whether a question the keypad answers waits for its answer (about an intent, or
+        a choice of two)."""
         return self._conversation.confirming()
 
     async def _tell_waiting(self) -> None:
         """Tell the stages before whether a question waits for its answer (the keypad
-        menu takes 1 and 2 as yes and no while one does)."""
+        menu passes 1 and 2 on while one does: yes and no, or the first and the second)."""
         await self.push_upstream(QuestionWaiting(self.confirming()))
 
     async def process_system(self, frame: SystemFrame) -> None:
-        if isinstance(frame, Dtmf) and frame.digit in KEY_ANSWERS and self.confirming():
+        keys = KEY_ANSWERS.keys() | KEY_CHOICES.keys()
+        if isinstance(frame, Dtmf) and frame.digit in keys and self.confirming():
             await self._key(frame)
             return
         await super().process_system(frame)
@@ -83,7 +87,10 @@ class Router(Processor):
         turn = Turn(call_id=asked.call_id, route="keypad")
         turn.mark("speech_end", frame.at)
         turn.mark("eot_decided", frame.at)
-        words = "yes" if KEY_ANSWERS[frame.digit] == "yes" else "no"
+        if asked.kind == "choice":
+            words = frame.digit  # read_choice takes the key: 1 the first, 2 the second
+        else:
+            words = "yes" if KEY_ANSWERS.get(frame.digit) == "yes" else "no"
         decision = await self._decider.decide(words, call_id=turn.call_id)
         await self._carry_out(turn, decision)
         await self._tell_waiting()
