@@ -13,13 +13,18 @@ The rule, in order (each step is the first that applies):
    intent plays its answer (and its action), "no" answers the words the question was about
    as if the intent had not matched; "yes" to a question about a knowledge entry's topic
    says the entry, "no" the honest "not sure"; "yes" to the honest fallback's offer of a
-   colleague transfers. Anything else is a new request. A turn that went on with the one
-   before, over the bot's answer (``continues``), is no reply.
-2. The intent cache: a sure match answers, a near one is asked about (once a call). Words
-   that match nothing are tried as a turn's own words (a second request said over the bot),
-   as a follow-up joined to the question answered before ("and the fast one?"), as a detail
-   of the last answer ("is the label free?"), and, where worth it, in the second
-   recognizer's words (``hear``: "I like a refund." for "I like a reefer").
+   colleague transfers; the one chosen of a two-choice question answers, "neither" gets
+   the honest "not sure", an unclear answer the question once more (``_chosen``).
+   Anything else is a new request. A turn that went on with the one before, over the
+   bot's answer (``continues``), is no reply.
+2. The intent cache: a sure match answers, a near one is asked about (once a call), or,
+   with another thing as near, offered with it in one question (``_choice``: the rule).
+   Words that match nothing are tried as a turn's own words (a second request said over
+   the bot), as a follow-up joined to the question answered before ("and the fast one?"),
+   as a detail of the last answer ("is the label free?"), against the answers given
+   earlier in the call (``_recall``: "what was the standard price again?"), and, where
+   worth it, in the second recognizer's words (``hear``: "I like a refund." for "I like a
+   reefer").
 3. The knowledge base, as the operator wrote it: an attempt at the bot's instructions is
    declined, small talk gets its fixed reply, an entry about the words is said as written
    (or asked about when it is less close, in extractive mode), an entry near in meaning but
