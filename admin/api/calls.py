@@ -44,6 +44,9 @@ class CallRead(BaseModel):
     #: What the call came to and why (docs/calllog.md, "Outcomes"); null while it is on.
     outcome: str | None = None
     outcome_reason: str | None = None
+    #: The caller's answer to the post-call question, if it was asked (``yes``, ``no``,
+    #: ``none``: no answer in time); shown beside the outcome.
+    post_call_answer: str | None = None
     turns: int
     #: The call was recorded and its file not yet purged (fetch it from ``.../recording``).
     recorded: bool
@@ -155,6 +158,7 @@ def _call_read(call: Call, turns: int) -> dict[str, Any]:
         "end_reason": call.end_reason,
         "outcome": call.outcome,
         "outcome_reason": call.outcome_reason,
+        "post_call_answer": call.post_call_answer,
         "turns": turns,
         "recorded": call.recording_path is not None,
     }

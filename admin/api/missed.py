@@ -29,7 +29,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 from sqlalchemy import ColumnElement, select, tuple_
 
-from admin.api.pagination import Page, PageDep
+from admin.api.pagination import DbText, Page, PageDep
 from admin.db import aware, now
 from admin.deps import SessionDep, Viewer
 from admin.node_port import NodePort
@@ -244,10 +244,21 @@ async def missed_questions(
     _who: Viewer,
     page: PageDep,
     days: Annotated[int, Query(ge=1, le=MAX_DAYS, description="how far back")] = 30,
+    words: Annotated[
+        DbText | None,
+        Query(
+            max_length=200,
+            description='only these words, as the matcher compares them (a "not sure" '
+            "topic of the outcomes summary)",
+        ),
+    ] = None,
 ) -> MissedPage:
     current = await config_store.latest(session)
     profile = current.profile if current is not None else None
     turns = await _missed_turns(session, now() - timedelta(days=days), _transfer_intents(profile))
+    if words is not None:
+        key = normalize(words)
+        turns = [t for t in turns if normalize(t.transcript) == key]
     groups, grouped_by = await _grouped(request.app.state.node, _by_words(turns, _known(profile)))
     return MissedPage(
         items=groups[page.offset : page.offset + page.limit],

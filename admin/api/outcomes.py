@@ -3,7 +3,10 @@
 Figures over the calls answered in ``[since, until)`` (default: the last 7 days), ended
 ones only: how many were resolved by the bot (containment), transferred and abandoned, by
 day and by hour of the day (UTC); transfers by reason; abandonment by place; the average
-call length; and per intent or knowledge entry, how often callers asked about it, how often
+call length and the first answer's latency (P50, P95); the words the bot was "not sure"
+about, most frequent first (each one the Missed questions page filtered to it); the
+answers to the optional post-call question; and per intent or knowledge entry, how often
+callers asked about it, how often
 it answered, how often its confirmation question got a "no", and how often the call was
 put through or hung up by the caller within the next turn. Two configuration versions side
 by side: ``/outcomes/compare`` gives the same figures for each.
@@ -28,7 +31,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 from sqlalchemy import Select, select
 
-from admin.api.calls import CallFilters, _filtered
+from admin.api.calls import CallFilters, _filtered, _percentile
 from admin.api.pagination import ApiTime, DbText
 from admin.db import aware, now, to_utc
 from admin.deps import SessionDep, Viewer
@@ -42,8 +45,11 @@ from bot.calllog.outcomes import (
     Step,
     TurnFacts,
     call_outcome,
+    confirm_keys,
     turn_outcomes,
 )
+from bot.intents.confirm import read_answer
+from bot.intents.match import normalize
 
 router = APIRouter(prefix="/api/v1", tags=["calls"])
 
@@ -52,6 +58,8 @@ MAX_DAYS = 366
 DEFAULT_DAYS = 7
 #: The most calls one CSV export holds (newest first).
 MAX_CSV_CALLS = 50_000
+#: The most "not sure" topics a summary lists.
+MAX_NOT_SURE = 50
 
 
 class Rates(BaseModel):
@@ -83,7 +91,8 @@ class EntryFigures(BaseModel):
     name: str
     #: Turns that named it (answered from it, or asked about it).
     asked: int = 0
-    #: Turns it answered (routes exact, semantic, confirmed, knowledge, repeat).
+    #: Turns it answered (routes exact, semantic, confirmed, knowledge, repeat, and a keypad
+    #: option that plays it).
     answered: int = 0
     #: Its confirmation question, answered "no".
     confirmed_no: int = 0
@@ -91,6 +100,32 @@ class EntryFigures(BaseModel):
     followed_by_transfer: int = 0
     #: ... after which the caller hung up within the next turn.
     followed_by_hangup: int = 0
+
+
+class NotSureTopic(BaseModel):
+    """What callers said on the turns the bot was "not sure" about (turn outcome
+    ``declined``), grouped by their words as Missed questions groups them
+    (``bot.intents.match.normalize``)."""
+
+    #: The words as last said.
+    text: str
+    #: The words as compared: ``GET /missed-questions?words=`` gives their group.
+    normalized: str
+    #: Turns in the range.
+    count: int
+
+
+class PostCallAnswers(BaseModel):
+    """The answers to the optional post-call question ("Did we answer your question?")."""
+
+    #: Calls it was asked on.
+    asked: int = 0
+    yes: int = 0
+    no: int = 0
+    #: Asked, and nothing keyed or said in time (or the caller hung up).
+    none: int = 0
+    #: yes / (yes + no); null without a yes or a no.
+    yes_rate: float | None = None
 
 
 class OutcomeSummary(BaseModel):
@@ -107,6 +142,16 @@ class OutcomeSummary(BaseModel):
     failed_by_reason: dict[str, int]
     #: Mean of ``ended_at - answered_at`` over the ended calls, seconds.
     average_call_s: float | None
+    #: The first answer's latency: from the end of the caller's speech (or key) to the
+    #: first audio of the call's first answered turn, as the call log stores them
+    #: (``first_audio_out_at - speech_end_at``, ms); P50 and P95 over the calls that had
+    #: an answered turn with both times (``first_answer_calls``).
+    first_answer_calls: int
+    first_answer_p50_ms: float | None
+    first_answer_p95_ms: float | None
+    #: The words the bot was "not sure" about, most frequent first (at most 50).
+    not_sure_topics: list[NotSureTopic]
+    post_call: PostCallAnswers
     entries: list[EntryFigures]
 
 
@@ -125,6 +170,11 @@ class _Call:
     reason: str
     turns: list[TurnFacts]
     turn_outcomes: list[str]
+    #: The first answered turn's end of speech to first audio (ms), if any.
+    first_answer_ms: float | None
+    #: When each turn was logged (the same order as ``turns``).
+    finished: list[datetime]
+    post_call_answer: str | None
 
 
 def _range(since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
@@ -173,19 +223,46 @@ async def _calls(
             events[ev.call_id].append(ev)
     out = []
     for c in calls:
-        facts = [_facts(t) for t in turns[c.id]]
-        derived = turn_outcomes(facts)
-        outcomes = [t.outcome or d for t, d in zip(turns[c.id], derived, strict=True)]
+        call_turns = turns[c.id]
+        facts = [_facts(t) for t in call_turns]
+        steps = _steps(call_turns, events[c.id]) if c.outcome is None else []
+        derived = turn_outcomes(facts, confirm_keys(steps))
+        outcomes = [t.outcome or d for t, d in zip(call_turns, derived, strict=True)]
         outcome, reason = c.outcome, c.outcome_reason
         if outcome is None:
-            decided = call_outcome(_steps(turns[c.id], events[c.id]), c.end_reason)
+            decided = call_outcome(steps, c.end_reason)
             outcome, reason = decided.outcome, decided.reason
         answered, ended = aware(c.answered_at), aware(c.ended_at)
         assert answered is not None and ended is not None
+        finished = [aware(t.finished_at) or ended for t in call_turns]
         out.append(
-            _Call(c.id, answered, ended, c.end_reason or "", outcome, reason or "", facts, outcomes)
+            _Call(
+                c.id,
+                answered,
+                ended,
+                c.end_reason or "",
+                outcome,
+                reason or "",
+                facts,
+                outcomes,
+                _first_answer_ms(call_turns, outcomes),
+                finished,
+                c.post_call_answer,
+            )
         )
     return out
+
+
+def _first_answer_ms(rows: list[TurnRow], outcomes: list[str]) -> float | None:
+    """The first answered turn's end of speech to first audio (ms); None without one."""
+    for row, outcome in zip(rows, outcomes, strict=True):
+        if outcome != "answered":
+            continue
+        spoke, heard = aware(row.speech_end_at), aware(row.first_audio_out_at)
+        if spoke is None or heard is None:
+            return None
+        return round((heard - spoke).total_seconds() * 1000.0, 1)
+    return None
 
 
 def _chunks(ids: list[uuid.UUID], n: int) -> Iterable[list[uuid.UUID]]:
@@ -265,6 +342,7 @@ def _summary(
         return dict(Counter(c.reason for c in calls if c.outcome == outcome).most_common())
 
     lengths = [(c.ended_at - c.answered_at).total_seconds() for c in calls]
+    first = [c.first_answer_ms for c in calls if c.first_answer_ms is not None]
     return OutcomeSummary(
         since=since,
         until=until,
@@ -277,7 +355,51 @@ def _summary(
         refused_by_reason=reasons("refused"),
         failed_by_reason=reasons("failed"),
         average_call_s=round(sum(lengths) / len(lengths), 3) if lengths else None,
+        first_answer_calls=len(first),
+        first_answer_p50_ms=_percentile(first, 50),
+        first_answer_p95_ms=_percentile(first, 95),
+        not_sure_topics=_not_sure(calls),
+        post_call=_post_call(calls),
         entries=_entries(calls),
+    )
+
+
+def _not_sure(calls: list[_Call]) -> list[NotSureTopic]:
+    """The declined turns' words, grouped by what the matcher compares, most frequent
+    first (then the most recent)."""
+    groups: dict[str, tuple[NotSureTopic, datetime]] = {}
+    for call in calls:
+        before: TurnFacts | None = None
+        for turn, outcome, at in zip(call.turns, call.turn_outcomes, call.finished, strict=True):
+            asked, before = before, turn
+            key = normalize(turn.transcript or "")
+            if outcome != "declined" or not key:
+                continue
+            if asked is not None and asked.route == "confirm" and read_answer(key) is not None:
+                continue  # the caller's "no" to the question before: no question itself
+            found = groups.get(key)
+            text = (turn.transcript or "").strip()
+            if found is None:
+                groups[key] = (NotSureTopic(text=text, normalized=key, count=1), at)
+            else:
+                topic, last = found
+                topic.count += 1
+                if at >= last:
+                    topic.text = text
+                    groups[key] = (topic, at)
+    ranked = sorted(groups.values(), key=lambda g: (-g[0].count, -g[1].timestamp()))
+    return [topic for topic, _ in ranked[:MAX_NOT_SURE]]
+
+
+def _post_call(calls: list[_Call]) -> PostCallAnswers:
+    counts = Counter(c.post_call_answer for c in calls if c.post_call_answer is not None)
+    yes, no = counts.get("yes", 0), counts.get("no", 0)
+    return PostCallAnswers(
+        asked=sum(counts.values()),
+        yes=yes,
+        no=no,
+        none=counts.get("none", 0),
+        yes_rate=round(yes / (yes + no), 4) if yes + no else None,
     )
 
 
@@ -391,6 +513,8 @@ async def calls_csv(
         "end_reason",
         "outcome",
         "outcome_reason",
+        "post_call_answer",
+        "first_answer_ms",
         "turns",
     ]
     lines = []
@@ -411,6 +535,8 @@ async def calls_csv(
                 c.end_reason,
                 c.outcome,
                 c.reason,
+                c.post_call_answer,
+                c.first_answer_ms,
                 len(c.turns),
             ]
         )

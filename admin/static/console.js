@@ -275,7 +275,10 @@ async function callPage(id) {
     h("p", { class: "muted" }, `${fmtTime(c.answered_at)} – ${fmtTime(c.ended_at)} · ` +
       `${c.end_reason || "in progress"} · node ${c.node} · configuration ${c.config_version}`),
     c.outcome ? h("p", { class: "outcome" }, h("b", {}, "Outcome: "),
-      `${c.outcome} (${(c.outcome_reason || "").replaceAll("_", " ")})`) : null,
+      `${c.outcome} (${(c.outcome_reason || "").replaceAll("_", " ")})`,
+      c.post_call_answer ? h("span", { class: "post-call" }, " · ", h("b", {},
+        "Caller's answer to \"Did we answer your question?\": "),
+      c.post_call_answer === "none" ? "no answer" : c.post_call_answer) : null) : null,
     recordingPlayer(c),
     h("h2", {}, "Turns"), turns.length ? turns : h("p", { class: "muted" }, "No turns."),
     h("h2", {}, "Events"),
@@ -715,7 +718,7 @@ async function route() {
     else if (parts[0] === "calls") await callsPage();
     else if (parts[0] === "latency") await latencyPage();
     else if (parts[0] === "intents") await intentsPage();
-    else if (parts[0] === "missed") await missedPage();
+    else if (parts[0] === "missed") await missedPage(parts[1] ? decodeURIComponent(parts[1]) : null);
     else if (parts[0] === "outcomes") await outcomesPage();
     else if (parts[0] === "settings") await settingsPage();
     else if (parts[0] === "audit") await auditPage();

@@ -48,14 +48,21 @@ function suggestForm(q, intents, knowledge, onSaved) {
   return form;
 }
 
-async function missedPage() {
+// ``words``: only the group of these words (a "not sure" topic on the Outcomes page).
+async function missedPage(words) {
+  if (state.missedWords !== (words || null)) {
+    state.missedWords = words || null;
+    state.missedOffset = 0;
+  }
   const offset = state.missedOffset || 0;
   const days = state.missedDays || 30;
+  const query = new URLSearchParams({ days, limit: MISSED_PAGE, offset });
+  if (words) query.set("words", words);
   const [data, intents, knowledge] = await Promise.all([
-    api("GET", `/missed-questions?days=${days}&limit=${MISSED_PAGE}&offset=${offset}`),
+    api("GET", `/missed-questions?${query}`),
     canEdit() ? api("GET", "/config/intents?limit=200") : { items: [] },
     canEdit() ? api("GET", "/config/knowledge?limit=200") : { items: [] }]);
-  const reload = () => redraw(missedPage);
+  const reload = () => redraw(() => missedPage(words));
   const actions = (q) => (canEdit() ? h("span", { class: "actions" },
     h("button", { class: "plain suggest", type: "button", "data-text": q.normalized,
       onclick: (ev) => {
@@ -73,7 +80,7 @@ async function missedPage() {
   const said = (q) => (q.variants.length ? h("span", {}, q.text,
     h("span", { class: "muted variants" }, ` also: ${q.variants.join(" · ")}`)) : q.text);
   const since = h("select", { id: "missed-days", onchange: (ev) => {
-    state.missedDays = Number(ev.target.value); state.missedOffset = 0; redraw(missedPage); } },
+    state.missedDays = Number(ev.target.value); state.missedOffset = 0; reload(); } },
   MISSED_DAYS.map((d) => h("option", { value: d, selected: d === days }, `last ${d} days`)));
   page("Missed questions",
     h("p", { class: "muted" }, "What callers said that the bot did not answer from its " +
@@ -83,6 +90,8 @@ async function missedPage() {
     h("p", { class: "missed-since" }, h("label", { for: "missed-days" }, "Asked in the"), since,
       h("span", { class: "muted", id: "missed-grouping" }, data.grouped_by === "meaning"
         ? "grouped by meaning" : "grouped by words (no sentence embedder here)")),
+    words ? h("p", { id: "missed-filter" }, "Only the words ", h("q", {}, words), " · ",
+      h("a", { href: "#/missed" }, "show all")) : null,
     data.total === 0 ? h("p", { class: "muted", id: "no-missed" }, "No missed questions.")
       : h("div", { id: "missed" }, table([
         { title: "Caller said", value: said },
@@ -93,5 +102,5 @@ async function missedPage() {
         { title: "", value: actions },
       ], data.items)),
     pager(data.total, offset, MISSED_PAGE,
-      (o) => { state.missedOffset = o; redraw(missedPage); }, "question(s)"));
+      (o) => { state.missedOffset = o; reload(); }, "question(s)"));
 }

@@ -1,7 +1,9 @@
 // The Outcomes page: what the bot came to on its calls over a range of days (UTC) the
 // operator picks (default the last 7): containment, transfer and abandonment rates overall,
 // by day and by hour of the day; transfers by reason, abandonment by place, refusals and
-// failures by reason; the average call length; each intent and knowledge entry's figures;
+// failures by reason; the average call length and the first answer's latency (P50, P95);
+// the words the bot was "not sure" about, each linked to Missed questions filtered to them;
+// the answers to the post-call question; each intent and knowledge entry's figures;
 // two configuration versions side by side; the range's calls and turns as CSV
 // (GET /outcomes/summary, /outcomes/compare, /outcomes/calls.csv, /outcomes/turns.csv).
 "use strict";
@@ -11,6 +13,7 @@ const DAY_MS = 86400000;
 
 const pct = (r) => (r === null || r === undefined ? "—" : `${(r * 100).toFixed(1)} %`);
 const secs = (s) => (s === null || s === undefined ? "—" : `${s.toFixed(1)} s`);
+const ms = (v) => (v === null || v === undefined ? "—" : `${Math.round(v)} ms`);
 const words = (key) => (key ? String(key).replaceAll("_", " ") : "—");
 const utcDay = (t) => new Date(t).toISOString().slice(0, 10);
 
@@ -78,6 +81,33 @@ function entriesTable(entries) {
   ], entries));
 }
 
+// The words the bot was not sure about, each a link to Missed questions filtered to them.
+function notSureTable(topics) {
+  if (topics.length === 0) {
+    return h("p", { class: "muted", id: "not-sure-topics" }, "The bot was sure every time.");
+  }
+  return h("div", { id: "not-sure-topics" }, table([
+    { title: "Caller said", value: (t) => h("a", { class: "missed-link",
+      href: `#/missed/${encodeURIComponent(t.normalized)}` }, t.text) },
+    { title: "Times", cls: "num", value: (t) => t.count },
+  ], topics));
+}
+
+// The post-call question's answers ("Did we answer your question?").
+function postCallView(p) {
+  if (!p.asked) {
+    return h("p", { class: "muted", id: "post-call" }, "Not asked in this range (the " +
+      "post-call question is off, or no caller ended a call with the bot after an answer).");
+  }
+  return h("div", { id: "post-call" }, table([
+    { title: "Answer", value: (r) => r.label },
+    { title: "Calls", cls: "num", value: (r) => r.n },
+  ], [{ label: "yes", n: p.yes }, { label: "no", n: p.no }, { label: "no answer", n: p.none },
+    { label: "asked", n: p.asked }]),
+  h("p", {}, "Said yes: ", h("b", { id: "post-call-yes" }, pct(p.yes_rate)),
+    h("span", { class: "muted" }, " of the calls that answered")));
+}
+
 // Refusals and failures in one list: {"refused: queue full": 2, "failed: crashed": 1}.
 function refusedFailed(s) {
   const out = {};
@@ -100,7 +130,9 @@ function summaryView(s) {
         t.transfer_rate, "o-transferred"),
       stat("rate-abandonment", pct(t.abandonment_rate), "hung up by the caller",
         t.abandonment_rate, "o-abandoned"),
-      stat("average-length", secs(s.average_call_s), "average call length")),
+      stat("average-length", secs(s.average_call_s), "average call length"),
+      stat("first-answer", `${ms(s.first_answer_p50_ms)} / ${ms(s.first_answer_p95_ms)}`,
+        `first answer P50 / P95 (${s.first_answer_calls} calls)`)),
     h("p", { class: "legend-line muted" },
       ["resolved", "transferred", "abandoned", "refused", "failed"].map((o) =>
         h("span", { class: `key o-${o}` }, o))),
@@ -121,6 +153,12 @@ function summaryView(s) {
       h("section", {}, h("h2", {}, "Refusals and failures"),
         reasonsTable("refused-failed", "Reason", refusedFailed(s), t.calls,
           "No refused or failed calls."))),
+    h("div", { class: "columns" },
+      h("section", {}, h("h2", {}, "Not sure about"),
+        h("p", { class: "muted" }, "What callers said when the bot was not sure, most " +
+          "frequent first; each opens Missed questions on those words."),
+        notSureTable(s.not_sure_topics)),
+      h("section", {}, h("h2", {}, "Did we answer your question?"), postCallView(s.post_call))),
     h("h2", {}, "Intents and knowledge entries"),
     h("p", { class: "muted" }, "Asked: turns that named it. Answered: turns it answered. " +
       "Confirmed no: its confirmation question answered \"no\". Then put through / hung up: " +
@@ -140,6 +178,9 @@ function comparisonRows(a, b) {
   add("Transfers", a.totals.transfer_rate, b.totals.transfer_rate, "rate");
   add("Abandonment", a.totals.abandonment_rate, b.totals.abandonment_rate, "rate");
   add("Average call length", a.average_call_s, b.average_call_s, "secs");
+  add("First answer P50", a.first_answer_p50_ms, b.first_answer_p50_ms, "ms");
+  add("First answer P95", a.first_answer_p95_ms, b.first_answer_p95_ms, "ms");
+  add("Post-call: said yes", a.post_call.yes_rate, b.post_call.yes_rate, "rate");
   const counts = (title, prefix, x, y) => {
     const keys = [...new Set([...Object.keys(x), ...Object.keys(y)])].sort();
     if (keys.length === 0) return;
@@ -167,6 +208,7 @@ function comparisonRows(a, b) {
 function shown(x, kind) {
   if (kind === "rate") return pct(x);
   if (kind === "secs") return secs(x);
+  if (kind === "ms") return ms(x);
   return x === null || x === undefined ? "—" : String(x);
 }
 
@@ -178,6 +220,7 @@ function difference(x, y, kind) {
   const n = Math.abs(d);
   if (kind === "rate") return `${sign}${n.toFixed(1)} pt`;
   if (kind === "secs") return `${sign}${n.toFixed(1)} s`;
+  if (kind === "ms") return `${sign}${Math.round(n)} ms`;
   return `${sign}${n}`;
 }
 

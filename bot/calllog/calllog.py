@@ -21,7 +21,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.calllog.access import refusal, refused_error
 from bot.calllog.migrate import SchemaError, schema_state, upgrade_async
-from bot.calllog.outcomes import EventFacts, Step, TurnFacts, call_outcome, turn_outcomes
+from bot.calllog.outcomes import (
+    ANSWERED,
+    POST_CALL_ANSWERS,
+    EventFacts,
+    Step,
+    TurnFacts,
+    call_outcome,
+    step_turn_outcomes,
+)
 from bot.calllog.privacy import mask_uri
 from bot.calllog.records import Record, utc
 from bot.calllog.recovery import close_crashed_calls
@@ -85,6 +93,8 @@ class CallLog:
         self.engine = engine
         self.node = node
         self.config_version = config_version
+        #: The settings it was opened with (the post-call question's are read by the call).
+        self.options = options
         self._spool = spool
         self._started_at = datetime.now(UTC)
         self._recovered = False
@@ -282,6 +292,19 @@ class CallLog:
         if live is not None:
             self._event(live, kind, detail, time.monotonic() if at is None else at, None)
 
+    def answered(self, call_id: str, *, besides: int | None = None) -> bool:
+        """Whether the bot has answered a request of the caller's on this live call (a turn
+        answered, confirmed or said again), other than turn ``besides`` (``Turn.index``)."""
+        live = self._calls.get(call_id)
+        if live is None:
+            return False
+        skip = live.seqs.get(besides) if besides is not None else None
+        turns = [s for s in live.steps if isinstance(s, TurnFacts)]
+        return any(
+            t.seq != skip and o in ANSWERED
+            for t, o in zip(turns, step_turn_outcomes(live.steps), strict=True)
+        )
+
     def call_ended(self, call_id: str, reason: str, at: float | None = None) -> None:
         """The call is over: close its row."""
         live = self._calls.pop(call_id, None)
@@ -291,13 +314,14 @@ class CallLog:
         ended = live.wall(time.monotonic() if at is None else at)
         outcome = call_outcome(live.steps, reason)
         turns = [s for s in live.steps if isinstance(s, TurnFacts)]
-        each = turn_outcomes(turns)
+        each = step_turn_outcomes(live.steps)
         row = {
             "id": live.id,
             "ended_at": ended,
             "end_reason": reason,
             "outcome": outcome.outcome,
             "outcome_reason": outcome.reason,
+            "post_call_answer": post_call_answer(live.steps),
             # [turn id, outcome] for each turn: written with the end.
             "turn_outcomes": [
                 [str(live.turn_ids[t.seq]), o] for t, o in zip(turns, each, strict=True)
@@ -351,6 +375,15 @@ class CallLog:
         except Exception as exc:
             self._recovered = False  # try again the next time the database is back
             log.warning("could not close crashed calls yet: %s", exc)
+
+
+def post_call_answer(steps: Sequence[Step]) -> str | None:
+    """The caller's answer to the post-call question (its ``post_call_answer`` event):
+    ``yes``, ``no``, ``none``; None when it was not asked."""
+    for step in reversed(steps):
+        if isinstance(step, EventFacts) and step.kind == "post_call_answer":
+            return step.detail if step.detail in POST_CALL_ANSWERS else None
+    return None
 
 
 def _same_turn(step: Step, seq: int) -> bool:

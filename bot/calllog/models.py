@@ -73,6 +73,10 @@ class Call(Base):
     outcome: Mapped[str | None] = mapped_column(String(32))
     #: Why: the transfer's reason, where the caller hung up... (``outcomes.REASONS``).
     outcome_reason: Mapped[str | None] = mapped_column(String(32))
+    #: The caller's answer to the optional post-call question ("Did we answer your
+    #: question?"): ``yes``, ``no``, or ``none`` (asked, no answer); NULL: not asked
+    #: (migration 0007).
+    post_call_answer: Mapped[str | None] = mapped_column(String(8))
 
     __table_args__ = (Index("ix_calls_node_open", "node", "ended_at"),)
 

@@ -29,6 +29,9 @@ Call outcomes (``outcome``, ``outcome_reason``), the first rule that holds:
   the goodbye intent's answer), ``caller_hangup`` (the caller hung up after an answer),
   ``max_duration`` (the call limit ended a call whose last turn was answered).
 
+A confirmation question answered on the keypad (a ``confirm_key`` event: 1 yes, 2 no) is
+answered as if said; the turn the key made has no words of the caller's but is no silence.
+
 Turn outcomes: ``no_speech`` (nothing heard: no words; the call limits' own messages),
 ``error``, ``cut`` (the caller spoke over the answer), ``repeated`` (said again on request,
 or a part of the last answer), ``confirmed_yes`` / ``confirmed_no`` (a confirmation
@@ -41,7 +44,7 @@ question, by the caller's reply), ``unanswered`` (a confirmation question with n
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -84,6 +87,10 @@ REASONS: dict[str, tuple[str, ...]] = {
     "failed": ("crashed", "error"),
 }
 
+#: The caller's answers to the optional post-call question ("Did we answer your
+#: question?"), stored with the call; ``none``: asked, and nothing keyed or said in time.
+POST_CALL_ANSWERS = ("yes", "no", "none")
+
 #: An intent named with one of these words is the caller's request for a person.
 PERSON_WORDS = re.compile(
     r"(^|_|\b)(person|people|human|agent|operator|representative|someone|staff|colleague|"
@@ -109,8 +116,9 @@ CRASHED = frozenset({"crashed", "worker crashed"})
 ANSWER_ROUTES = frozenset(
     {"exact", "semantic", "confirmed", "knowledge", "llm", "keypad", "lookup", "small_talk"}
 )
-#: Routes that answered from an intent or a knowledge entry (per-entry figures).
-ENTRY_ROUTES = frozenset({"exact", "semantic", "confirmed", "knowledge", "repeat"})
+#: Routes that answered from an intent or a knowledge entry (per-entry figures); a keypad
+#: turn names one only when its menu option plays that intent's or entry's answer.
+ENTRY_ROUTES = frozenset({"exact", "semantic", "confirmed", "knowledge", "repeat", "keypad"})
 
 
 @dataclass(frozen=True)
@@ -143,31 +151,71 @@ class CallOutcome:
     reason: str
 
 
-def turn_outcomes(turns: Sequence[TurnFacts]) -> list[str]:
-    """Each turn's outcome, in order (a confirmation question's by the reply after it)."""
+#: The keys that answer a confirmation question (``bot.intents.confirm.KEY_ANSWERS``).
+CONFIRM_KEYS = {"1": "yes", "2": "no"}
+
+
+def confirm_keys(steps: Sequence[Step]) -> dict[int, str]:
+    """The turns made by a key that answered a confirmation question (a ``confirm_key``
+    event): their seq, and the key's answer (``yes`` or ``no``)."""
+    keyed: dict[int, str] = {}
+    pending: str | None = None
+    for step in steps:
+        if isinstance(step, EventFacts):
+            if step.kind == "confirm_key" and step.detail in CONFIRM_KEYS:
+                pending = CONFIRM_KEYS[step.detail]
+        elif pending is not None:
+            keyed[step.seq] = pending
+            pending = None
+    return keyed
+
+
+def turn_outcomes(turns: Sequence[TurnFacts], keyed: Mapping[int, str] | None = None) -> list[str]:
+    """Each turn's outcome, in order (a confirmation question's by the reply after it);
+    ``keyed``: the turns a key answered a question with (``confirm_keys``)."""
+    keyed = keyed or {}
     out = []
     for i, turn in enumerate(turns):
         after = turns[i + 1] if i + 1 < len(turns) else None
-        out.append(turn_outcome(turn, after))
+        key = keyed.get(after.seq) if after is not None else None
+        out.append(turn_outcome(turn, after, keyed=turn.seq in keyed, reply_key=key))
     return out
 
 
-def turn_outcome(turn: TurnFacts, after: TurnFacts | None = None) -> str:
-    """One turn's outcome; ``after``: the turn that followed it (the reply to a question)."""
+def step_turn_outcomes(steps: Sequence[Step]) -> list[str]:
+    """The outcomes of the turns among ``steps`` (turns and events in order)."""
+    turns = [s for s in steps if isinstance(s, TurnFacts)]
+    return turn_outcomes(turns, confirm_keys(steps))
+
+
+def turn_outcome(
+    turn: TurnFacts,
+    after: TurnFacts | None = None,
+    *,
+    keyed: bool = False,
+    reply_key: str | None = None,
+) -> str:
+    """One turn's outcome; ``after``: the turn that followed it (the reply to a question);
+    ``keyed``: the turn was made by a key answering a question (no words, no silence);
+    ``reply_key``: the answer (``yes``, ``no``) keyed to this turn's question, if any."""
     if turn.error and turn.route != "lookup":
         return "error"
     words = (turn.transcript or "").strip()
-    if turn.route == "none" or (not words and turn.route not in ("keypad", "confirmed")):
+    if turn.route == "none" or (
+        not words and not keyed and turn.route not in ("keypad", "confirmed")
+    ):
         return "no_speech"
+    if turn.route == "confirm":
+        # Answered, even over the question ("press 1 for yes" stops it as it is said).
+        if (after is not None and after.route == "confirmed") or reply_key == "yes":
+            return "confirmed_yes"
+        if reply_key == "no" or (after is not None and _reads(after) == "no"):
+            return "confirmed_no"
     if turn.barged_in:
         return "cut"
     if turn.route == "repeat":
         return "repeated"
     if turn.route == "confirm":
-        if after is not None and after.route == "confirmed":
-            return "confirmed_yes"
-        if after is not None and _reads(after) == "no":
-            return "confirmed_no"
         return "unanswered"
     if turn.route == "ask":
         return "asked"
@@ -190,7 +238,8 @@ def call_outcome(steps: Sequence[Step], end_reason: str | None) -> CallOutcome:
     reason = end_reason or ""
     turns = [s for s in steps if isinstance(s, TurnFacts)]
     kinds = [s.kind for s in steps if isinstance(s, EventFacts)]
-    outcomes = turn_outcomes(turns)
+    keyed = confirm_keys(steps)
+    outcomes = turn_outcomes(turns, keyed)
     if reason in CRASHED:
         return CallOutcome("failed", "crashed")
     if reason == "queue_full":
@@ -207,7 +256,7 @@ def call_outcome(steps: Sequence[Step], end_reason: str | None) -> CallOutcome:
         return CallOutcome("abandoned", "queue")
     # The caller's (or the limits') end: what the call had come to by then.
     spoken = [(t, o) for t, o in zip(turns, outcomes, strict=True) if o != "no_speech"]
-    last_step = _last_meaningful(steps)
+    last_step = _last_meaningful(steps, keyed)
     if reason == "silence":
         return CallOutcome("abandoned", "silence")
     if spoken and spoken[-1][1] == "error":
@@ -236,26 +285,40 @@ def call_outcome(steps: Sequence[Step], end_reason: str | None) -> CallOutcome:
     return CallOutcome("resolved", "caller_hangup")
 
 
+#: Turn outcomes on which the caller's request was answered.
+ANSWERED = frozenset({"answered", "repeated", "confirmed_yes"})
+
+
 def _answered_before(spoken: Sequence[tuple[TurnFacts, str]]) -> bool:
-    return any(o in ("answered", "repeated", "confirmed_yes") for _, o in spoken)
+    return any(o in ANSWERED for _, o in spoken)
 
 
 _TRANSFER_FAILED = frozenset({"transfer_failed", "transfer_refused"})
 _COLLECTING = frozenset({"collect_started", "collect_retry", "lookup_asked"})
 #: Events that say nothing about where the call stood (kept out of "what came last").
 _QUIET = frozenset(
-    {"dtmf", "filler", "barge_in", "max_call_warning", "call_limit", "guard_refused", "error"}
+    {
+        "dtmf",
+        "confirm_key",
+        "filler",
+        "barge_in",
+        "max_call_warning",
+        "call_limit",
+        "guard_refused",
+        "error",
+        "post_call_answer",
+    }
 )
 
 
-def _last_meaningful(steps: Sequence[Step]) -> Step | None:
-    """The last step that tells where the call stood: a turn the caller spoke in, or an
-    event other than a digit, a filler, a barge-in..."""
+def _last_meaningful(steps: Sequence[Step], keyed: Mapping[int, str]) -> Step | None:
+    """The last step that tells where the call stood: a turn the caller spoke (or keyed)
+    in, or an event other than a digit, a filler, a barge-in..."""
     for step in reversed(steps):
         if isinstance(step, EventFacts):
             if step.kind not in _QUIET:
                 return step
-        elif turn_outcome(step) != "no_speech":
+        elif turn_outcome(step, keyed=step.seq in keyed) != "no_speech":
             return step
     return None
 

@@ -29,3 +29,12 @@ class CallLogSettings(BaseModel):
     #: the node's crash leaves open is closed at its last mark, so its length is kept to
     #: within this.
     heartbeat_s: float = Field(5.0, ge=0.1, le=300.0)
+    #: Ask the caller who ends the conversation with the bot (the goodbye intent's hang-up)
+    #: whether their question was answered, before the bot hangs up: ``post_call_prompt``,
+    #: then up to ``post_call_wait_s`` for key 1 or 2, or a spoken yes or no. The answer is
+    #: stored with the call (``calls.post_call_answer``). Off by default.
+    post_call_question: bool = False
+    post_call_prompt: str = Field(
+        "Did we answer your question? Press 1 for yes, 2 for no.", min_length=1, max_length=300
+    )
+    post_call_wait_s: float = Field(5.0, ge=1.0, le=30.0)

@@ -70,6 +70,7 @@ _END = (
         end_reason=bindparam("b_end_reason"),
         outcome=bindparam("b_outcome"),
         outcome_reason=bindparam("b_outcome_reason"),
+        post_call_answer=bindparam("b_post_call_answer"),
     )
 )
 # Each turn's outcome, decided with its call's (``bot.calllog.outcomes``).
@@ -110,6 +111,7 @@ async def _write(conn: AsyncConnection, rows: dict[str, list[dict[str, Any]]]) -
                 "b_end_reason": row["end_reason"],
                 "b_outcome": row.get("outcome"),
                 "b_outcome_reason": row.get("outcome_reason"),
+                "b_post_call_answer": row.get("post_call_answer"),
             }
             for row in rows["end"]
         ]

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from bot.callflow import TransferTarget
 from bot.calllog.calllog import CallLog
+from bot.intents.confirm import KEY_ANSWERS, read_answer
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.frames import Bridged, CallAction, DataFrame, PlayAudio
 from bot.pipeline.processor import Processor
 from bot.profile import BotProfile
-from telephony.events import TransferResult
+from telephony.events import AudioIn, DtmfIn, TransferResult
 
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
@@ -25,9 +30,52 @@ log = logging.getLogger(__name__)
 #: jitter buffer still holds the last syllable.
 TAIL_S = 0.3
 
+#: The post-call question: how long its prompt may take to start playing, looked at this
+#: often.
+POLL_S = 0.05
+PROMPT_START_S = 2.0
+#: The longest the prompt is waited for to play out (a bound should the playout stall).
+PROMPT_MAX_S = 30.0
+#: A 20 ms frame of the caller's at this RMS or more (16-bit PCM; about -40 dBFS) is
+#: voiced; a spoken answer is this many voiced frames, ended by this many quiet ones.
+VOICED_RMS = 330.0
+ANSWER_VOICED_FRAMES = 8
+ANSWER_QUIET_FRAMES = 30
+#: Frames kept from before the answer's first voiced frame, and the most kept in all.
+ANSWER_PREROLL_FRAMES = 10
+ANSWER_MAX_FRAMES = 500
+
 Say = Callable[[DataFrame], Awaitable[None]]
 #: The warm handoff's summary for the agent: PCM at the call's rate (empty: none).
 Summarize = Callable[[], Awaitable[bytes]]
+
+
+@dataclass(frozen=True)
+class PostCallQuestion:
+    """The optional question after the caller's goodbye ("Did we answer your question?"),
+    from the call log's settings (``post_call_question``): the prompt, how long its answer
+    is waited for once it has played, and how a spoken answer is heard (PCM at the call's
+    rate in, words out)."""
+
+    prompt: DataFrame
+    wait_s: float
+    hear: Callable[[bytes], Awaitable[str]]
+
+
+def post_call_question(ctx: CallContext) -> PostCallQuestion | None:
+    """The call's post-call question, when the call log is on and its setting asks it."""
+    call_log = ctx.call_log
+    if call_log is None or not call_log.options.post_call_question:
+        return None
+    rate = ctx.call.sample_rate
+
+    async def hear(pcm: bytes) -> str:
+        return (await ctx.models.asr.transcribe(pcm, rate)).text
+
+    options = call_log.options
+    return PostCallQuestion(
+        prompt=ctx.say(None, options.post_call_prompt), wait_s=options.post_call_wait_s, hear=hear
+    )
 
 
 def configured_targets(
@@ -79,6 +127,12 @@ class CallControl(Processor):
       ``transfer_failed`` event, then ``failed`` is said and the conversation goes on. A
       refused REFER falls back to a bridge where the target says so. The transfer runs on
       its own task: a barge-in after it has started does not undo it.
+
+    With ``post_call`` (off by default), a goodbye's hang-up after an answer first asks the
+    caller whether their question was answered: key 1 or 2, or a spoken yes or no, within
+    ``wait_s`` after the prompt has played. Meanwhile the caller's keys and audio come here
+    (``hears``), not to the conversation. The answer (``yes``, ``no``, or ``none``) is a
+    ``post_call_answer`` event, stored with the call.
     """
 
     name = "call-control"
@@ -97,6 +151,7 @@ class CallControl(Processor):
         call_log: CallLog | None = None,
         tail_s: float = TAIL_S,
         enabled: bool = True,
+        post_call: PostCallQuestion | None = None,
     ) -> None:
         super().__init__()
         #: False: an action is recorded (``action_skipped``) and not carried out.
@@ -119,6 +174,16 @@ class CallControl(Processor):
         self._bridging = False
         #: The caller is with an agent on a bridged call: the bot is out of it.
         self.bridged = False
+        self._post_call = post_call
+        #: The post-call question was asked: the conversation is over.
+        self.closing = False
+        self._key: str | None = None
+        #: Set when a key or a spoken answer (ended by quiet) came in.
+        self._answer = asyncio.Event()
+        self._recent: collections.deque[bytes] = collections.deque(maxlen=ANSWER_PREROLL_FRAMES)
+        self._speech: list[bytes] = []
+        self._voiced = 0
+        self._quiet = 0
 
     @classmethod
     def build(cls, ctx: CallContext) -> CallControl:
@@ -134,6 +199,7 @@ class CallControl(Processor):
             summarize=ctx.summarize,
             call_log=ctx.call_log,
             enabled=ctx.call_actions,
+            post_call=post_call_question(ctx),
         )
 
     async def _leave_call(self) -> None:
@@ -158,7 +224,43 @@ class CallControl(Processor):
         return self._bridging or self.bridged
 
     def holds_line(self) -> bool:
-        return self.holding  # on hold for a bridged transfer, or with the agent
+        # On hold for a bridged transfer, or with the agent; or the post-call question.
+        return self.holding or self.closing
+
+    def hears(self, event: object) -> bool:
+        """Takes the caller's keys and audio once the post-call question is asked (its
+        answer; after it, nothing is for the conversation any more). False: not taken."""
+        if not self.closing or not isinstance(event, AudioIn | DtmfIn):
+            return False
+        if isinstance(event, DtmfIn):
+            if self._key is None and event.digit in KEY_ANSWERS:
+                self._key = event.digit
+                self._answer.set()
+        else:
+            self._listen(event.pcm)
+            if self._spoken():
+                self._answer.set()
+        return True
+
+    def _listen(self, pcm: bytes) -> None:
+        """One frame of the caller's while the answer is awaited: the spoken answer is kept
+        from a little before its first voiced frame."""
+        samples = np.frombuffer(pcm, dtype="<i2").astype(np.float32)
+        voiced = samples.size > 0 and float(np.sqrt(np.mean(samples**2))) >= VOICED_RMS
+        if voiced:
+            self._voiced += 1
+            self._quiet = 0
+        elif self._voiced:
+            self._quiet += 1
+        if self._speech:
+            if len(self._speech) < ANSWER_MAX_FRAMES:
+                self._speech.append(pcm)
+        elif voiced:
+            self._speech = [*self._recent, pcm]
+        self._recent.append(pcm)
+
+    def _spoken(self) -> bool:
+        return self._voiced >= ANSWER_VOICED_FRAMES and self._quiet >= ANSWER_QUIET_FRAMES
 
     def end_reason(self, reason: str) -> str:
         """Why the call ended, given the telephony's ``reason``: the bot's own doing first.
@@ -180,8 +282,11 @@ class CallControl(Processor):
             self._event("action_skipped", frame.action)
             return
         if frame.action == "hangup":
-            log.info("call %s: hanging up after turn %d", self._call.call_id, frame.turn.index)
             self._ended_by = frame.reason or "bot_hangup"
+            post_call = self._post_call
+            if post_call is not None and frame.reason is None and self._answered(frame.turn.index):
+                await self._ask_after_call(post_call)
+            log.info("call %s: hanging up after turn %d", self._call.call_id, frame.turn.index)
             await self._call.hangup()
         elif frame.target is not None and not self.transferring and not self.bridged:
             self._transfer = asyncio.create_task(
@@ -195,6 +300,49 @@ class CallControl(Processor):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    def _answered(self, turn_index: int) -> bool:
+        """Whether a request of the caller's was answered before the goodbye's turn."""
+        log_ = self._call_log
+        return log_ is not None and log_.answered(self._call.call_id, besides=turn_index)
+
+    async def _ask_after_call(self, question: PostCallQuestion) -> None:
+        """Ask the post-call question, wait for its answer, record it (``none`` when
+        nothing came in time, or the caller hung up)."""
+        answer = "none"
+        self.closing = True
+        try:
+            await self._say(question.prompt)
+            # Until the prompt has played (a key over it answers at once), then the wait.
+            for _ in range(round(PROMPT_START_S / POLL_S)):
+                if self._call.queued_frames or self._answer.is_set():
+                    break
+                await asyncio.sleep(POLL_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(PROMPT_MAX_S):
+                    await self._first(self._call.wait_playout_drained(), self._answer.wait())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._answer.wait(), question.wait_s)
+            if self._key is not None:
+                self._call.clear_playout()
+                answer = KEY_ANSWERS[self._key] or "none"
+            elif self._voiced >= ANSWER_VOICED_FRAMES:
+                words = await question.hear(b"".join(self._speech))
+                answer = read_answer(words) or "none"
+        finally:
+            log.info("call %s: post-call answer %s", self._call.call_id, answer)
+            self._event("post_call_answer", answer)
+
+    @staticmethod
+    async def _first(*waits: Coroutine[Any, Any, Any]) -> None:
+        """Until the first of ``waits`` is done (the others are cancelled)."""
+        tasks = [asyncio.ensure_future(w) for w in waits]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def _event(self, kind: str, detail: str) -> None:
         if self._call_log is not None:

@@ -233,6 +233,8 @@ class CallSession:
         reason = "ended"
         try:
             async for event in self.call.receive():
+                if control.hears(event):
+                    continue  # the post-call question's answer: not for the conversation
                 if isinstance(event, AudioIn | DtmfIn) and control.holding:
                     continue  # on hold for, or with, an agent: not for the bot
                 if isinstance(event, AudioIn):

@@ -63,6 +63,16 @@ async def test_the_summary_matches_the_known_calls(
     assert s["abandoned_by_place"] == {"not_sure": 1, "queue": 1, "silence": 1}
     assert s["refused_by_reason"] == {} and s["failed_by_reason"] == {}
     assert s["average_call_s"] == pytest.approx(sum(c.length_s for c in KNOWN) / 6, abs=0.01)
+    # The first answered turn's end of speech to first audio: 300, 500 and 900 ms on the
+    # three calls with an answer (numpy's linear percentile: 500 + 0.9 * 400 at P95).
+    assert s["first_answer_calls"] == 3
+    assert (s["first_answer_p50_ms"], s["first_answer_p95_ms"]) == (500.0, 860.0)
+    # "Not sure" once, about gift cards; the "No" that declined a question is no topic.
+    assert s["not_sure_topics"] == [
+        {"text": "Do you sell gift cards?", "normalized": "do you sell gift cards", "count": 1}
+    ]
+    # The post-call question, answered yes on the one call that ended with a goodbye.
+    assert s["post_call"] == {"asked": 1, "yes": 1, "no": 0, "none": 0, "yes_rate": 1.0}
     entries = {e.pop("name"): e for e in s["entries"]}
     assert entries == {
         "order_status": {
@@ -107,6 +117,17 @@ async def test_calls_and_turns_as_csv(client: httpx.AsyncClient, admin_engine: A
     rows = list(csv.DictReader(io.StringIO(r.text)))
     got = {row["sip_call_id"]: (row["outcome"], row["outcome_reason"]) for row in rows}
     assert got == {c.sip_call_id: c.outcome for c in KNOWN}
+    answers = {row["sip_call_id"]: row["post_call_answer"] for row in rows}
+    assert answers == {c.sip_call_id: "yes" if c.minute == 0 else "" for c in KNOWN}
+    first = {row["sip_call_id"]: row["first_answer_ms"] for row in rows}
+    assert first == {
+        "answered-then-goodbye": "300.0",
+        "transfer-request": "500.0",
+        "no-then-put-through": "900.0",
+        "hangup-after-not-sure": "",
+        "hangup-in-queue": "",
+        "silence-until-the-timer": "",
+    }
     lengths = {row["sip_call_id"]: float(row["length_s"]) for row in rows}
     for c in KNOWN:
         assert lengths[c.sip_call_id] == pytest.approx(c.length_s, abs=0.01)
@@ -121,6 +142,7 @@ async def test_calls_and_turns_as_csv(client: httpx.AsyncClient, admin_engine: A
     one = next(row for row in rows if row["sip_call_id"] == "no-then-put-through")
     detail = (await client.get(f"/api/v1/calls/{one['id']}", headers=auth)).json()
     assert (detail["outcome"], detail["outcome_reason"]) == ("transferred", "declined")
+    assert detail["post_call_answer"] is None  # not asked on this call
     assert [t["outcome"] for t in detail["turns_detail"]] == [
         "confirmed_no",
         "declined",
@@ -153,3 +175,32 @@ async def test_bad_ranges_are_refused_with_the_reason(
     r = await client.get("/api/v1/outcomes/compare", params={"a": "1"}, headers=auth)
     assert r.status_code == 422
     assert (await client.get("/api/v1/outcomes/summary")).status_code == 401
+
+
+@pytest.mark.usefixtures("known")
+async def test_a_not_sure_topic_opens_its_missed_questions(
+    client: httpx.AsyncClient, admin_engine: AsyncEngine
+) -> None:
+    """The summary's "not sure" words, given to Missed questions (as the page's link does),
+    give that group alone; other missed words are left out."""
+    auth = bearer(await add_token(admin_engine, "vic", "viewer"))
+    s = (await client.get("/api/v1/outcomes/summary", params=RANGE, headers=auth)).json()
+    topic = s["not_sure_topics"][0]["normalized"]
+    every = (await client.get("/api/v1/missed-questions?days=365", headers=auth)).json()
+    assert every["total"] > 1, every  # the declined question of another call is missed too
+    r = await client.get(
+        "/api/v1/missed-questions", params={"days": 365, "words": topic}, headers=auth
+    )
+    assert r.status_code == 200, r.text
+    page = r.json()
+    assert [(q["normalized"], q["count"], q["routes"]) for q in page["items"]] == [
+        (topic, 1, {"fallback": 1})
+    ]
+    assert page["total"] == 1
+    # Words as said (case, punctuation) find the same group.
+    r = await client.get(
+        "/api/v1/missed-questions",
+        params={"days": 365, "words": "Do you sell GIFT cards?"},
+        headers=auth,
+    )
+    assert r.json()["total"] == 1

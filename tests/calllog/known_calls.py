@@ -1,8 +1,10 @@
 """Six calls with known endings, reported to a ``CallLog`` as a call session reports them.
 
 Each call is answered at a fixed wall-clock time (``T0`` plus whole minutes) and lasts a
-fixed length, so that what the admin API figures from them (rates by day and hour, the
-average length) is known exactly. ``EXPECTED`` is what each call comes to.
+fixed length, and each of its turns is heard ``first_audio_ms`` after the caller's end of
+speech, so that what the admin API figures from them (rates by day and hour, the average
+length, the first answer's latency) is known exactly. ``outcome`` is what each call comes
+to.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class KnownCall:
     end_reason: str
     outcome: tuple[str, str]
     turn_outcomes: list[str] = field(default_factory=list)
+    #: Each turn's end of speech to first audio (ms).
+    first_audio_ms: float = 200.0
 
     @property
     def answered_at(self) -> datetime:
@@ -42,10 +46,12 @@ KNOWN: list[KnownCall] = [
         [
             ("exact", "Where is my order?", "order_status", "You can follow your order..."),
             ("exact", "Goodbye", "goodbye", "Thanks for calling."),
+            ("event", "post_call_answer", "yes"),
         ],
         "bot_hangup",
         ("resolved", "goodbye"),
         ["answered", "answered"],
+        first_audio_ms=300.0,
     ),
     KnownCall(
         "transfer-request",
@@ -58,6 +64,7 @@ KNOWN: list[KnownCall] = [
         "transferred",
         ("transferred", "asked"),
         ["answered"],
+        first_audio_ms=500.0,
     ),
     KnownCall(
         "no-then-put-through",
@@ -72,6 +79,7 @@ KNOWN: list[KnownCall] = [
         "transferred",
         ("transferred", "declined"),
         ["confirmed_no", "declined", "answered"],
+        first_audio_ms=900.0,
     ),
     KnownCall(
         "hangup-after-not-sure",
@@ -126,7 +134,8 @@ def report(log: CallLog, call: KnownCall) -> None:
         turn = Turn(call_id=call.sip_call_id, transcript=words, answer=answer)
         turn.route = route  # type: ignore[assignment]
         turn.intent = intent or None
-        for i, stage in enumerate(("speech_end", "eot_decided", "first_audio_out")):
-            turn.mark(stage, start + n + 0.1 * i)
+        turn.mark("speech_end", start + n)
+        turn.mark("eot_decided", start + n + 0.05)
+        turn.mark("first_audio_out", start + n + call.first_audio_ms / 1000)
         log.turn_finished(turn)
     log.call_ended(call.sip_call_id, call.end_reason, start + call.length_s)

@@ -11,6 +11,8 @@ from bot.calllog.outcomes import (
     Step,
     TurnFacts,
     call_outcome,
+    confirm_keys,
+    step_turn_outcomes,
     turn_outcome,
     turn_outcomes,
 )
@@ -18,7 +20,9 @@ from bot.calllog.outcomes import (
 _seq = iter(range(1, 10_000))
 
 
-def t(route: str, words: str = "some words", intent: str | None = None, **kw: object) -> TurnFacts:
+def t(
+    route: str, words: str | None = "some words", intent: str | None = None, **kw: object
+) -> TurnFacts:
     return TurnFacts(seq=next(_seq), route=route, intent=intent, transcript=words, **kw)  # type: ignore[arg-type]
 
 
@@ -165,6 +169,34 @@ CALLS: list[tuple[str, list[Step], str, CallOutcome]] = [
         CallOutcome("resolved", "max_duration"),
     ),
     (
+        # Key 2 on the question: the keypad's turn has no words; the question is answered
+        # otherwise ("not sure"), then key 0 puts the caller through.
+        "said no on the keypad to the bot's question, then put through",
+        [
+            t("confirm", "has my package left yet", "order_status"),
+            e("confirm_key", "2"),
+            t("fallback", None),
+            e("menu", "main: 0"),
+            t("keypad", None, "talk_to_person"),
+            e("transfer", "sip:a@b"),
+            e("bridged", "bridge sip:a@b"),
+        ],
+        "transferred",
+        CallOutcome("transferred", "declined"),
+    ),
+    (
+        "said no on the keypad, then hung up on the answer",
+        [t("confirm", "parcel", "order_status"), e("confirm_key", "2"), t("fallback", None)],
+        HANGUP,
+        CallOutcome("abandoned", "not_sure"),
+    ),
+    (
+        "the post-call question's answer does not move where the call stood",
+        [t("keypad", None, "goodbye"), e("post_call_answer", "no")],
+        "bot_hangup",
+        CallOutcome("resolved", "goodbye"),
+    ),
+    (
         "digits and fillers do not move where the call stood",
         [t("exact", "hours?", "opening_hours"), e("filler", "one moment"), e("dtmf", "5")],
         HANGUP,
@@ -214,3 +246,22 @@ def test_turn_outcome(name: str, turn: TurnFacts, after: TurnFacts | None, expec
 def test_turn_outcomes_read_each_reply() -> None:
     turns = [t("confirm", "parcel"), t("fallback", "no"), t("confirmed", "yes", "talk_to_person")]
     assert turn_outcomes(turns) == ["confirmed_no", "declined", "answered"]
+
+
+def test_a_key_answers_the_question_before_it() -> None:
+    """1 and 2 on the keypad answer a confirmation question as "yes" and "no" do; the turn
+    the key made (no words of the caller's) is no silence."""
+    asked, keyed = t("confirm", "parcel", "order_status"), t("fallback", None)
+    steps: list[Step] = [asked, e("confirm_key", "2"), keyed, e("dtmf", "9"), t("exact", "bye")]
+    assert confirm_keys(steps) == {keyed.seq: "no"}
+    assert step_turn_outcomes(steps) == ["confirmed_no", "declined", "answered"]
+    # Without the key's event, the same turns read as a question left unanswered.
+    assert turn_outcomes([asked, keyed]) == ["unanswered", "no_speech"]
+    yes = [t("confirm", "parcel", "order_status"), e("confirm_key", "1"), t("llm", None)]
+    assert step_turn_outcomes(yes) == ["confirmed_yes", "answered"]
+    assert confirm_keys([e("confirm_key", "7"), t("llm", None)]) == {}
+    # A key pressed over the question stops it (a barge-in) and still answers it.
+    cut = t("confirm", "parcel", "order_status", barged_in=True)
+    over = [cut, e("confirm_key", "2"), t("fallback", None)]
+    assert step_turn_outcomes(over) == ["confirmed_no", "declined"]
+    assert turn_outcomes([cut, t("llm", "what else")]) == ["cut", "answered"]
