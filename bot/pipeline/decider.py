@@ -285,7 +285,8 @@ class Decider:
         Never when either was offered or asked about already in the call. None: no choice.
         """
         cache = self.lookups.cache
-        fitted = cache.fitted if cache is not None else None
+        # The live rule as fitted at load (a cache standing in without one: no choice).
+        fitted = getattr(cache, "fitted", None)
         if cache is None or fitted is None or match.best is None or match.reason not in _NEAR:
             return None
         rule = fitted.rule
