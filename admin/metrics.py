@@ -56,6 +56,13 @@ class NodeMetrics:
             registry=r,
         )
         self.errors = Counter("switchboard_errors", "Errors, by kind", ["kind"], registry=r)
+        self.decisions = Counter(
+            "switchboard_turn_decisions",
+            "Turns decided, by what the bot did (answer, ask, unsure, decline, generate) and "
+            "on which words (first, second: the second recognizer's, own)",
+            ["kind", "heard"],
+            registry=r,
+        )
         self.barge_ins = Counter(
             "switchboard_barge_ins", "Turns the caller interrupted", registry=r
         )
@@ -99,6 +106,8 @@ class NodeMetrics:
     def observe_turn(self, turn: Turn) -> None:
         """Count a turn that ended and observe its stage times."""
         self.turns.labels(turn.route).inc()
+        if turn.decision is not None:
+            self.decisions.labels(turn.decision.kind, turn.decision.heard).inc()
         if turn.route in CACHE_ROUTES:
             self.cache_hits.inc()
         if turn.barged_in:

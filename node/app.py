@@ -44,6 +44,7 @@ from node.looplag import LoopLagMonitor
 from node.settings import Settings
 from serve import ChatMessage, ModelSet, load_models
 from serve.base import unhurried
+from serve.pool_metrics import PoolCollector
 from serve.registry import ModelSpec
 from telephony import SipServer
 from telephony.config import SAMPLE_RATE
@@ -80,6 +81,8 @@ class Node:
         #: The node's one count of calls, SIP and browser: its call limit and its drain.
         self.places = CallPlaces()
         self.metrics = NodeMetrics()
+        # The shared model pool's work by urgency: submitted, queued, dropped over budget.
+        self.metrics.registry.register(PoolCollector())
         self.metrics.add_snapshot(
             sip=lambda: self.endpoint.stats() if self.endpoint is not None else {},
             models=self._model_metrics,
