@@ -142,8 +142,8 @@ class OutcomeSummary(BaseModel):
     failed_by_reason: dict[str, int]
     #: Mean of ``ended_at - answered_at`` over the ended calls, seconds.
     average_call_s: float | None
-    #: The first answer's latency: from the end of the caller's speech (or key) to the
-    #: first audio of the call's first answered turn, as the call log stores them
+    #: The first answer's latency: from the end of the caller's speech (or their key) to
+    #: the first audio of the call's first answered turn that has audio, as stored
     #: (``first_audio_out_at - speech_end_at``, ms); P50 and P95 over the calls that had
     #: an answered turn with both times (``first_answer_calls``).
     first_answer_calls: int
@@ -254,14 +254,13 @@ async def _calls(
 
 
 def _first_answer_ms(rows: list[TurnRow], outcomes: list[str]) -> float | None:
-    """The first answered turn's end of speech to first audio (ms); None without one."""
+    """The first answered turn's end of speech (a key's: the key) to its first audio (ms);
+    an answered turn with no audio of its own (a menu key that puts the caller through) is
+    passed over. None without one."""
     for row, outcome in zip(rows, outcomes, strict=True):
-        if outcome != "answered":
-            continue
         spoke, heard = aware(row.speech_end_at), aware(row.first_audio_out_at)
-        if spoke is None or heard is None:
-            return None
-        return round((heard - spoke).total_seconds() * 1000.0, 1)
+        if outcome == "answered" and spoke is not None and heard is not None:
+            return round((heard - spoke).total_seconds() * 1000.0, 1)
     return None
 
 

@@ -89,6 +89,17 @@ async def test_the_outcomes_page_shows_the_apis_figures(
     await expect(page.locator("#rate-transfer")).to_have_text("28.6 %")
     await expect(page.locator("#rate-abandonment")).to_have_text("42.9 %")
     await expect(page.locator("#average-length")).to_have_text(f"{s['average_call_s']:.1f} s")
+    # The first answer beside it: 200 (the markup call), 300, 500 and 900 ms.
+    first = (s["first_answer_calls"], s["first_answer_p50_ms"], s["first_answer_p95_ms"])
+    assert first == (4, 400.0, 840.0)
+    await expect(page.locator("#first-answer")).to_have_text("400 ms / 840 ms")
+    # The post-call question: asked once, answered yes.
+    assert s["post_call"]["asked"] == 1
+    await expect(page.locator("#post-call-yes")).to_have_text("100.0 %")
+    # "Not sure": the one topic, a link to Missed questions on its words (followed below).
+    topics = page.locator("#not-sure-topics a.missed-link")
+    await expect(topics).to_have_count(1)
+    await expect(topics).to_have_text("Do you sell gift cards?")
 
     # By day and by hour: one row each, as the API has them.
     days = page.locator("#outcome-days tbody tr")
@@ -190,6 +201,17 @@ async def test_the_outcomes_page_shows_the_apis_figures(
     assert await page.evaluate("document.documentElement.scrollWidth") <= width
     assert alerts == []
     assert await page.locator("#main img").count() == 0
+    assert test_console_config._problems(page) == []
+
+    # The "not sure" topic opens Missed questions showing that group alone.
+    await page.click("nav a[data-page=outcomes]")
+    await page.click("#not-sure-topics a.missed-link")
+    await expect(page.locator("#missed-filter")).to_contain_text("do you sell gift cards")
+    missed = page.locator("#missed tbody tr")
+    await expect(missed).to_have_count(1)
+    await expect(missed.first).to_contain_text("Do you sell gift cards?")
+    await page.click("#missed-filter a")
+    await expect(page.locator("#missed tbody tr")).to_have_count(2)
     assert test_console_config._problems(page) == []
 
 
