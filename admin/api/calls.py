@@ -70,6 +70,9 @@ class TurnRead(BaseModel):
     #: The caller's end of speech to the first audio of the answer (ms).
     voice_to_voice_ms: float | None
     model_ms: dict[str, float]
+    #: What the turn's words were decided as, and why (kind, route, why, heard, intent,
+    #: asks: docs/design.md, "One decision a turn"); None: not decided (a key, a number).
+    decision: dict[str, str | None] | None = None
     finished_at: datetime
 
 
@@ -243,6 +246,7 @@ def _turn_read(row: TurnRow) -> TurnRead:
         stage_ms=stage_ms,
         voice_to_voice_ms=stage_ms.get("first_audio_out"),
         model_ms=row.model_ms or {},
+        decision=row.decision,
         finished_at=finished,
     )
 

@@ -269,6 +269,9 @@ async function callPage(id) {
       ` · voice-to-voice ${fmtMs(t.voice_to_voice_ms)}`),
     h("p", {}, h("b", {}, "Caller: "), t.transcript || "—"),
     h("p", {}, h("b", {}, "Bot: "), t.answer || "—"),
+    t.decision ? h("p", { class: "muted" }, h("b", {}, "Why: "),
+      `${t.decision.kind} · ${t.decision.why}` +
+      (t.decision.heard && t.decision.heard !== "first" ? ` (${t.decision.heard} words)` : "")) : null,
     t.error ? h("p", { class: "error" }, t.error) : null,
     waterfall(t)));
   page(`Call from ${c.caller}`,

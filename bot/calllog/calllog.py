@@ -261,6 +261,7 @@ class CallLog:
             "error": turn.error,
             "finished_at": utc(time.time()),
             "model_ms": {k: round(v, 1) for k, v in turn.model_ms.items()},
+            "decision": turn.decision.record() if turn.decision is not None else None,
             "purged_at": None,
         }
         for stage in STAGES:

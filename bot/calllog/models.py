@@ -110,6 +110,9 @@ class TurnRow(Base):
     finished_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
     #: Time inside each model call, ms (``asr``, ``llm_first_token``...).
     model_ms: Mapped[dict[str, float]] = mapped_column(JSON)
+    #: What the turn's words were decided as, and why (``Decision.record``: kind, route,
+    #: why, heard, intent, asks; no caller's words). None: not decided (a key, a number).
+    decision: Mapped[dict[str, str | None] | None] = mapped_column(JSON)
     #: When retention blanked ``transcript`` and ``answer``.
     purged_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     #: What the turn did (``bot.calllog.outcomes.TURN_OUTCOMES``), set when the call ended.

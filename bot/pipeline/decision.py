@@ -140,7 +140,7 @@ class Decision:
         a sentence of the router's last answer."""
         return self.entry is not None or self.route == "repeat"
 
-    def record(self) -> dict[str, object]:
+    def record(self) -> dict[str, str | None]:
         """The decision as the turn log and the call log keep it (no caller's words)."""
         return {
             "kind": self.kind,

@@ -78,6 +78,7 @@ async def test_session_writes_call_turns_and_events(
                     TurnRow.barged_in,
                     TurnRow.speech_end_at,
                     TurnRow.first_audio_out_at,
+                    TurnRow.decision,
                 ).order_by(TurnRow.seq)
             )
         ).all()
@@ -88,6 +89,15 @@ async def test_session_writes_call_turns_and_events(
     assert [r.seq for r in rows] == list(range(1, len(turns) + 1)) and len(rows) >= 2
     assert rows[0].barged_in is True
     assert rows[0].speech_end_at < rows[0].first_audio_out_at
+    # Why the bot did what it did: no intent cache, no knowledge base, so the model answers.
+    assert rows[0].decision == {
+        "kind": "generate",
+        "route": "llm",
+        "why": "no knowledge base",
+        "heard": "first",
+        "intent": None,
+        "asks": None,
+    }
     # The scripted model gives the second turn the answer the caller already heard (in
     # part) in the first: the answer guard does not say it again, and the log says why.
     assert kinds == ["barge_in", "dtmf", "guard_refused"]
