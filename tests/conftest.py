@@ -1,5 +1,6 @@
 """Session fixtures: the suite's own PostgreSQL and Redis, started when a test first asks;
-and the ``e2e`` marker on every test that runs a whole bot node."""
+passwords hashed at argon2's lowest cost in the test process; and the ``e2e`` marker on
+every test that runs a whole bot node."""
 
 from __future__ import annotations
 
@@ -60,6 +61,33 @@ def _no_outside_services() -> Iterator[None]:
         for key in list(os.environ):
             if key.upper() in SERVICE_VARIABLES or key.upper().startswith(SERVICE_PREFIXES):
                 mp.delenv(key)
+        yield
+
+
+#: argon2id at its lowest cost (one pass over 8 KiB): what the test process hashes and
+#: verifies passwords with.
+CHEAP_ARGON2 = {"time_cost": 1, "memory_cost": 8, "parallelism": 1}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cheap_password_hashes() -> Iterator[None]:
+    """Passwords hashed and checked at argon2id's lowest cost in the test process.
+
+    At the product's cost (3 passes over 64 MiB, 4 lanes) each hash and each login's check
+    takes 0.1-0.7 s of CPU on 2 shared cores, and the admin, console and API fuzz tests make
+    hundreds: they test who gets in, not the hash's cost. The processes the tests start (the
+    CLI, nodes) hash at the product's cost, and ``tests/admin/test_cli.py`` checks that
+    what the CLI stores carries it. The unknown user's stand-in hash is made at the same low
+    cost, so that a wrong name still costs one check, as a wrong password does.
+    """
+    from argon2 import PasswordHasher  # noqa: PLC0415
+
+    from admin import security  # noqa: PLC0415
+
+    cheap = PasswordHasher(**CHEAP_ARGON2)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(security, "_hasher", cheap)
+        mp.setattr(security, "_DUMMY_HASH", cheap.hash("not anybody's password"))
         yield
 
 
