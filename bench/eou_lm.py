@@ -23,7 +23,7 @@ out-of-scope utterances, also whole, in a row of their own).
 Printed per formulation: AUC (a fragment scored below a whole sentence), the share of
 fragments called unfinished (score under the threshold) against the share of whole
 sentences wrongly called unfinished, and the same on what the rules of
-``bot.pipeline.end_of_turn.judge`` leave (words they read as finished or open: where the
+``bot.pipeline.language.end_of_turn.judge`` leave (words they read as finished or open: where the
 model could add a wait); then the time of one call, P50 / P95.
 """
 
@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from bench.pause_wire import PAUSED
-from bot.pipeline.end_of_turn import judge
+from bot.pipeline.language.end_of_turn import judge
 from bot.profile import DEFAULT_PROFILE, load_profile
 from serve.llm_llamacpp import packaged_gguf
 from testkit.intent_eval.eval_sets import DATA, read_split

@@ -1,5 +1,5 @@
 """``python -m bench.intent_eval.decisions``: what the bot decides on each utterance of a split,
-through the turn's one decision (``bot.pipeline.decider``: the intent cache, its questions,
+through the turn's one decision (``bot.pipeline.deciding.decider``: the intent cache, its questions,
 the knowledge base), with a caller who answers a question truly, as opposed to the matcher
 alone (``python -m bench.intent_eval``).
 
@@ -27,9 +27,9 @@ from pathlib import Path
 from bot.intents.cache import IntentCache
 from bot.intents.store import MemoryStore
 from bot.knowledge.index import KnowledgeIndex
-from bot.pipeline.call_lookups import CallLookups
-from bot.pipeline.decider import Decider
-from bot.pipeline.decision import Asked, Decision
+from bot.pipeline.deciding.call_lookups import CallLookups
+from bot.pipeline.deciding.decider import Decider
+from bot.pipeline.deciding.decision import Asked, Decision
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
 from bot.vocabulary import vocabulary

@@ -9,10 +9,10 @@ from bot.calllog.calllog import CallLog
 from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
-from bot.pipeline.call_lookups import CallLookups
 from bot.pipeline.call_port import CallPort
-from bot.pipeline.conversation import Conversation
-from bot.pipeline.decider import Decider
+from bot.pipeline.deciding.call_lookups import CallLookups
+from bot.pipeline.deciding.conversation import Conversation
+from bot.pipeline.deciding.decider import Decider
 from bot.pipeline.frames import DataFrame, PlayAudio, Speak
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.rehear import Rehearing

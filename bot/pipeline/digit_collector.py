@@ -23,8 +23,8 @@ from bot.pipeline.frames import (
     SystemFrame,
     Transcript,
 )
+from bot.pipeline.language.spoken_digits import digits_and_others, spoken_digits
 from bot.pipeline.processor import Processor
-from bot.pipeline.spoken_digits import digits_and_others, spoken_digits
 from bot.pipeline.turn import Turn
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Literal
 from bot.pipeline.turn import Turn
 
 if TYPE_CHECKING:
-    from bot.pipeline.decision import Decision
+    from bot.pipeline.deciding.decision import Decision
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class EndOfTurn(DataFrame):
 @dataclass(frozen=True)
 class Transcript(DataFrame):
     """What the caller said, as text, and, once the router decided it, the decision the
-    stages after it carry out (``bot.pipeline.decider``; None: not decided yet)."""
+    stages after it carry out (``bot.pipeline.deciding.decider``; None: not decided yet)."""
 
     turn: Turn
     text: str

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.pipeline.end_of_turn import Thought, heard_alike
+from bot.pipeline.language.end_of_turn import Thought, heard_alike
 from bot.pipeline.rehear import other_words
 from bot.pipeline.speculation import Speculation
 from bot.profile import EndpointingConfig

@@ -15,7 +15,7 @@ profile, tuning split, flite voices at 8 kHz): right directly or after one quest
 profile does not cover) at ~150-200 ms each.
 
 The rule is the three functions below (``leads_somewhere``, ``worth_hearing_again``,
-``other_words``): the decider applies them to a call's words (``bot.pipeline.decider``,
+``other_words``): the decider applies them to a call's words (``bot.pipeline.deciding.decider``,
 through the call's lookups), and ``bench.intent_eval --second-pass`` to cached
 transcripts.
 """
@@ -73,7 +73,7 @@ class SecondPassASR(Protocol):
 
 
 class Rehearing:
-    """Decodes a turn again with the second recognizer (when to: ``bot.pipeline.decider``
+    """Decodes a turn again with the second recognizer (when to: ``bot.pipeline.deciding.decider``
     at the end of the turn, ``bot.pipeline.speculation`` in the caller's pause)."""
 
     def __init__(self, asr: SecondPassASR, *, sample_rate: int) -> None:

@@ -10,9 +10,8 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING
 
 from bot.knowledge.index import topic_question
-from bot.pipeline.clauses import ClauseSplitter
-from bot.pipeline.decider import Decider
-from bot.pipeline.decision import Decision
+from bot.pipeline.deciding.decider import Decider
+from bot.pipeline.deciding.decision import Decision, Route
 from bot.pipeline.frames import (
     AnswerPending,
     DataFrame,
@@ -22,8 +21,9 @@ from bot.pipeline.frames import (
     StageFailed,
     Transcript,
 )
+from bot.pipeline.language.clauses import ClauseSplitter
 from bot.pipeline.processor import Processor
-from bot.pipeline.turn import Route, Turn
+from bot.pipeline.turn import Turn
 from bot.profile import BotProfile
 from serve import LLM, ChatMessage, ProviderError, StageTimings
 

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from bot.intents.choice import KEY_CHOICES
 from bot.intents.confirm import KEY_ANSWERS
 from bot.intents.store import CacheEntry
-from bot.pipeline.decider import Decider, Hearing
-from bot.pipeline.decision import Decision
+from bot.pipeline.deciding.decider import Decider, Hearing
+from bot.pipeline.deciding.decision import Decision
 from bot.pipeline.frames import (
     CallAction,
     DataFrame,
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 class Router(Processor):
     """Carries out the turn's decision where the intent cache answers, else passes it on.
 
-    Each transcript is decided once (``bot.pipeline.decider``; the decision made in the
+    Each transcript is decided once (``bot.pipeline.deciding.decider``; the decision made in the
     caller's pause is reused when neither the words nor the conversation changed since)
     and written into the call's conversation. An intent's answer plays from its
     pre-synthesized audio (no LLM, no TTS), followed by the intent's action (transfer, hang

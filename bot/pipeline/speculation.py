@@ -2,14 +2,14 @@
 
 When the caller has been silent for ``speculate_after_ms`` the endpointer hands the turn
 so far to a ``Speculator``: it transcribes it, hears it again where worth it, and decides
-it (``bot.pipeline.decider``, the same decision the end of the turn makes) while the
+it (``bot.pipeline.deciding.decider``, the same decision the end of the turn makes) while the
 endpointer keeps listening. If the caller speaks again the result is dropped. If the
 silence lasts, the result is used twice:
 
 * how long the turn waits follows from the decision (``bot.pipeline.pause_reading``): an
   intent's answer to a finished request ends it at once, a question or "not sure" waits
   longer for a caller who was only pausing, words that read as an unfinished thought keep
-  the turn open (``bot.pipeline.end_of_turn``);
+  the turn open (``bot.pipeline.language.end_of_turn``);
 * when the turn ends, the transcript and the decision are already there (reused while the
   words and the conversation are unchanged), so neither sits on the path between the
   caller's last word and the bot's answer.
@@ -26,15 +26,15 @@ from typing import TYPE_CHECKING
 
 from bot.answers.small_talk import is_small_talk
 from bot.answers.text import sentences
-from bot.pipeline.end_of_turn import judge
+from bot.pipeline.language.end_of_turn import judge
 from serve import ASR, ProviderError, StageTimings
 from serve.asr import Vocabulary
 from serve.priority_pool import Priority, Urgency, priority
 
 if TYPE_CHECKING:
     from bot.intents.cache import Lookup
-    from bot.pipeline.decider import Decider
-    from bot.pipeline.decision import Decision
+    from bot.pipeline.deciding.decider import Decider
+    from bot.pipeline.deciding.decision import Decision
     from bot.pipeline.rehear import Rehearing
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 def looks_complete(text: str) -> bool:
     """True when ``text`` reads as a finished thought rather than a caller mid-sentence.
 
-    Whisper punctuates any fragment it hears; ``bot.pipeline.end_of_turn.judge`` reads the
+    Whisper punctuates any fragment it hears; ``bot.pipeline.language.end_of_turn.judge`` reads the
     words as well ("I'd like to change." dangles, "Where is my order?" does not).
     """
     return judge(text) == "finished"
@@ -71,7 +71,7 @@ class Speculation:
     model_ms: dict[str, float] = field(default_factory=dict)
     #: The intent cache's lookup of the words heard (the turn log's ``route``).
     lookup: Lookup | None = None
-    #: What the bot would do with the words (``bot.pipeline.decider``), decided in the
+    #: What the bot would do with the words (``bot.pipeline.deciding.decider``), decided in the
     #: conversation as it stood (``version``): the end of the turn reuses it while neither
     #: changed. None: no words, or the pass failed.
     decision: Decision | None = None

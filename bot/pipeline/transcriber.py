@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from bot.pipeline.end_of_turn import strip_hold
 from bot.pipeline.frames import DataFrame, EndOfTurn, StageFailed, Transcript
+from bot.pipeline.language.end_of_turn import strip_hold
 from bot.pipeline.processor import Processor
 from bot.pipeline.speculation import Speculation, Speculator
 from bot.pipeline.turn import Turn

@@ -7,8 +7,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from bot.pipeline.deciding.decision import Route
+
 if TYPE_CHECKING:
-    from bot.pipeline.decision import Decision
+    from bot.pipeline.deciding.decision import Decision
     from bot.pipeline.pause_reading import PauseReading
     from bot.pipeline.speculation import Speculation
 
@@ -23,26 +25,6 @@ STAGES = (
     "response_done",
 )
 
-#: ``confirm``: the bot asked whether the caller meant an intent it was not sure of;
-#: ``confirmed``: the caller said yes, and the intent's answer played; ``keypad``: a menu
-#: key or a number keyed in; ``lookup``: a business lookup's answer; ``ask``: a request
-#: for what a lookup is for, answered by asking for the lookup's number (not the model);
-#: ``repeat``: the caller asked to hear the last answer again, and heard it.
-Route = Literal[
-    "exact",
-    "semantic",
-    "confirm",
-    "confirmed",
-    "knowledge",
-    "small_talk",
-    "repeat",
-    "llm",
-    "fallback",
-    "keypad",
-    "lookup",
-    "ask",
-    "none",
-]
 #: Why the turn ended: enough silence, a speculative pass found a whole request, too long.
 EotReason = Literal["silence", "early", "max_turn", ""]
 
@@ -79,7 +61,7 @@ class Turn:
     #: The knowledge-base answers retrieved for this turn, best first: what a generated
     #: answer may state (with the caller's words).
     knowledge: tuple[str, ...] = ()
-    #: What was decided on the turn's words, and why (``bot.pipeline.decider``).
+    #: What was decided on the turn's words, and why (``bot.pipeline.deciding.decider``).
     decision: Decision | None = None
     #: Clauses of the generated answer that were not spoken, each as "reason: detail".
     refusals: list[str] = field(default_factory=list)

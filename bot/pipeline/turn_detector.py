@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from bot.pipeline.end_of_turn import Thought, ThoughtJudge, expected_digits, judge
 from bot.pipeline.frames import (
     CallerAudio,
     CallFinished,
@@ -23,6 +22,7 @@ from bot.pipeline.frames import (
     UserStartedSpeaking,
     UserStoppedSpeaking,
 )
+from bot.pipeline.language.end_of_turn import Thought, ThoughtJudge, expected_digits, judge
 from bot.pipeline.pause_reading import PauseReading, read_pause
 from bot.pipeline.processor import Processor
 from bot.pipeline.speculation import Speculator
@@ -62,7 +62,7 @@ class TurnDetector(Processor):
     is talking, in which case an ``Interrupt`` goes out first) and ends after
     ``end_silence_ms`` of silence. With a ``Speculator``, the turn so far is transcribed
     (and looked up) once the caller has paused for ``speculate_after_ms``, and ``thought``
-    reads the words (``bot.pipeline.end_of_turn``):
+    reads the words (``bot.pipeline.language.end_of_turn``):
 
     - a finished thought ends the turn at once on a cached intent, else after
       ``sentence_end_silence_ms``, without waiting out ``end_silence_ms``;

@@ -27,8 +27,8 @@ from bot.intents.cache import IntentCache
 from bot.intents.store import MemoryStore
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.answer_guard import AnswerGuard
-from bot.pipeline.call_lookups import CallLookups
-from bot.pipeline.decider import Decider
+from bot.pipeline.deciding.call_lookups import CallLookups
+from bot.pipeline.deciding.decider import Decider
 from bot.pipeline.frames import CallAction, DataFrame, Frame, PlayAudio, ResponseDone, Speak
 from bot.pipeline.frames import Transcript as TranscriptFrame
 from bot.pipeline.processor import Collector, Processor

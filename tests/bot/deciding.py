@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
-from bot.pipeline.call_lookups import CallLookups
-from bot.pipeline.decider import Decider
+from bot.pipeline.deciding.call_lookups import CallLookups
+from bot.pipeline.deciding.decider import Decider
 from bot.pipeline.rehear import Rehearing
 from bot.pipeline.responder import Responder
 from bot.pipeline.router import Router

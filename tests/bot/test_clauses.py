@@ -1,4 +1,4 @@
-from bot.pipeline.clauses import ClauseSplitter, clean_for_speech
+from bot.pipeline.language.clauses import ClauseSplitter, clean_for_speech
 
 
 def feed_all(pieces: list[str]) -> list[str]:

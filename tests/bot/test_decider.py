@@ -10,7 +10,7 @@ import pytest
 
 from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
-from bot.pipeline.decider import Decider
+from bot.pipeline.deciding.decider import Decider
 from bot.pipeline.frames import PlayAudio, ResponseDone
 from bot.pipeline.processor import Collector
 from bot.pipeline.turn import Turn

@@ -9,15 +9,6 @@ import pytest
 import pytest_asyncio
 
 from bot.callflow import CollectorConfig
-from bot.pipeline.end_of_turn import (
-    Digits,
-    ThoughtJudge,
-    expected_digits,
-    heard_alike,
-    judge,
-    leads_with_answer,
-    strip_hold,
-)
 from bot.pipeline.frames import (
     CallAction,
     CallerAudio,
@@ -26,6 +17,15 @@ from bot.pipeline.frames import (
     Frame,
     Speak,
     Transcript,
+)
+from bot.pipeline.language.end_of_turn import (
+    Digits,
+    ThoughtJudge,
+    expected_digits,
+    heard_alike,
+    judge,
+    leads_with_answer,
+    strip_hold,
 )
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing

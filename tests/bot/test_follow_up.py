@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.pipeline.follow_up import (
+from bot.pipeline.frames import PlayAudio, Speak, Transcript
+from bot.pipeline.language.follow_up import (
     about_last_answer,
     asks_again,
     follows_up,
@@ -24,7 +25,6 @@ from bot.pipeline.follow_up import (
     new_words,
     sentence_about,
 )
-from bot.pipeline.frames import PlayAudio, Speak, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn

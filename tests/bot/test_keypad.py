@@ -21,8 +21,8 @@ from bot.pipeline.frames import (
     Transcript,
 )
 from bot.pipeline.keypad_menu import KeypadMenu
+from bot.pipeline.language.spoken_digits import spoken_digits
 from bot.pipeline.processor import Collector
-from bot.pipeline.spoken_digits import spoken_digits
 from bot.pipeline.turn import Turn
 from bot.profile import IntentConfig
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from bot.intents.store import CacheEntry
-from bot.pipeline.decision import Decision
-from bot.pipeline.end_of_turn import judge
+from bot.pipeline.deciding.decision import Decision
+from bot.pipeline.language.end_of_turn import judge
 from bot.pipeline.pause_reading import FAILED, NOTHING_HEARD, PauseReading, read_pause
 from bot.pipeline.speculation import Speculation
 from bot.profile import EndpointingConfig

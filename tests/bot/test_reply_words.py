@@ -14,8 +14,8 @@ import pytest
 
 from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
-from bot.pipeline.decider import Decider
-from bot.pipeline.decision import Decision
+from bot.pipeline.deciding.decider import Decider
+from bot.pipeline.deciding.decision import Decision
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from tests.bot.deciding import decider_for

@@ -15,8 +15,8 @@ from bot.intents.cache import Lookup
 from bot.intents.match import Match
 from bot.intents.store import CacheEntry
 from bot.knowledge.index import KnowledgeIndex
-from bot.pipeline.decider import Decider
-from bot.pipeline.decision import Decision
+from bot.pipeline.deciding.decider import Decider
+from bot.pipeline.deciding.decision import Decision
 from bot.pipeline.frames import CallerAudio, EndOfTurn, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from bot.intents.match import normalize
-from bot.pipeline.follow_up import joins_words_before
+from bot.pipeline.language.follow_up import joins_words_before
 
 if TYPE_CHECKING:
     from bot.intents.cache import IntentCache, Lookup
@@ -61,7 +61,7 @@ class CallLookups:
     async def following(self, words: str, previous: str | None) -> tuple[list[Retrieved], str]:
         """The entries for ``words`` and the words they were retrieved for: alone or, when
         they retrieve nothing and read as a follow-up, joined to ``previous``
-        (``bot.pipeline.follow_up.retrieve_following``)."""
+        (``bot.pipeline.language.follow_up.retrieve_following``)."""
         found = await self.entries(words)
         if found or not previous or not joins_words_before(words, previous):
             return found, words

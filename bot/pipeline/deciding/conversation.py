@@ -10,11 +10,24 @@ made in the caller's pause is reused at the end of the turn only while it is unc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from bot.pipeline.decision import Asked, Decision
-    from bot.pipeline.turn import Turn
+    from bot.pipeline.deciding.decision import Asked, Decision
+
+
+class Said(Protocol):
+    """A turn as the conversation reads it (``bot.pipeline.turn.Turn``): its words, the
+    answer the stages gave (filled in as they give it), and what answered."""
+
+    call_id: str
+    transcript: str
+    answer: str
+    intent: str | None
+
+    @property
+    def route(self) -> str: ...
+
 
 #: Answers the call remembers (the latest; one per intent or entry).
 REMEMBERED = 8
@@ -42,7 +55,7 @@ class Conversation:
 
     #: The last turn decided (None: none yet). The stages that carry out its decision
     #: fill in its answer (a generated one when it is done).
-    last: Turn | None = None
+    last: Said | None = None
     #: The question waiting for the caller's reply.
     waiting: Asked | None = None
     #: Intents and knowledge topics asked about in this call.
@@ -72,7 +85,7 @@ class Conversation:
         a choice of two (1 the first, 2 the second)."""
         return self.waiting is not None and self.waiting.kind in ("intent", "choice")
 
-    def commit(self, turn: Turn, decision: Decision | None = None) -> None:
+    def commit(self, turn: Said, decision: Decision | None = None) -> None:
         """``turn`` is decided as ``decision`` (None: answered outside the decision, such
         as a key): the question it left waiting, if any, and the turn before the next."""
         self.version += 1

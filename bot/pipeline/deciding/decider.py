@@ -1,7 +1,7 @@
 """The one place a turn is decided: from the words heard and the call's conversation to a
 ``Decision``.
 
-``Decider.decide`` reads the conversation (``bot.pipeline.conversation``) and changes
+``Decider.decide`` reads the conversation (``bot.pipeline.deciding.conversation``) and changes
 nothing, so the caller's pause may call it early (``bot.pipeline.speculation``: how long the
 turn waits follows from what it decides) and the end of the turn reuses that decision when
 neither the words nor the conversation changed since. Its lookups go through the call's
@@ -46,10 +46,10 @@ from bot.intents.choice import Choosable, choice_question, choice_topic, read_ch
 from bot.intents.confirm import read_answer
 from bot.intents.match import Match, normalize
 from bot.knowledge.index import topic_question
-from bot.pipeline.conversation import Answered, Conversation
-from bot.pipeline.decision import Asked, Decision, Heard, Option
-from bot.pipeline.end_of_turn import leads_with_answer
-from bot.pipeline.follow_up import (
+from bot.pipeline.deciding.conversation import Answered, Conversation, Said
+from bot.pipeline.deciding.decision import Asked, Decision, Heard, Option
+from bot.pipeline.language.end_of_turn import leads_with_answer
+from bot.pipeline.language.follow_up import (
     about_last_answer,
     asks_again,
     follows_up,
@@ -64,8 +64,7 @@ if TYPE_CHECKING:
     from bot.intents.cache import Lookup
     from bot.intents.store import CacheEntry
     from bot.knowledge.index import Retrieved
-    from bot.pipeline.call_lookups import CallLookups
-    from bot.pipeline.turn import Turn
+    from bot.pipeline.deciding.call_lookups import CallLookups
     from bot.profile import BotProfile, KnowledgeEntry
 
 log = logging.getLogger(__name__)
@@ -410,7 +409,7 @@ class Decider:
     def _unsure(self, words: str, heard: Heard, why: str) -> Decision:
         return Decision("unsure", "fallback", words, why, heard=heard, say=self._profile.unsure)
 
-    def _waiting(self, previous: Turn | None, words: str) -> Asked | None:
+    def _waiting(self, previous: Said | None, words: str) -> Asked | None:
         """What ``words`` may answer: the question waiting, else the colleague offered by
         the last answer (the honest fallback), when the words start as a reply."""
         waiting = self.conversation.waiting
@@ -479,7 +478,7 @@ class Decider:
             return looked, other, heard
         return found, words, was
 
-    async def _follow_up(self, previous: Turn | None, text: str, found: Lookup) -> Lookup:
+    async def _follow_up(self, previous: Said | None, text: str, found: Lookup) -> Lookup:
         """A short follow-up ("and the fast one?") to an intent's answer, looked up joined
         to the question answered: a hit on that same intent answers it. Words asking for
         part of that answer again ("what was the normal price again?") are answered by
@@ -518,7 +517,7 @@ class Decider:
             )
         return found
 
-    async def _recall(self, previous: Turn | None, words: str, heard: Heard) -> Decision | None:
+    async def _recall(self, previous: Said | None, words: str, heard: Heard) -> Decision | None:
         """Words that match no intent, asking about an answer given earlier in the call
         (``Conversation.answered``, the latest first; the last turn's own is the follow-up
         steps before this): a detail of that answer ("What was the standard price
@@ -599,7 +598,7 @@ class Decider:
             return False
 
 
-def _about_last_answer(previous: Turn | None, text: str) -> str | None:
+def _about_last_answer(previous: Said | None, text: str) -> str | None:
     """The sentence of the intent's answer given on ``previous`` that short words about part
     of it ask for ("Is the label free?" after "... print the free return label."); None:
     not such words. The same request again is not about a detail."""

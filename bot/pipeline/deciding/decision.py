@@ -1,6 +1,6 @@
 """A turn's decision as a value: what the bot does with the caller's words, and why.
 
-``bot.pipeline.decider`` makes it, once per words and call state: while the caller pauses
+``bot.pipeline.deciding.decider`` makes it, once per words and call state: while the caller pauses
 (the speculative pass, ``bot.pipeline.speculation``) and, when the words or the call have
 changed since, again at the end of the turn. The stages that carry it out (the router
 plays an intent's audio, the responder says the operator's words or has the model answer)
@@ -16,9 +16,28 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from bot.intents.store import CacheEntry
     from bot.knowledge.index import Retrieved
-    from bot.pipeline.turn import Route
     from bot.profile import KnowledgeEntry
 
+#: ``confirm``: the bot asked whether the caller meant an intent it was not sure of;
+#: ``confirmed``: the caller said yes, and the intent's answer played; ``keypad``: a menu
+#: key or a number keyed in; ``lookup``: a business lookup's answer; ``ask``: a request
+#: for what a lookup is for, answered by asking for the lookup's number (not the model);
+#: ``repeat``: the caller asked to hear the last answer again, and heard it.
+Route = Literal[
+    "exact",
+    "semantic",
+    "confirm",
+    "confirmed",
+    "knowledge",
+    "small_talk",
+    "repeat",
+    "llm",
+    "fallback",
+    "keypad",
+    "lookup",
+    "ask",
+    "none",
+]
 #: - ``answer``: words the operator wrote (an intent's answer, a knowledge entry, small
 #:   talk, a sentence of the last answer);
 #: - ``ask``: a question about what the caller may mean: yes or no (an intent, a topic),

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.callflow import CollectorConfig
-from bot.pipeline.spoken_digits import spoken_digits
+from bot.pipeline.language.spoken_digits import spoken_digits
 
 #: ``finished``: a whole request, end the turn after a short silence; ``unfinished``: the
 #: caller is mid-thought, keep listening; ``hold``: the caller asked for time ("hold on");
