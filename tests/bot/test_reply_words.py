@@ -63,3 +63,15 @@ async def test_a_no_joins_the_words_asked_about_to_the_request_before(
     assert "working days" in (no.say or "")
     # The next follow-up joins to the words the "no" answered, not to "No.".
     assert decider.conversation.previous_words == follow
+
+
+async def test_a_reply_to_a_choice_is_remembered_as_the_words_asked_about(
+    cache: IntentCache, knowledge: KnowledgeIndex
+) -> None:
+    decider = decider_for(cache, knowledge=knowledge)
+    words = "my delivery address"
+    asked = await said(decider, words)
+    assert asked.asks is not None and asked.asks.kind == "choice"
+    neither = await said(decider, "Neither of those.")
+    assert (neither.kind, neither.words) == ("unsure", words)
+    assert decider.conversation.previous_words == words

@@ -377,23 +377,25 @@ class Decider:
         if said is None:
             return None
         names = f"{first.name} or {second.name}"
+        # A reply is decided on the words asked about (what a follow-up joins to).
+        asked_words = asked.question
         if said == "ambiguous" and not asked.again:
             why = f"chose neither clearly of {names}: asked again"
-            return Decision("ask", "confirm", words, why, intent=first.name,
+            return Decision("ask", "confirm", asked_words, why, intent=first.name,
                             say=self._choice_question(asked.options),
                             asks=replace(asked, again=True))  # fmt: skip
         if said in ("neither", "ambiguous"):
-            return self._unsure(words, "first", f"neither of {names}")
+            return self._unsure(asked_words, "first", f"neither of {names}")
         option = first if said == "first" else second
         why = f"chose {option.name} of {names}"
         if option.entry is not None:
             intent = option.entry
             score = round(option.score, 4)
-            return Decision("answer", "confirmed", words, why, intent=intent.name,
+            return Decision("answer", "confirmed", asked_words, why, intent=intent.name,
                             score=score, say=intent.answer, entry=intent)  # fmt: skip
         entry = option.topic
         assert entry is not None
-        return Decision("answer", "confirmed", words, why, intent=entry.topic,
+        return Decision("answer", "confirmed", asked_words, why, intent=entry.topic,
                         score=round(option.score, 4), say=entry.answer)  # fmt: skip
 
     def _ask_topic(
