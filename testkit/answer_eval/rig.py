@@ -244,10 +244,11 @@ class Rig:
         for _ in range(MAX_QUESTIONS):
             if turn.route != "confirm" or error is not None:
                 break
-            # The caller answers the question: yes when it is about what they asked. A "no"
-            # to an intent's question may bring a question about a knowledge entry.
+            # The caller answers the question: yes when it is about what they asked, the
+            # one they meant of a two-choice question (else neither). A "no" to an intent's
+            # question may bring a question about a knowledge entry.
             asked = turn.intent
-            reply = "Yes." if asked == case.asks[n].expect else "No."
+            reply = _reply(turn, case.asks[n].expect)
             turn, more, error = await self._feed(first, tap, case, reply)
             frames = frames + more
         ended = tap.finished.get(turn.index, time.perf_counter())
@@ -297,3 +298,16 @@ class Rig:
         except TimeoutError:
             error = f"no answer in {TURN_TIMEOUT_S:.0f} s"
         return turn, tap.of(turn), error
+
+
+def _reply(turn: Turn, meant: str | None) -> str:
+    """What a caller who meant ``meant`` (an intent or a knowledge entry's topic id)
+    answers to the question the bot asked on ``turn``."""
+    decision = turn.decision
+    options = decision.asks.options if decision is not None and decision.asks else ()
+    if options:
+        names = [option.name for option in options]
+        if meant in names:
+            return "The first one." if names.index(meant) == 0 else "The second one."
+        return "Neither."
+    return "Yes." if turn.intent == meant else "No."

@@ -75,3 +75,22 @@ async def test_a_reply_to_a_choice_is_remembered_as_the_words_asked_about(
     neither = await said(decider, "Neither of those.")
     assert (neither.kind, neither.words) == ("unsure", words)
     assert decider.conversation.previous_words == words
+
+
+async def test_neither_of_two_intents_gets_the_entry_written_for_the_words(
+    cache: IntentCache, knowledge: KnowledgeIndex
+) -> None:
+    # Two intents near the words, neither meant: the knowledge base's entry answers them
+    # as written (as a "no" to one intent's question would find it), never a second
+    # question.
+    decider = decider_for(cache, knowledge=knowledge)
+    words = "How can I check my order actually went through?"
+    asked = await said(decider, words)
+    assert asked.asks is not None and asked.asks.kind == "choice"
+    neither = await said(decider, "Neither.")
+    assert (neither.kind, neither.route, neither.intent) == (
+        "answer",
+        "knowledge",
+        "order_confirmation",
+    )
+    assert neither.asks is None and neither.why.startswith("neither of ")

@@ -13,8 +13,9 @@ The rule, in order (each step is the first that applies):
    intent plays its answer (and its action), "no" answers the words the question was about
    as if the intent had not matched; "yes" to a question about a knowledge entry's topic
    says the entry, "no" the honest "not sure"; "yes" to the honest fallback's offer of a
-   colleague transfers; the one chosen of a two-choice question answers, "neither" gets
-   the honest "not sure", an unclear answer the question once more (``_chosen``).
+   colleague transfers; the one chosen of a two-choice question answers, "neither" gets a
+   knowledge entry that answers the words as written (no second question), else the
+   honest "not sure", an unclear answer the question once more (``_chosen``).
    Anything else is a new request. A turn that went on with the one before, over the
    bot's answer (``continues``), is no reply.
 2. The intent cache: a sure match answers, a near one is asked about (once a call), or,
@@ -368,7 +369,7 @@ class Decider:
         first, second = (choice_topic(self._choosable(option)) for option in options)
         return choice_question(first, second)
 
-    def _chosen(self, words: str, asked: Asked) -> Decision | None:
+    async def _chosen(self, words: str, asked: Asked) -> Decision | None:
         """Step 1 for a two-choice question: the chosen one's answer; "neither" (or a second
         answer that chooses neither clearly) the honest "not sure", never a guess at a third;
         an unclear answer the question once more; None: a new request."""
@@ -385,6 +386,13 @@ class Decider:
                             say=self._choice_question(asked.options),
                             asks=replace(asked, again=True))  # fmt: skip
         if said in ("neither", "ambiguous"):
+            # Neither: an entry of the knowledge base the operator wrote for the words, when
+            # one answers them as written (as a "no" to a one-intent question would find);
+            # never a second question, never a guess: else the honest "not sure".
+            offered = {option.name for option in asked.options}
+            known = await self._knowledge(asked_words, after_question=True)
+            if known.route == "knowledge" and known.intent not in offered:
+                return replace(known, why=f"neither of {names}: {known.why}")
             return self._unsure(asked_words, "first", f"neither of {names}")
         option = first if said == "first" else second
         why = f"chose {option.name} of {names}"
@@ -431,7 +439,7 @@ class Decider:
     async def _reply(self, words: str, asked: Asked) -> Decision | None:
         """Step 1; None: the words are no reply (a new request)."""
         if asked.kind == "choice":
-            return self._chosen(words, asked)
+            return await self._chosen(words, asked)
         answer = read_answer(words)
         if answer is None or (answer == "no" and asked.kind == "offer"):
             return None
