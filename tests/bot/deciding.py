@@ -9,9 +9,11 @@ from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.deciding.call_lookups import CallLookups
 from bot.pipeline.deciding.decider import Decider
+from bot.pipeline.deciding.decision import Decision
 from bot.pipeline.rehear import Rehearing
 from bot.pipeline.responder import Responder
 from bot.pipeline.router import Router
+from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
 from serve import LLM
 
@@ -53,3 +55,13 @@ def responder_for(
 ) -> Responder:
     decider = decider or decider_for(knowledge=knowledge, profile=profile)
     return Responder(llm, profile, apology_pcm=apology_pcm, decider=decider, ready=ready)
+
+
+async def decided(decider: Decider, words: str) -> tuple[Turn, Decision]:
+    """Decide ``words`` and commit them as the router does: the turn (its route, intent and
+    answer as the stages would leave them) and its decision."""
+    decision = await decider.decide(words, call_id="c")
+    turn = Turn(call_id="c", transcript=words, decision=decision)
+    turn.route, turn.intent, turn.answer = decision.route, decision.intent, decision.say or ""
+    decider.conversation.commit(turn, decision)
+    return turn, decision

@@ -15,7 +15,7 @@ from bot.pipeline.frames import PlayAudio, ResponseDone
 from bot.pipeline.processor import Collector
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
-from tests.bot.deciding import decider_for, router_for
+from tests.bot.deciding import decided, decider_for, router_for
 from tests.bot.published import published
 from tests.bot.test_confirmation import press, say
 
@@ -46,10 +46,7 @@ def decider(cache: IntentCache, knowledge: KnowledgeIndex) -> Decider:
 
 async def _decided(decider: Decider, words: str) -> Turn:
     """Decide ``words`` and commit them as the router does; the turn, with its decision."""
-    decision = await decider.decide(words, call_id="c")
-    turn = Turn(call_id="c", transcript=words, decision=decision)
-    turn.route, turn.intent, turn.answer = decision.route, decision.intent, decision.say or ""
-    decider.conversation.commit(turn, decision)
+    turn, _ = await decided(decider, words)
     return turn
 
 

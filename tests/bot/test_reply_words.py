@@ -16,9 +16,8 @@ from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.deciding.decider import Decider
 from bot.pipeline.deciding.decision import Decision
-from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
-from tests.bot.deciding import decider_for
+from tests.bot.deciding import decided, decider_for
 from tests.bot.published import published
 
 if TYPE_CHECKING:
@@ -42,10 +41,7 @@ async def knowledge(minilm: MiniLMEmbedder) -> KnowledgeIndex:
 
 async def said(decider: Decider, words: str) -> Decision:
     """Decide ``words`` and commit them, as the router does."""
-    decision = await decider.decide(words, call_id="c")
-    turn = Turn(call_id="c", transcript=words, decision=decision)
-    turn.route, turn.intent, turn.answer = decision.route, decision.intent, decision.say or ""
-    decider.conversation.commit(turn, decision)
+    _, decision = await decided(decider, words)
     return decision
 
 
