@@ -125,18 +125,6 @@ class KnowledgeIndex:
         first."""
         return [r for r in found if self.on_topic(asked, r.entry)]
 
-    def only_asks(self, asked: str, found: Sequence[Retrieved]) -> bool:
-        """Whether the bot would only ask about a topic for the entries ``found`` for
-        ``asked`` ("Is this about gift cards?"), as the responder decides: none of
-        them is about what was asked, or, in extractive mode, the best one that is scores
-        below ``direct_score``. Nothing found: False (nothing to ask about)."""
-        if not found:
-            return False
-        about = self.about(asked, found)
-        if not about:
-            return True
-        return self.config.extractive and about[0].score < self.config.direct_score
-
     def direct(self, retrieved: list[Retrieved]) -> KnowledgeEntry | None:
         """The entry whose own answer may be spoken as is: the best one, when it scores at
         least ``direct_score``; otherwise None (the LLM words the answer)."""

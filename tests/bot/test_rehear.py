@@ -270,7 +270,8 @@ async def test_a_sentence_the_knowledge_base_would_only_ask_about_waits_the_ques
     assert not leads_somewhere((await cache.lookup(first)).match)
     assert not leads_somewhere((await cache.lookup(second)).match)
     asked = first if await knowledge.retrieve(first) else second
-    assert knowledge.only_asks(asked, await knowledge.retrieve(asked))
+    deciding = decider_for(cache, knowledge=knowledge)
+    assert (await deciding.decide(asked, call_id="c")).kind == "ask"
     asr = TwoPassASR(ScriptedASR(first), ScriptedASR(second))
     rehearing = Rehearing(asr, sample_rate=RATE)
     frames, ended_at, _ = await drive(
@@ -281,7 +282,7 @@ async def test_a_sentence_the_knowledge_base_would_only_ask_about_waits_the_ques
     assert ended(frames).turn.eot_reason == "silence"
     # An entry the bot would say as written ends the turn as any finished sentence does.
     said = "Can I pay with a gift card?"
-    assert not knowledge.only_asks(said, await knowledge.retrieve(said))
+    assert (await deciding.decide(said, call_id="c")).route == "knowledge"
     asr = TwoPassASR(ScriptedASR(said), ScriptedASR(said))
     rehearing = Rehearing(asr, sample_rate=RATE)
     _, ended_at, _ = await drive(
