@@ -381,7 +381,9 @@ async def add_second_pass(
         for k, ((text, truth), second) in enumerate(zip(heard, result.texts, strict=True)):
             first = index.exact(text) or index.semantic(vectors[k], rule)
             taken = text
-            if not leads_somewhere(first) and await worth_hearing_again(text, knowledge):
+            if not leads_somewhere(first) and await worth_hearing_again(
+                text, knowledge.retrieve if knowledge is not None else None
+            ):
                 sp.passes += 1
                 for words in other_readings(text, second, others[k]):
                     vector = (

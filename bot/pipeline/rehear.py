@@ -23,11 +23,11 @@ transcripts.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from bot.answers.small_talk import is_small_talk
 from bot.intents.match import Match, normalize
-from bot.knowledge.index import KnowledgeIndex
 from serve import ASR, ProviderError, StageTimings, Transcription
 
 log = logging.getLogger(__name__)
@@ -40,15 +40,18 @@ def leads_somewhere(match: Match) -> bool:
     return match.route != "none"
 
 
-async def worth_hearing_again(text: str, knowledge: KnowledgeIndex | None) -> bool:
+async def worth_hearing_again(
+    text: str, retrieve: Callable[[str], Awaitable[Sequence[object]]] | None
+) -> bool:
     """Whether words that matched no intent are worth a second hearing: not small talk,
-    and no knowledge entry for them (the responder has one). A failed retrieval: not worth
-    it either."""
+    and no knowledge entry for them (``retrieve``: the knowledge base's retrieval, or the
+    call's lookups of it; None: no knowledge base). A failed retrieval: not worth it
+    either."""
     if not text.strip() or is_small_talk(text):
         return False
-    if knowledge is not None:
+    if retrieve is not None:
         try:
-            if await knowledge.retrieve(text):
+            if await retrieve(text):
                 return False
         except ProviderError:
             return False

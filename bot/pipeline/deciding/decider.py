@@ -57,7 +57,7 @@ from bot.pipeline.language.follow_up import (
     new_words,
     sentence_about,
 )
-from bot.pipeline.rehear import leads_somewhere, other_words
+from bot.pipeline.rehear import leads_somewhere, other_words, worth_hearing_again
 from bot.profile import IntentConfig
 from serve import ProviderError
 
@@ -591,12 +591,7 @@ class Decider:
     async def _worth(self, words: str) -> bool:
         """Words that matched no intent are worth a second hearing: not small talk, and no
         knowledge entry for them (a failed retrieval: not worth it either)."""
-        if not words.strip() or is_small_talk(words):
-            return False
-        try:
-            return not await self.lookups.entries(words)
-        except ProviderError:
-            return False
+        return await worth_hearing_again(words, self.lookups.entries)
 
     async def _known(self, words: str) -> bool:
         """The knowledge base has an entry for ``words`` as said (a failure: no)."""
