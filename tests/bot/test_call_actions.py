@@ -1,21 +1,22 @@
 """Intent actions, fillers and the conversation history, on an in-memory call.
 
 Fakes only at the boundaries (scripted models, an in-memory call); the intent cache, the
-pipeline and the call log (SQLite) are the real ones.
+pipeline and the call log (SQLite) are the real ones. Each call runs on a clock of the
+test's (``FakeClock``): the caller's audio, the fillers' waits and the model's delays pass
+as the test feeds the call, so the times below are exact, not real time with margins.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import literal_column, select
 
 from bot.calllog import CallLog
 from bot.calllog.migrate import upgrade_async
@@ -41,6 +42,7 @@ from tests.bot.fakes import (
 from tests.bot.intent_fakes import MATCHING, WordsEmbedder, intents
 from tests.bot.test_session import voiced_ms
 from tests.calllog.helpers import open_log
+from tests.support.clock import FakeClock
 
 TARGET = "sip:agents@127.0.0.1:5070"
 GOODBYE = "Thank you for calling us today goodbye"  # 7 words: 700 ms of tone
@@ -71,9 +73,8 @@ class LoggedCall(MemoryCall):
     remote_uri = "sip:caller@pbx"
     local_uri = "sip:bot@node"
 
-    def __init__(self, transfer_result: TransferResult | None) -> None:
-        super().__init__("call-actions", transfer_result)
-        self.answered_at = time.monotonic()
+    def __init__(self, transfer_result: TransferResult | None, clock: FakeClock) -> None:
+        super().__init__("call-actions", transfer_result, clock=clock)
         self.queued_at_hangup: list[int] = []
 
     async def hangup(self) -> None:
@@ -98,10 +99,12 @@ class Bot:
         await self.call.play(silence(lead_ms) + tone(400))
 
     async def until(self, cond: Callable[[], bool], timeout_s: float = 15.0) -> None:
-        """Let the call run (caller silent, bot audio playing out) until ``cond()``."""
-        deadline = time.monotonic() + timeout_s
+        """Let the call run (caller silent, bot audio playing out) until ``cond()``, for at
+        most ``timeout_s`` of the call's time."""
+        clock = self.call.clock
+        deadline = clock.now() + timeout_s
         while not cond():
-            assert time.monotonic() < deadline, "condition not met in time"
+            assert clock.now() < deadline, "condition not met in time"
             await self.call.tick(silence(20))
 
     async def hang_up(self) -> None:
@@ -114,9 +117,12 @@ class Bot:
             await self.log.close()
 
     async def records(self) -> tuple[dict[str, Any], list[tuple[str, str | None]]]:
-        """The call's row and its events, once the call log is closed."""
+        """The call's row and its events in the order they were logged, once the call log
+        is closed. (Not by their times: the call log times a turn's error itself, in real
+        time, and the rest of the call is on the test's clock.)"""
         (row,) = await self.query(select(Call.__table__))
-        events = await self.query(select(CallEvent.kind, CallEvent.detail).order_by(CallEvent.at))
+        logged = literal_column("rowid")
+        events = await self.query(select(CallEvent.kind, CallEvent.detail).order_by(logged))
         return dict(row._mapping), [(e.kind, e.detail) for e in events]
 
     async def query(self, statement: Any) -> list[Any]:
@@ -144,10 +150,10 @@ async def start(
     url = f"sqlite+aiosqlite:///{tmp_path / 'calllog.db'}"
     await upgrade_async(url)
     log = await open_log(url, tmp_path / "spool")
-    tts, embedder = ToneTTS(), WordsEmbedder()
+    tts, embedder, clock = ToneTTS(), WordsEmbedder(), FakeClock()
     await embedder.load()
     asr, llm = ScriptedASR(""), llm or ScriptedLLM(["Okay."])
-    models = await fake_models(asr, llm, tts)
+    models = await fake_models(asr, llm, tts, clock)
     prompts = PromptAudio(8000)
     assert profile.transfer_failed is not None
     for text in (profile.greeting, profile.apology, profile.transfer_failed, *profile.fillers):
@@ -156,7 +162,7 @@ async def start(
         await prompts.add(tts, profile.transfer_hold)
     cache = IntentCache(MemoryStore(), embedder, tts, voice="tone")
     await cache.publish(cache_intents or profile.intents, profile.intent_matching)
-    call = LoggedCall(transfer_result)
+    call = LoggedCall(transfer_result, clock)
     if bridge_result is not None:
         call.bridge_result = bridge_result
     turns: list[Turn] = []
@@ -175,6 +181,7 @@ async def start(
         intent_cache=cache,
         call_actions=call_actions,
         transfer_targets=transfer_targets,
+        clock=clock,
     )
     task = asyncio.create_task(session.run())
     bot = Bot(call, task, turns, asr, llm, log, url)
@@ -240,7 +247,7 @@ async def test_with_actions_off_the_bot_answers_records_and_stays(started: Start
     await bot.until(lambda: len(bot.turns) == 1)
     await bot.say("goodbye for now")
     await bot.until(lambda: len(bot.turns) == 2)
-    await asyncio.sleep(0.6)  # past the tail after each answer, when an action would run
+    await bot.call.pass_time(0.6)  # past the tail after each answer, when an action would run
     assert not bot.task.done()
     assert bot.call.transfers == [] and bot.call.hangups == 0
     assert [t.intent for t in bot.turns] == ["talk_to_person", "goodbye"]
@@ -414,9 +421,12 @@ async def test_a_long_wait_gets_a_filler_every_so_often_until_the_answer(
 
 async def test_no_filler_over_a_caller_who_speaks_again(started: Start) -> None:
     # The caller goes on with a new question as soon as the model is asked, before the
-    # filler is due (300 ms): the filler would talk over them, and land in front of the
-    # answer to their new question.
-    bot = await started(llm=ScriptedLLM(["Okay."], delay_s=1.5))
+    # filler is due: the filler would talk over them, and land in front of the answer to
+    # their new question. The filler is due 1.5 s after the turn ended, well after the new
+    # question's first voice is heard even on a loaded machine (at 300 ms, the model being
+    # asked late and the voice being heard late on a busy loop let it play).
+    patient = PROFILE.model_copy(update={"filler_after_ms": 1500})
+    bot = await started(llm=ScriptedLLM(["Okay."], delay_s=3.0), profile=patient)
     await bot.say("is my parcel insured")
     await bot.until(lambda: len(bot.llm.prompts) == 1)
     await bot.say("when are you open")
