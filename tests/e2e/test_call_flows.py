@@ -276,16 +276,18 @@ async def test_a_failing_service_and_an_unknown_number_are_spoken(
     lookup = load_profile(DEFAULT_PROFILE).lookups[0]
     bot = flow_bot.bot
     first = len(bot.lines)
-    # 55555: the service answers 500. Then 11111: 404. Each heard, the call goes on.
+    # 55555: the service answers 500. Then 11111: 404. Each heard, the call goes on. The
+    # failed message (~4.5 s) starts once the five keys are in and the service has failed:
+    # the next key comes well after it ends even on a loaded machine, or it would cut it.
     result = await dial(
         bot.uri,
-        dtmf=[(1.0, "1"), (2.5, "55555"), (9.0, "1"), (10.5, "11111")],
-        record_seconds=17,
+        dtmf=[(1.0, "1"), (2.5, "55555"), (12.0, "1"), (13.5, "11111")],
+        record_seconds=20,
     )
     assert result.sip_final_status == 200, result.error
-    failed = await listener.hear(window(result.received, 3.0, 9.0))
+    failed = await listener.hear(window(result.received, 3.0, 12.0))
     assert ends_with(lookup.failed, failed), failed
-    missing = await listener.hear(window(result.received, 11.0, 17))
+    missing = await listener.hear(window(result.received, 14.0, 20))
     assert ends_with(lookup.not_found, missing), missing
     _, events = await asyncio.to_thread(call_row, bot, first)
     outcomes = [e["detail"] for e in events if e["kind"] == "lookup"]
