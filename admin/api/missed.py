@@ -10,10 +10,16 @@ out (an editor added them: they are no longer missed).
 
 Turns are grouped by their words as the intent matcher compares them
 (``bot.intents.match.normalize``: case, punctuation and hesitations aside); then, when the
-API runs in a node with a sentence embedder, by meaning: the word groups, most frequent
-first, each take in every later one whose embedding's cosine with theirs is at least
-``SAME_MEANING`` (greedy: a group joins the first, most frequent, leader near enough).
+API runs in a node with a sentence embedder, by meaning: the word groups, in rank order
+(below), each take in every later one whose embedding's cosine with theirs is at least
+``SAME_MEANING`` (greedy: a group joins the first, highest-ranked, leader near enough).
 Without an embedder (``switchboard admin``), or when it fails, the word groups stand.
+
+Groups are ranked by the calls they affected (``calls``: distinct calls with a turn in the
+group; a caller who asks the same thing three times in one call is one), then by turns
+(``count``), then the most recently seen first: what an editor fixes first is what the
+most callers ran into. Groups merged by meaning take the union of their calls (a call that
+asked in both wordings counts once).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Annotated, Literal
 
 import numpy as np
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel
+from pydantic import BaseModel, PrivateAttr
 from sqlalchemy import ColumnElement, select, tuple_
 
 from admin.api.pagination import DbText, Page, PageDep
@@ -53,7 +59,7 @@ MAX_DAYS = 365
 #: cards" and "can I buy a gift card" 0.82; "do you sell bikes" 0.45; "is there parking near
 #: the shop?" and "where can I park" 0.58 stay two groups).
 SAME_MEANING = 0.8
-#: The most frequent word groups grouped by meaning, at most (the rest stay word groups):
+#: The highest-ranked word groups grouped by meaning, at most (the rest stay word groups):
 #: a bound on what one request embeds.
 MAX_MEANING = 500
 #: How many other wordings a group lists.
@@ -61,21 +67,37 @@ MAX_VARIANTS = 5
 
 
 class MissedQuestion(BaseModel):
-    """Callers' words the bot did not answer, grouped by what the matcher compares."""
+    """Callers' words the bot did not answer, grouped by what the matcher compares.
+
+    Ranked by ``calls``, then ``count``, then ``last_seen`` (the newest first)."""
 
     #: The words as last said (what an editor adds as an example).
     text: str
     #: The group's words as the matcher compares them.
     normalized: str
+    #: Distinct calls with a turn in the group: what the list is ranked by first.
+    calls: int
+    #: Turns in the group (a call may ask more than once): the second key of the ranking.
     count: int
+    #: The newest turn's time: the last key of the ranking (the most recent first).
     last_seen: datetime
     #: How each was routed: ``fallback`` (not sure), ``confirm`` (asked about ``nearest``),
     #: ``declined`` (asked, and the caller said no) or ``transfer`` (put through to a person).
     routes: dict[str, int]
     #: The intent or knowledge topic the bot asked about last (route ``confirm``), if any.
     nearest: str | None
-    #: Other wordings in the group (grouped by meaning), most frequent first.
+    #: Other wordings in the group (grouped by meaning), highest-ranked first.
     variants: list[str] = []
+    #: The calls behind ``calls`` (not sent): groups merged by meaning take their union.
+    _call_ids: set[uuid.UUID] = PrivateAttr(default_factory=set)
+
+    def _add_call(self, call_id: uuid.UUID) -> None:
+        self._call_ids.add(call_id)
+        self.calls = len(self._call_ids)
+
+    def _take_calls(self, other: MissedQuestion) -> None:
+        self._call_ids |= other._call_ids
+        self.calls = len(self._call_ids)
 
 
 class MissedPage(Page[MissedQuestion]):
@@ -170,9 +192,10 @@ def _by_words(turns: list[_Turn], known: set[str]) -> list[MissedQuestion]:
         asked = t.route in ("confirm", "declined")
         group = groups.get(key)
         if group is None:
-            groups[key] = MissedQuestion(
+            group = groups[key] = MissedQuestion(
                 text=t.transcript.strip(),
                 normalized=key,
+                calls=0,
                 count=1,
                 last_seen=t.finished_at,
                 routes={t.route: 1},
@@ -183,17 +206,20 @@ def _by_words(turns: list[_Turn], known: set[str]) -> list[MissedQuestion]:
             group.routes[t.route] = group.routes.get(t.route, 0) + 1
             if group.nearest is None and asked:
                 group.nearest = t.intent
+        group._add_call(t.call_id)
     return _ranked(list(groups.values()))
 
 
 def _ranked(groups: list[MissedQuestion]) -> list[MissedQuestion]:
-    return sorted(groups, key=lambda g: (-g.count, -g.last_seen.timestamp()))
+    """The most calls affected first, then the most turns, then the most recent."""
+    return sorted(groups, key=lambda g: (-g.calls, -g.count, -g.last_seen.timestamp()))
 
 
 def by_meaning(groups: list[MissedQuestion], vectors: list[list[float]]) -> list[MissedQuestion]:
-    """``groups`` (ranked) merged greedily by meaning: each group, most frequent first,
-    takes in every later one whose vector's cosine with its own is ``SAME_MEANING`` or
-    more. ``vectors`` are unit length, one per group."""
+    """``groups`` (ranked) merged greedily by meaning: each group, in rank order (the most
+    calls first), takes in every later one whose vector's cosine with its own is
+    ``SAME_MEANING`` or more, and the union of their calls. ``vectors`` are unit length,
+    one per group."""
     unit = np.asarray(vectors, dtype=np.float32)
     near = unit @ unit.T >= SAME_MEANING
     taken = np.zeros(len(groups), dtype=bool)
@@ -207,6 +233,7 @@ def by_meaning(groups: list[MissedQuestion], vectors: list[list[float]]) -> list
             taken[j] = True
             other = groups[j]
             group.count += other.count
+            group._take_calls(other)
             group.last_seen = max(group.last_seen, other.last_seen)
             for route, n in other.routes.items():
                 group.routes[route] = group.routes.get(route, 0) + n
@@ -236,7 +263,7 @@ async def _grouped(
 @router.get(
     "/missed-questions",
     response_model=MissedPage,
-    summary="What callers asked that the bot did not answer, most frequent first",
+    summary="What callers asked that the bot did not answer, the most calls affected first",
 )
 async def missed_questions(
     request: Request,

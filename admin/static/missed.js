@@ -1,6 +1,7 @@
 // The Missed questions page: what callers asked that the bot did not answer (the honest
 // fallback, only a confirmation question, or a person), grouped by meaning when the node
-// has a sentence embedder, most frequent first. An editor adds the words as an example of
+// has a sentence embedder, the most calls affected first (then the most turns: one caller
+// asking three times is one call). An editor adds the words as an example of
 // an intent or a question of a knowledge entry, or starts a new knowledge entry from them:
 // a new configuration version, audited, that every node uses from its next call.
 "use strict";
@@ -75,6 +76,7 @@ async function missedPage(words) {
         ev.stopPropagation();
         openEditor(ev.target.closest("tr"), knowledgeForm(null, reload, { questions: [q.text] }));
       } }, "New knowledge entry")) : "");
+  const calls = (q) => `${q.calls} ${q.calls === 1 ? "call" : "calls"}`;
   const asked = (q) => Object.entries(q.routes).map(([r, n]) =>
     `${MISSED_ROUTE[r] || r} ${n}`).join(", ");
   const said = (q) => (q.variants.length ? h("span", {}, q.text,
@@ -85,8 +87,9 @@ async function missedPage(words) {
   page("Missed questions",
     h("p", { class: "muted" }, "What callers said that the bot did not answer from its " +
       "intents or knowledge (it said it was not sure, asked whether they meant something, " +
-      "or put them through to a person), most frequent first. Words already added as an " +
-      "example or a question drop out."),
+      "or put them through to a person), the most calls affected first: one caller asking " +
+      "three times is one call (and three times). Words already added as an example or a " +
+      "question drop out."),
     h("p", { class: "missed-since" }, h("label", { for: "missed-days" }, "Asked in the"), since,
       h("span", { class: "muted", id: "missed-grouping" }, data.grouped_by === "meaning"
         ? "grouped by meaning" : "grouped by words (no sentence embedder here)")),
@@ -95,6 +98,7 @@ async function missedPage(words) {
     data.total === 0 ? h("p", { class: "muted", id: "no-missed" }, "No missed questions.")
       : h("div", { id: "missed" }, table([
         { title: "Caller said", value: said },
+        { title: "Calls", cls: "missed-calls", value: calls },
         { title: "Times", value: (q) => q.count },
         { title: "Last", value: (q) => fmtTime(q.last_seen) },
         { title: "Bot", value: asked },

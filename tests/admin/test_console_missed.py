@@ -1,8 +1,8 @@
 """The console's Missed questions page: what callers asked that the bot did not answer,
-most frequent first; an editor picks one and adds it as an example of an intent or a
-question of a knowledge entry (a new configuration version, audited) and it drops out of
-the list. In a real headless Chromium at a laptop and a phone width; screenshots in
-test-artifacts/console/."""
+the most calls affected first (then the most turns); an editor picks one and adds it as
+an example of an intent or a question of a knowledge entry (a new configuration version,
+audited) and it drops out of the list. In a real headless Chromium at a laptop and a
+phone width; screenshots in test-artifacts/console/."""
 
 from __future__ import annotations
 
@@ -40,17 +40,27 @@ async def test_a_missed_question_is_added_as_an_example(
             ("do you sell gift cards", "fallback", None, 20 * MIN),
             ("Can I pay by invoice?", "confirm", "opening_hours", 10 * MIN),
             ("Is there parking near the shop?", "fallback", None, 5 * MIN),
+            ("do you sell gift cards", "fallback", None, 4 * MIN),
         ],
     )
+    # Another caller asks about parking: two calls, ahead of one caller's three turns.
+    await add_turns(admin_engine, [("Is there parking near the shop?", "fallback", None, MIN)])
     await page.click("nav a[data-page=missed]")
     rows = page.locator("#missed tbody tr")
     await expect(rows).to_have_count(3)
     await expect(rows.first.locator("td[data-label='Caller said']")).to_have_text(
+        "Is there parking near the shop?"
+    )
+    await expect(rows.first.locator("td[data-label=Calls]")).to_have_text("2 calls")
+    await expect(rows.first.locator("td[data-label=Times]")).to_have_text("2")
+    gift = rows.nth(1)
+    await expect(gift.locator("td[data-label='Caller said']")).to_have_text(
         "do you sell gift cards"
     )
-    await expect(rows.first.locator("td[data-label=Times]")).to_have_text("2")
+    await expect(gift.locator("td[data-label=Calls]")).to_have_text("1 call")
+    await expect(gift.locator("td[data-label=Times]")).to_have_text("3")
     width = VIEWPORTS[viewport]["width"]
-    for title in ("Caller said", "Times", "Last", "Bot", "Nearest"):
+    for title in ("Caller said", "Calls", "Times", "Last", "Bot", "Nearest"):
         box = await rows.first.locator(f"td[data-label='{title}']").bounding_box()
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5
     await _shot(page, f"{viewport}-missed")

@@ -96,6 +96,33 @@ async def test_with_the_nodes_embedder_questions_are_grouped_by_meaning(
     assert got["total"] == 5
     gift = got["items"][0]
     assert gift["routes"] == {"fallback": 3}
+    assert [q["calls"] for q in got["items"][:2]] == [1, 1]  # one caller asked them all
+
+
+async def test_groups_merged_by_meaning_count_a_call_once(
+    admin_engine: AsyncEngine, said: dict[str, str]
+) -> None:
+    """Merged groups take the union of their calls, not the sum: a caller who asked in
+    both wordings is one call affected; the merged group ranks by it."""
+    # Two more callers about invoices and bills: three calls, three turns.
+    await add_turns(admin_engine, [("Can I pay by invoice?", "fallback", None, 12 * MIN)])
+    await add_turns(admin_engine, [("Can I pay by invoice", "fallback", None, 11 * MIN)])
+    # One more about gift cards, in both wordings: two calls, five turns.
+    await add_turns(
+        admin_engine,
+        [
+            ("Do you sell gift cards?", "fallback", None, 13 * MIN),
+            ("Can I buy a gift card here", "fallback", None, 12 * MIN),
+        ],
+    )
+    async for client in _client(admin_engine, FakeNode(embedder=embed)):
+        got = (await client.get("/api/v1/missed-questions", headers=said)).json()
+    assert got["grouped_by"] == "meaning"
+    rows = [(q["text"], q["calls"], q["count"], q["variants"]) for q in got["items"][:2]]
+    assert rows == [
+        ("Can I pay by invoice", 3, 4, ["Could you send me a bill instead"]),
+        ("Do you sell gift cards?", 2, 5, ["Can I buy a gift card here"]),
+    ]
 
 
 async def test_without_an_embedder_the_words_group_them(

@@ -1,6 +1,7 @@
 """Missed questions: callers' turns the bot did not answer from its configuration (the
-honest fallback, or only a confirmation question), grouped by their words, most frequent
-first; an editor adds one as an example through the configuration API, and it drops out."""
+honest fallback, or only a confirmation question), grouped by their words, the most calls
+affected first (then the most turns); an editor adds one as an example through the
+configuration API, and it drops out."""
 
 from __future__ import annotations
 
@@ -82,9 +83,10 @@ async def test_missed_questions_are_grouped_most_frequent_first(
     assert got["total"] == 3
     first, *rest = got["items"]
     # The newest wording stands for its group; each route counted.
-    assert (first["text"], first["normalized"], first["count"]) == (
+    assert (first["text"], first["normalized"], first["calls"], first["count"]) == (
         "Do you sell gift cards",
         "do you sell gift cards",
+        1,
         3,
     )
     assert first["routes"] == {"fallback": 2, "confirm": 1}
@@ -102,6 +104,40 @@ async def test_missed_questions_are_grouped_most_frequent_first(
     paged = (await client.get("/api/v1/missed-questions?limit=1&offset=1", headers=viewer)).json()
     assert (paged["total"], paged["limit"], paged["offset"]) == (3, 1, 1)
     assert [q["text"] for q in paged["items"]] == ["Can I pay by invoice?"]
+
+
+async def test_the_most_calls_affected_rank_first_not_the_most_turns(
+    client: httpx.AsyncClient, admin_engine: AsyncEngine
+) -> None:
+    """One caller asks the same thing three times; two others ask another thing once each:
+    the other thing affected two calls, and an editor fixes it first."""
+    await seed(admin_engine, PROFILE, "profile:test.toml")
+    await add_turns(
+        admin_engine,
+        [
+            ("Do you deliver on Sundays?", "fallback", None, 3 * MIN),
+            ("do you deliver on sundays", "fallback", None, 2 * MIN),
+            ("Do you deliver on Sundays", "confirm", "opening_hours", 1 * MIN),
+        ],
+    )
+    await add_turns(admin_engine, [("Can I pay by invoice?", "fallback", None, 30 * MIN)])
+    await add_turns(admin_engine, [("can I pay by invoice", "fallback", None, 20 * MIN)])
+    auth = bearer(await add_token(admin_engine, "vic", "viewer"))
+    got = (await client.get("/api/v1/missed-questions", headers=auth)).json()
+    assert [(q["normalized"], q["calls"], q["count"]) for q in got["items"]] == [
+        ("can i pay by invoice", 2, 2),
+        ("do you deliver on sundays", 1, 3),
+    ]
+    # Equal calls: the most turns first, then the most recent.
+    await add_turns(admin_engine, [("Do you deliver on Sundays?", "fallback", None, 40 * MIN)])
+    await add_turns(admin_engine, [("Is there parking?", "fallback", None, 50 * MIN)])
+    await add_turns(admin_engine, [("Is there parking?", "fallback", None, 45 * MIN)])
+    got = (await client.get("/api/v1/missed-questions", headers=auth)).json()
+    assert [(q["normalized"], q["calls"], q["count"]) for q in got["items"]] == [
+        ("do you deliver on sundays", 2, 4),
+        ("can i pay by invoice", 2, 2),
+        ("is there parking", 2, 2),
+    ]
 
 
 @pytest.mark.parametrize(
