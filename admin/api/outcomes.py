@@ -4,7 +4,8 @@ Figures over the calls answered in ``[since, until)`` (default: the last 7 days)
 ones only: how many were resolved by the bot (containment), transferred and abandoned, by
 day and by hour of the day (UTC); transfers by reason; abandonment by place; the average
 call length and the first answer's latency (P50, P95); the words the bot was "not sure"
-about, most frequent first (each one the Missed questions page filtered to it); the
+about, the most calls first, then the most turns (each one the Missed questions page
+filtered to it); the
 answers to the optional post-call question; and per intent or knowledge entry, how often
 callers asked about it, how often
 it answered, how often its confirmation question got a "no", and how often the call was
@@ -105,13 +106,16 @@ class EntryFigures(BaseModel):
 class NotSureTopic(BaseModel):
     """What callers said on the turns the bot was "not sure" about (turn outcome
     ``declined``), grouped by their words as Missed questions groups them
-    (``bot.intents.match.normalize``)."""
+    (``bot.intents.match.normalize``) and ranked as it ranks them: ``calls``, then
+    ``count``, then the most recent first."""
 
     #: The words as last said.
     text: str
     #: The words as compared: ``GET /missed-questions?words=`` gives their group.
     normalized: str
-    #: Turns in the range.
+    #: Distinct calls in the range with such a turn: what the topics are ranked by first.
+    calls: int
+    #: Turns in the range (a call may ask more than once): the second key of the ranking.
     count: int
 
 
@@ -149,7 +153,8 @@ class OutcomeSummary(BaseModel):
     first_answer_calls: int
     first_answer_p50_ms: float | None
     first_answer_p95_ms: float | None
-    #: The words the bot was "not sure" about, most frequent first (at most 50).
+    #: The words the bot was "not sure" about, the most calls first, then the most turns
+    #: (at most 50).
     not_sure_topics: list[NotSureTopic]
     post_call: PostCallAnswers
     entries: list[EntryFigures]
@@ -364,9 +369,10 @@ def _summary(
 
 
 def _not_sure(calls: list[_Call]) -> list[NotSureTopic]:
-    """The declined turns' words, grouped by what the matcher compares, most frequent
-    first (then the most recent)."""
+    """The declined turns' words, grouped by what the matcher compares, the most calls
+    first (then the most turns, then the most recent), as Missed questions ranks them."""
     groups: dict[str, tuple[NotSureTopic, datetime]] = {}
+    seen: dict[str, set[uuid.UUID]] = {}  # the calls of each group
     for call in calls:
         before: TurnFacts | None = None
         for turn, outcome, at in zip(call.turns, call.turn_outcomes, call.finished, strict=True):
@@ -379,14 +385,17 @@ def _not_sure(calls: list[_Call]) -> list[NotSureTopic]:
             found = groups.get(key)
             text = (turn.transcript or "").strip()
             if found is None:
-                groups[key] = (NotSureTopic(text=text, normalized=key, count=1), at)
+                groups[key] = (NotSureTopic(text=text, normalized=key, calls=1, count=1), at)
+                seen[key] = {call.id}
             else:
                 topic, last = found
                 topic.count += 1
+                seen[key].add(call.id)
+                topic.calls = len(seen[key])
                 if at >= last:
                     topic.text = text
                     groups[key] = (topic, at)
-    ranked = sorted(groups.values(), key=lambda g: (-g[0].count, -g[1].timestamp()))
+    ranked = sorted(groups.values(), key=lambda g: (-g[0].calls, -g[0].count, -g[1].timestamp()))
     return [topic for topic, _ in ranked[:MAX_NOT_SURE]]
 
 

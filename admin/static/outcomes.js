@@ -89,6 +89,7 @@ function notSureTable(topics) {
   return h("div", { id: "not-sure-topics" }, table([
     { title: "Caller said", value: (t) => h("a", { class: "missed-link",
       href: `#/missed/${encodeURIComponent(t.normalized)}` }, t.text) },
+    { title: "Calls", cls: "num", value: (t) => t.calls },
     { title: "Times", cls: "num", value: (t) => t.count },
   ], topics));
 }
@@ -155,8 +156,8 @@ function summaryView(s) {
           "No refused or failed calls."))),
     h("div", { class: "columns" },
       h("section", {}, h("h2", {}, "Not sure about"),
-        h("p", { class: "muted" }, "What callers said when the bot was not sure, most " +
-          "frequent first; each opens Missed questions on those words."),
+        h("p", { class: "muted" }, "What callers said when the bot was not sure, the " +
+          "most calls first (then the most times); each opens Missed questions on those words."),
         notSureTable(s.not_sure_topics)),
       h("section", {}, h("h2", {}, "Did we answer your question?"), postCallView(s.post_call))),
     h("h2", {}, "Intents and knowledge entries"),

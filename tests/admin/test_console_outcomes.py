@@ -100,6 +100,8 @@ async def test_the_outcomes_page_shows_the_apis_figures(
     topics = page.locator("#not-sure-topics a.missed-link")
     await expect(topics).to_have_count(1)
     await expect(topics).to_have_text("Do you sell gift cards?")
+    calls = page.locator("#not-sure-topics td[data-label=Calls]")
+    await expect(calls).to_have_text(str(s["not_sure_topics"][0]["calls"]))
 
     # By day and by hour: one row each, as the API has them.
     days = page.locator("#outcome-days tbody tr")

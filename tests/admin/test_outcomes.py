@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import csv
 import io
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from admin.api.outcomes import _Call, _not_sure
+from bot.calllog.outcomes import TurnFacts
 from tests.admin.conftest import add_token, bearer
 from tests.calllog.helpers import open_log
 from tests.calllog.known_calls import KNOWN, T0, report
@@ -69,7 +73,12 @@ async def test_the_summary_matches_the_known_calls(
     assert (s["first_answer_p50_ms"], s["first_answer_p95_ms"]) == (500.0, 860.0)
     # "Not sure" once, about gift cards; the "No" that declined a question is no topic.
     assert s["not_sure_topics"] == [
-        {"text": "Do you sell gift cards?", "normalized": "do you sell gift cards", "count": 1}
+        {
+            "text": "Do you sell gift cards?",
+            "normalized": "do you sell gift cards",
+            "calls": 1,
+            "count": 1,
+        }
     ]
     # The post-call question, answered yes on the one call that ended with a goodbye.
     assert s["post_call"] == {"asked": 1, "yes": 1, "no": 0, "none": 0, "yes_rate": 1.0}
@@ -204,3 +213,40 @@ async def test_a_not_sure_topic_opens_its_missed_questions(
         headers=auth,
     )
     assert r.json()["total"] == 1
+
+
+def _not_sure_call(at: datetime, *said: str) -> _Call:
+    """An abandoned call whose turns were each "not sure" about ``said``."""
+    turns = [TurnFacts(seq=n, route="fallback", transcript=t) for n, t in enumerate(said, 1)]
+    return _Call(
+        id=uuid.uuid4(),
+        answered_at=at,
+        ended_at=at + timedelta(minutes=1),
+        end_reason="BYE",
+        outcome="abandoned",
+        reason="not_sure",
+        turns=turns,
+        turn_outcomes=["declined"] * len(said),
+        first_answer_ms=None,
+        finished=[at + timedelta(seconds=n) for n in range(len(said))],
+        post_call_answer=None,
+    )
+
+
+def test_not_sure_topics_rank_by_calls_then_turns() -> None:
+    """As Missed questions ranks them: one caller asking three times is one call, behind
+    a question two callers asked once each."""
+    at = datetime(2026, 11, 20, 9, tzinfo=UTC)
+    sundays = "Do you deliver on Sundays?"
+    calls = [
+        _not_sure_call(at + timedelta(hours=2), sundays, "do you deliver on sundays", sundays),
+        _not_sure_call(at, "Can I pay by invoice?"),
+        _not_sure_call(at + timedelta(minutes=5), "Can I pay by invoice?"),
+        _not_sure_call(at + timedelta(hours=1), "Is there parking?", "Is there parking?"),
+    ]
+    topics = [(t.normalized, t.calls, t.count) for t in _not_sure(calls)]
+    assert topics == [
+        ("can i pay by invoice", 2, 2),
+        ("do you deliver on sundays", 1, 3),
+        ("is there parking", 1, 2),
+    ]
