@@ -16,6 +16,7 @@ from bot.callflow import TransferTarget
 from bot.calllog.calllog import CallLog
 from bot.intents.confirm import KEY_ANSWERS, read_answer
 from bot.pipeline.call_port import CallPort
+from bot.pipeline.clock import MONOTONIC, Clock, wait_for
 from bot.pipeline.frames import Bridged, CallAction, DataFrame, PlayAudio
 from bot.pipeline.processor import Processor
 from bot.profile import BotProfile
@@ -152,8 +153,11 @@ class CallControl(Processor):
         tail_s: float = TAIL_S,
         enabled: bool = True,
         post_call: PostCallQuestion | None = None,
+        clock: Clock = MONOTONIC,
     ) -> None:
         super().__init__()
+        #: The call's clock: the tail, the post-call question's waits, event times.
+        self._clock = clock
         #: False: an action is recorded (``action_skipped``) and not carried out.
         self.enabled = enabled
         self._call = call
@@ -200,6 +204,7 @@ class CallControl(Processor):
             call_log=ctx.call_log,
             enabled=ctx.call_actions,
             post_call=post_call_question(ctx),
+            clock=ctx.clock,
         )
 
     async def _leave_call(self) -> None:
@@ -276,7 +281,7 @@ class CallControl(Processor):
     async def process(self, frame: DataFrame) -> None:
         if not isinstance(frame, CallAction):
             return  # the end of the pipeline
-        await asyncio.sleep(self._tail_s)
+        await self._clock.sleep(self._tail_s)
         if not self.enabled:
             log.info("call %s: %s skipped (actions are off)", self._call.call_id, frame.action)
             self._event("action_skipped", frame.action)
@@ -317,12 +322,15 @@ class CallControl(Processor):
             for _ in range(round(PROMPT_START_S / POLL_S)):
                 if self._call.queued_frames or self._answer.is_set():
                     break
-                await asyncio.sleep(POLL_S)
+                await self._clock.sleep(POLL_S)
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(PROMPT_MAX_S):
-                    await self._first(self._call.wait_playout_drained(), self._answer.wait())
+                await wait_for(
+                    self._clock,
+                    self._first(self._call.wait_playout_drained(), self._answer.wait()),
+                    PROMPT_MAX_S,
+                )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._answer.wait(), question.wait_s)
+                await wait_for(self._clock, self._answer.wait(), question.wait_s)
             if self._key is not None:
                 self._call.clear_playout()
                 answer = KEY_ANSWERS[self._key] or "none"
@@ -346,7 +354,7 @@ class CallControl(Processor):
 
     def _event(self, kind: str, detail: str) -> None:
         if self._call_log is not None:
-            self._call_log.event(self._call.call_id, kind, detail)
+            self._call_log.event(self._call.call_id, kind, detail, self._clock.now())
 
     async def _run_transfer(self, target: str) -> None:
         call_id = self._call.call_id

@@ -90,6 +90,8 @@ class CallTimer(Processor):
             say=ctx.say,
             bot_speaking=ctx.bot_speaking,
             on_event=ctx.event,
+            clock=ctx.clock.now,
+            sleep=ctx.clock.sleep,
         )
 
     @classmethod
@@ -159,7 +161,7 @@ class CallTimer(Processor):
         """Say ``text``, then hang up once it has been heard."""
         self._ending = True
         self._event("call_limit", reason)
-        turn = Turn(call_id=self._call_id, route="fallback", answer=text)
+        turn = Turn(call_id=self._call_id, route="fallback", answer=text, clock=self._clock)
         turn.mark("route_decided")
         await self.push(self._say(turn, text))
         await self.push(ResponseDone(turn=turn))

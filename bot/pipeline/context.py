@@ -10,6 +10,7 @@ from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
 from bot.pipeline.call_port import CallPort
+from bot.pipeline.clock import MONOTONIC, Clock
 from bot.pipeline.deciding.call_lookups import CallLookups
 from bot.pipeline.deciding.conversation import Conversation
 from bot.pipeline.deciding.decider import Decider
@@ -56,8 +57,12 @@ class CallContext:
         webhooks: Webhooks | None = None,
         transfer_targets: frozenset[str] | None = None,
         summarize: Callable[[], Awaitable[bytes]] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.call = call
+        #: The call's time and waits (``MONOTONIC``; a test's own clock in tests): every
+        #: stage reads the time and sleeps on it (bot/pipeline/clock.py).
+        self.clock = clock or MONOTONIC
         self.call_id = call.call_id
         self.sample_rate = call.sample_rate
         self.models = models
@@ -94,6 +99,7 @@ class CallContext:
             call_id=self.call_id,
             rehearing=self.rehearing,
             vocabulary=self.vocabulary,
+            clock=self.clock,
         )
         self._stages: list[LineHolder] = []
 
@@ -114,13 +120,13 @@ class CallContext:
         if self._on_event is not None:
             self._on_event(kind, detail)
         elif self.call_log is not None:
-            self.call_log.event(self.call_id, kind, detail)
+            self.call_log.event(self.call_id, kind, detail, self.clock.now())
 
     def log_event(self, kind: str, detail: str, at: float | None = None) -> None:
-        """A call event straight to the call log, if any (at ``at``, ``time.monotonic``,
-        when given): a filler heard, an answer refused."""
+        """A call event straight to the call log, if any, at ``at`` on the call's clock
+        (now when not given): a filler heard, an answer refused."""
         if self.call_log is not None:
-            self.call_log.event(self.call_id, kind, detail, at)
+            self.call_log.event(self.call_id, kind, detail, self.clock.now() if at is None else at)
 
     def bot_speaking(self) -> bool:
         """Whether the call is not quiet: a stage has the line (an answer being made or

@@ -102,6 +102,8 @@ class DigitCollector(Processor):
             say=ctx.say,
             bot_speaking=ctx.bot_speaking,
             on_event=ctx.event,
+            clock=ctx.clock.now,
+            sleep=ctx.clock.sleep,
         )
 
     @classmethod
@@ -185,7 +187,7 @@ class DigitCollector(Processor):
             self._event("dtmf_ignored", "key outside the number")
 
     def _keyed_turn(self, at: float) -> Turn:
-        turn = Turn(call_id=self._call_id, route="keypad")
+        turn = Turn(call_id=self._call_id, route="keypad", clock=self._clock)
         turn.mark("speech_end", at)
         turn.mark("eot_decided", at)
         return turn

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -59,9 +60,12 @@ class KeypadMenu(Processor):
         begin_collect: BeginCollect | None = None,
         on_event: EventSink | None = None,
         confirming: Callable[[], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
         self._call_id = call_id
+        #: The call's clock: when a key's turn was decided.
+        self._clock = clock
         self._menus = {m.name: m for m in menus}
         self._main = menus[0] if menus else None
         self._current = self._main
@@ -90,6 +94,7 @@ class KeypadMenu(Processor):
             say=ctx.say,
             bot_speaking=ctx.bot_speaking,
             on_event=ctx.event,
+            clock=ctx.clock.now,
         )
 
     @classmethod
@@ -153,7 +158,7 @@ class KeypadMenu(Processor):
         await self._carry_out(option, frame.at)
 
     async def _carry_out(self, option: MenuOption, at: float) -> None:
-        turn = Turn(call_id=self._call_id, route="keypad")
+        turn = Turn(call_id=self._call_id, route="keypad", clock=self._clock)
         turn.mark("speech_end", at)
         turn.mark("eot_decided", at)
         turn.mark("route_decided")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 
 from bot.calllog.calllog import CallLog
 from bot.intents.cache import IntentCache
@@ -15,6 +14,7 @@ from bot.pipeline.call_control import CallControl
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.calllog_tap import EventTap
+from bot.pipeline.clock import Clock
 from bot.pipeline.collect_trigger import CollectTrigger
 from bot.pipeline.context import CallContext
 from bot.pipeline.digit_collector import MASK, DigitCollector
@@ -110,8 +110,12 @@ class CallSession:
         webhooks: Webhooks | None = None,
         recording: str | None = None,
         transfer_targets: frozenset[str] | None = None,
+        clock: Clock | None = None,
     ) -> None:
         """``recording``: the file this call is recorded in (``bot.recording``), if it is.
+
+        ``clock``: the call's time and waits (None: the monotonic clock; a test may run the
+        call on a clock of its own, ``bot.pipeline.clock``).
 
         A transfer may go only to a target the profile names, and, when the operator gave
         ``transfer_targets`` (``SWITCHBOARD_SIP__TRANSFER_TARGETS``), only to one of those.
@@ -138,6 +142,7 @@ class CallSession:
             webhooks=webhooks,
             transfer_targets=transfer_targets,
             summarize=self._handoff_summary,
+            clock=clock,
         )
         self.pipeline = Pipeline.build(self.context, CALL_STAGES)
 
@@ -180,7 +185,7 @@ class CallSession:
     def _event(self, kind: str, detail: str) -> None:
         """Where the stages' call events go (``CallContext.event``): the call log."""
         if self._call_log is not None:
-            self._call_log.event(self.call.call_id, kind, detail)
+            self._call_log.event(self.call.call_id, kind, detail, self.context.clock.now())
 
     def _turn_sink(self, on_turn: TurnSink) -> TurnSink:
         def sink(turn: Turn) -> None:
@@ -256,9 +261,9 @@ class CallSession:
                     break
         finally:
             reason = control.end_reason(reason)  # before CallFinished stops the control
-            await pipeline.put(CallFinished(reason=reason, at=time.monotonic()))
+            await pipeline.put(CallFinished(reason=reason, at=ctx.clock.now()))
             await pipeline.stop()
             await ctx.speculator.close()
             log.info("call %s ended: %s", self.call.call_id, reason)
             if self._call_log is not None:
-                self._call_log.call_ended(self.call.call_id, reason)
+                self._call_log.call_ended(self.call.call_id, reason, ctx.clock.now())

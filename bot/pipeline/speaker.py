@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bot.pipeline.audio_sink import AudioSink
+from bot.pipeline.clock import MONOTONIC, Clock, later
 from bot.pipeline.frames import (
     AnswerPending,
     CallFinished,
@@ -65,8 +65,11 @@ class Speaker(Processor):
         filler_after_s: float = 1.0,
         filler_every_s: float = 0.0,
         on_filler: FillerSink | None = None,
+        clock: Clock = MONOTONIC,
     ) -> None:
         super().__init__()
+        #: The call's clock: when audio is heard, when a filler is due.
+        self._clock = clock
         self._tts = tts
         self._out = out
         self._rate = sample_rate
@@ -80,7 +83,7 @@ class Speaker(Processor):
         self._filler_after_s = filler_after_s
         self._filler_every_s = filler_every_s
         self._on_filler = on_filler
-        self._filler_timer: asyncio.TimerHandle | None = None
+        self._filler_timer: asyncio.Task[None] | None = None
         self.busy = False
 
     @classmethod
@@ -96,6 +99,7 @@ class Speaker(Processor):
             filler_after_s=profile.filler_after_ms / 1000.0,
             filler_every_s=profile.filler_every_ms / 1000.0,
             on_filler=lambda turn, text, at: ctx.log_event("filler", text, at),
+            clock=ctx.clock,
         )
 
     @classmethod
@@ -180,7 +184,7 @@ class Speaker(Processor):
             if turn is not self._turn:
                 self._turn = turn
             # The caller hears this chunk once what is already queued has played.
-            turn.mark("first_audio_out", time.monotonic() + self._out.queued_frames * FRAME_S)
+            turn.mark("first_audio_out", self._clock.now() + self._out.queued_frames * FRAME_S)
         self._out.send(pcm)
 
     def _arm_filler(self, turn: Turn) -> None:
@@ -188,10 +192,10 @@ class Speaker(Processor):
         self._disarm_filler()
         if self._fillers is None:
             return
-        ended = turn.stages.get("eot_decided", turn.stages.get("speech_end", time.monotonic()))
-        delay = max(0.0, ended + self._filler_after_s - time.monotonic())
-        loop = asyncio.get_running_loop()
-        self._filler_timer = loop.call_later(delay, self._play_filler, turn)
+        now = self._clock.now()
+        ended = turn.stages.get("eot_decided", turn.stages.get("speech_end", now))
+        delay = max(0.0, ended + self._filler_after_s - now)
+        self._filler_timer = later(self._clock, delay, self._play_filler, turn)
 
     def _disarm_filler(self) -> None:
         if self._filler_timer is not None:
@@ -199,14 +203,16 @@ class Speaker(Processor):
             self._filler_timer = None
 
     def _play_filler(self, turn: Turn) -> None:
-        # Synchronous, on the loop: no answer chunk can be queued between check and send.
+        # Synchronous, on the loop (the timer's task calls it once its time has come): no
+        # answer chunk can be queued between check and send.
         self._filler_timer = None
         if self._fillers is None or turn.barged_in or turn.route != "llm":
             return
         if "first_audio_out" in turn.stages or "response_done" in turn.stages:
             return  # the answer is out already, or there is none to wait for
         text, pcm = next(self._fillers)
-        heard_at = time.monotonic() + self._out.queued_frames * FRAME_S
+        now = self._clock.now()
+        heard_at = now + self._out.queued_frames * FRAME_S
         turn.mark(FILLER_AUDIO_OUT, heard_at)  # the first filler's; later ones are events
         self._turn = turn  # the turn is audible now: a barge-in or a hang-up ends it
         self._out.send(pcm)
@@ -217,9 +223,8 @@ class Speaker(Processor):
             # Still silent a while after this filler ends: another, so the line never
             # sounds dead while a busy model works (the model's timeout bounds the wait).
             ends_at = heard_at + len(pcm) / 2 / self._rate
-            delay = max(0.0, ends_at + self._filler_every_s - time.monotonic())
-            loop = asyncio.get_running_loop()
-            self._filler_timer = loop.call_later(delay, self._play_filler, turn)
+            delay = max(0.0, ends_at + self._filler_every_s - now)
+            self._filler_timer = later(self._clock, delay, self._play_filler, turn)
 
     def _open_turns(self) -> list[Turn]:
         """The turn the caller hears and the LLM turn they wait on (often the same one)."""

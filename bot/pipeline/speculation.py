@@ -20,12 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.answers.small_talk import is_small_talk
 from bot.answers.text import sentences
+from bot.pipeline.clock import MONOTONIC, Clock
 from bot.pipeline.language.end_of_turn import judge
 from serve import ASR, ProviderError, StageTimings
 from serve.asr import Vocabulary
@@ -147,8 +147,11 @@ class Speculator:
         max_no_speech_prob: float = 0.8,
         rehearing: Rehearing | None = None,
         vocabulary: Vocabulary | None = None,
+        clock: Clock = MONOTONIC,
     ) -> None:
         self._asr = asr
+        #: The call's clock: when each pass starts and finishes.
+        self._clock = clock
         #: The profile's words, heard by as at the end of the turn (bot/vocabulary.py).
         self._vocabulary = vocabulary
         self._rehearing = rehearing
@@ -170,7 +173,7 @@ class Speculator:
         """Begin a pass over ``audio``; refused (False) while another pass is running."""
         if self.busy:
             return False
-        spec = Speculation(pause_id=pause_id, audio_bytes=len(audio), started_at=time.monotonic())
+        spec = Speculation(pause_id=pause_id, audio_bytes=len(audio), started_at=self._clock.now())
         self._current = spec
         self._task = asyncio.create_task(self._run(spec, audio), name="speculation")
         self.started += 1
@@ -246,7 +249,7 @@ class Speculator:
             spec.failed = True
         finally:
             spec.model_ms = dict(timings.durations_ms)
-            spec.finished_at = time.monotonic()
+            spec.finished_at = self._clock.now()
         return spec
 
     async def _decide(

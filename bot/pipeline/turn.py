@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -35,8 +36,9 @@ _turn_ids = itertools.count(1)
 class Turn:
     """A caller's turn: what they said, how the bot answered and when each stage happened.
 
-    Stage times are ``time.monotonic()`` seconds; the pipeline marks them as it goes and
-    the turn log reports them relative to ``speech_end``.
+    Stage times are seconds on the call's clock (``clock``: ``time.monotonic`` in a call,
+    the stage that makes the turn hands it ``ctx.clock.now``); the pipeline marks them as
+    it goes and the turn log reports them relative to ``speech_end``.
     """
 
     call_id: str
@@ -74,10 +76,12 @@ class Turn:
     own_words: str = ""
     #: Time spent inside each model call (``asr``, ``llm_first_token``, ``tts_first_chunk``...).
     model_ms: dict[str, float] = field(default_factory=dict)
+    #: The call's clock: a stage marked without a time is marked now on it.
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
 
     def mark(self, stage: str, at: float | None = None) -> None:
         """Record when ``stage`` happened (first mark wins)."""
-        self.stages.setdefault(stage, time.monotonic() if at is None else at)
+        self.stages.setdefault(stage, self.clock() if at is None else at)
 
     def since_speech_end_ms(self) -> dict[str, float]:
         """Each recorded stage in milliseconds after the caller stopped speaking."""

@@ -149,6 +149,7 @@ class TurnDetector(Processor):
             profile.endpointing,
             call_id=ctx.call_id,
             bot_speaking=ctx.bot_speaking,
+            clock=ctx.clock.now,
             speculator=ctx.speculator,
             say=ctx.say,
         )
@@ -341,7 +342,7 @@ class TurnDetector(Processor):
         return self._floor is None or self._quiet_ms >= self._cfg.hit_quiet_ms
 
     async def _end_turn(self, reason: EotReason) -> None:
-        turn = Turn(call_id=self._call_id, audio=bytes(self._audio))
+        turn = Turn(call_id=self._call_id, audio=bytes(self._audio), clock=self._clock)
         turn.mark("speech_end", self._last_voiced_at)
         turn.mark("eot_decided", self._clock())
         turn.eot_reason = reason

@@ -1,16 +1,38 @@
-"""Boundary fakes for pipeline unit tests: scripted models and an in-memory call."""
+"""Boundary fakes for pipeline unit tests: scripted models and an in-memory call.
+
+An in-memory call runs in real time, or on a clock of the test's (``MemoryCall(clock=
+FakeClock())``, the same clock handed to the ``CallSession`` and to ``fake_models``):
+each 20 ms frame then moves the clock on by 20 ms once the call has settled, and a
+scripted model's delay passes on that clock.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 
-from serve import ASR, LLM, TTS, VAD, ChatMessage, ModelSet, ProviderError, Transcription
+from bot.pipeline.clock import MONOTONIC, Clock, wait_for
+from serve import (
+    ASR,
+    LLM,
+    TTS,
+    VAD,
+    ChatMessage,
+    ModelSet,
+    ProviderError,
+    StageTimings,
+    Transcription,
+)
+from serve.errors import ProviderTimeout
 from serve.vad import VadStream
 from telephony.events import AudioIn, CallEnded, InboundEvent, TransferResult
+from tests.support.clock import FakeClock
+
+T = TypeVar("T")
 
 RATE = 8000
 FRAME_BYTES = 320
@@ -67,17 +89,23 @@ class ScriptedASR(ASR):
 
 
 class ScriptedLLM(LLM):
+    """Says ``pieces``, each ``delay_s`` after the one before (the first after the
+    request). On a test's clock (``clock``, or set by ``fake_models``) the delays and the
+    first piece's ``timeout_s`` pass on that clock, not on a worker thread in real time."""
+
     def __init__(
         self,
         pieces: Sequence[str],
         delay_s: float = 0.0,
         fail: bool = False,
         timeout_s: float = 2.0,
+        clock: Clock | None = None,
     ) -> None:
         super().__init__(timeout_s=timeout_s, retries=0)
         self.pieces = list(pieces)
         self.delay_s = delay_s
         self.fail = fail
+        self.clock = clock
         self.prompts: list[Sequence[ChatMessage]] = []
         self.prefilled: list[Sequence[ChatMessage]] = []
 
@@ -102,6 +130,46 @@ class ScriptedLLM(LLM):
             time.sleep(self.delay_s)
             yield piece
 
+    def stream(
+        self,
+        messages: list[ChatMessage],
+        *,
+        max_tokens: int = 96,
+        temperature: float = 0.3,
+        timings: StageTimings | None = None,
+    ) -> AsyncGenerator[str, None]:
+        if self.clock is None:
+            return super().stream(
+                messages, max_tokens=max_tokens, temperature=temperature, timings=timings
+            )
+        prompt = tuple(self._checked(messages, max_tokens))
+        return self._counted(
+            self._stream_async("llm_first_token", "llm_total", lambda: self._paced(prompt), timings)
+        )
+
+    async def _paced(self, messages: Sequence[ChatMessage]) -> AsyncIterator[str]:
+        """The pieces on the clock, as ``_stream_impl`` makes them on a thread."""
+        assert self.clock is not None
+        self.prompts.append(messages)
+        if self.fail:
+            raise ProviderError("llm exploded")
+        for piece in self.pieces:
+            await self.clock.sleep(self.delay_s)
+            yield piece
+
+    async def _attempt(self, work: Callable[[], Awaitable[T]]) -> T:
+        """The provider's timeout (on the first piece) on the clock, when there is one."""
+        if self.clock is None:
+            return await super()._attempt(work)
+        try:
+            return await wait_for(self.clock, work(), self.timeout_s)
+        except TimeoutError:
+            raise ProviderTimeout(f"{self.name} timed out after {self.timeout_s:g}s") from None
+        except ProviderError:
+            raise
+        except Exception as exc:
+            raise self._wrap(exc) from exc
+
 
 class ToneTTS(TTS):
     """Speaks 100 ms of tone per word."""
@@ -122,7 +190,10 @@ class ToneTTS(TTS):
             yield tone(100, 3000)
 
 
-async def fake_models(asr: ASR, llm: LLM, tts: TTS) -> ModelSet:
+async def fake_models(asr: ASR, llm: LLM, tts: TTS, clock: Clock | None = None) -> ModelSet:
+    """The models, loaded; a ``ScriptedLLM`` without a clock of its own takes ``clock``."""
+    if clock is not None and isinstance(llm, ScriptedLLM) and llm.clock is None:
+        llm.clock = clock
     vad = EnergyVAD(name="vad")
     for m in (asr, llm, tts, vad):
         await m.load()
@@ -130,7 +201,11 @@ async def fake_models(asr: ASR, llm: LLM, tts: TTS) -> ModelSet:
 
 
 class MemoryCall:
-    """An in-memory call: the test feeds caller audio in real time and reads what was sent."""
+    """An in-memory call: the test feeds caller audio and reads what was sent.
+
+    In real time, or on ``clock`` (a ``FakeClock``): then each frame moves the clock on by
+    20 ms, once the call has done all it can before that (``FakeClock.advance``).
+    """
 
     sample_rate = RATE
 
@@ -139,8 +214,14 @@ class MemoryCall:
         call_id: str = "call-1",
         transfer_result: TransferResult | None = None,
         bridge_result: TransferResult | None = None,
+        *,
+        clock: FakeClock | None = None,
     ) -> None:
         self.call_id = call_id
+        self._fake_clock = clock
+        #: The call's clock: its frames' times, the waits of its REFER and bridge.
+        self.clock: Clock = clock if clock is not None else MONOTONIC
+        self.answered_at = self.clock.now()
         self.sent = bytearray()
         self._queue: list[bytes] = []
         self.cleared = 0
@@ -176,18 +257,18 @@ class MemoryCall:
 
     async def hangup(self) -> None:
         self.hangups += 1
-        await self._inbound.put(CallEnded(reason="hangup", by_remote=False, at=time.monotonic()))
+        await self._inbound.put(CallEnded(reason="hangup", by_remote=False, at=self.clock.now()))
 
     async def transfer(self, target: str, *, timeout_s: float = 30.0) -> TransferResult:
         self.transfers.append((target, timeout_s, len(self._queue)))
-        await asyncio.sleep(0.05)  # the REFER and its NOTIFY
+        await self.clock.sleep(0.05)  # the REFER and its NOTIFY
         return self.transfer_result
 
     async def bridge(
         self, target: str, *, timeout_s: float = 30.0, summary: bytes = b""
     ) -> TransferResult:
         self.bridges.append((target, timeout_s, summary))
-        await asyncio.sleep(0.05)  # the agent's INVITE and answer
+        await self.clock.sleep(0.05)  # the agent's INVITE and answer
         return self.bridge_result
 
     async def receive(self) -> AsyncIterator[InboundEvent]:
@@ -198,7 +279,8 @@ class MemoryCall:
                 return
 
     async def play(self, pcm: bytes) -> None:
-        """Feed caller audio as 20 ms frames at real time, playing out one bot frame per tick."""
+        """Feed caller audio as 20 ms frames at the clock's pace, playing out one bot frame
+        per tick."""
         for i in range(0, len(pcm), FRAME_BYTES):
             await self.tick(pcm[i : i + FRAME_BYTES])
 
@@ -207,8 +289,15 @@ class MemoryCall:
             self.sent += self._queue.pop(0)
             if not self._queue:
                 self._drained.set()
-        await self._inbound.put(AudioIn(pcm=frame, at=time.monotonic()))
-        await asyncio.sleep(0.02)
+        await self._inbound.put(AudioIn(pcm=frame, at=self.clock.now()))
+        await self.pass_time(0.02)
+
+    async def pass_time(self, seconds: float) -> None:
+        """Let ``seconds`` pass on the call's clock (nothing heard, nothing played)."""
+        if self._fake_clock is not None:
+            await self._fake_clock.advance(seconds)
+        else:
+            await asyncio.sleep(seconds)
 
     async def end(self) -> None:
-        await self._inbound.put(CallEnded(reason="bye", by_remote=True, at=time.monotonic()))
+        await self._inbound.put(CallEnded(reason="bye", by_remote=True, at=self.clock.now()))

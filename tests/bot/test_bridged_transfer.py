@@ -3,12 +3,11 @@ REFER falling back to a bridge, and a target that is not configured.
 
 The telephony side of a bridge (the agent's call, the join) is covered over real SIP in
 tests/telephony/test_bridge.py and tests/e2e/test_transfers.py; here the call is fake and
-the session, the call control and the call log are the real ones.
+the session, the call control and the call log are the real ones. The calls run on a clock
+of the test's (test_call_actions.py's rig).
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from bot.callflow import TransferTarget
 from bot.pipeline.session import handoff_summary
@@ -96,7 +95,7 @@ async def test_a_refused_refer_falls_back_to_a_bridge(started: Start) -> None:
     await bot.say("talk to a person")
     await bot.until(lambda: len(bot.call.bridges) == 1)
     assert len(bot.call.transfers) == 1
-    await asyncio.sleep(0.2)
+    await bot.call.pass_time(0.2)  # the agent's INVITE and answer
     await bot.hang_up()
     assert bot.call.hangups == 0  # the bridged call is the caller's and the agent's
     row, events = await bot.records()
