@@ -1,4 +1,8 @@
-"""The call pipeline end to end on an in-memory call with scripted models."""
+"""The call pipeline end to end on an in-memory call with scripted models.
+
+Each call runs on a clock of the test's (``FakeClock``): its frames, silences and the
+model's delays pass as the test feeds the call, not in real time.
+"""
 
 import asyncio
 import contextlib
@@ -19,6 +23,7 @@ from tests.bot.fakes import (
     silence,
     tone,
 )
+from tests.support.clock import FakeClock
 
 PROFILE = BotProfile(
     name="t",
@@ -31,14 +36,14 @@ PROFILE = BotProfile(
 async def start(
     asr: ScriptedASR, llm: ScriptedLLM
 ) -> tuple[MemoryCall, CallSession, list[Turn], asyncio.Task[None]]:
-    tts = ToneTTS()
-    models = await fake_models(asr, llm, tts)
+    tts, clock = ToneTTS(), FakeClock()
+    models = await fake_models(asr, llm, tts, clock)
     prompts = PromptAudio(8000)
     await prompts.add(tts, PROFILE.greeting)
     await prompts.add(tts, PROFILE.apology)
-    call = MemoryCall()
+    call = MemoryCall(clock=clock)
     turns: list[Turn] = []
-    session = CallSession(call, models, PROFILE, prompts, on_turn=turns.append)
+    session = CallSession(call, models, PROFILE, prompts, on_turn=turns.append, clock=clock)
     task = asyncio.create_task(session.run())
     await asyncio.sleep(0)
     return call, session, turns, task
@@ -171,8 +176,8 @@ async def test_a_knowledge_answer_plays_from_the_audio_made_at_start() -> None:
         answer="Gift cards are sold on our website.",
     )
     profile = PROFILE.model_copy(update={"knowledge": [entry]})
-    tts, llm = ToneTTS(), ScriptedLLM(["The model answers."])
-    models = await fake_models(ScriptedASR("do you sell gift cards"), llm, tts)
+    tts, llm, clock = ToneTTS(), ScriptedLLM(["The model answers."]), FakeClock()
+    models = await fake_models(ScriptedASR("do you sell gift cards"), llm, tts, clock)
     embedder = FakeEmbedder()
     await embedder.load()
     knowledge = await KnowledgeIndex.build([entry], embedder, profile.knowledge_matching)
@@ -181,8 +186,10 @@ async def test_a_knowledge_answer_plays_from_the_audio_made_at_start() -> None:
         await prompts.add(tts, text)
     assert entry.answer in tts.texts
     made_at_start = len(tts.texts)
-    call, turns = MemoryCall(), []
-    session = CallSession(call, models, profile, prompts, on_turn=turns.append, knowledge=knowledge)
+    call, turns = MemoryCall(clock=clock), []
+    session = CallSession(
+        call, models, profile, prompts, on_turn=turns.append, knowledge=knowledge, clock=clock
+    )
     task = asyncio.create_task(session.run())
     await call.play(silence(700) + tone(600) + silence(2000))
     await finish(call, task)
