@@ -7,7 +7,7 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ from tests.bot.fakes import (
     tone,
 )
 from tests.bot.intent_fakes import MATCHING, WordsEmbedder, intents, profile
+from tests.support.clock import FakeClock
 from tests.support.services import RedisServer, run_redis
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,13 +83,16 @@ def test_normalize_and_the_matching_rule() -> None:
 async def run_session(
     cache: IntentCache, tts: ToneTTS, asr_text: str, llm: ScriptedLLM
 ) -> tuple[MemoryCall, list[Turn]]:
-    prof = profile()
-    models = await fake_models(ScriptedASR(asr_text), llm, tts)
+    """A call on a clock of the test's: the caller's words, then silence until answered."""
+    prof, clock = profile(), FakeClock()
+    models = await fake_models(ScriptedASR(asr_text), llm, tts, clock)
     prompts = PromptAudio(8000)
     await prompts.add(tts, prof.greeting)
     await prompts.add(tts, prof.apology)
-    call, turns = MemoryCall(), []
-    session = CallSession(call, models, prof, prompts, on_turn=turns.append, intent_cache=cache)
+    call, turns = MemoryCall(clock=clock), []
+    session = CallSession(
+        call, models, prof, prompts, on_turn=turns.append, intent_cache=cache, clock=clock
+    )
     task = asyncio.create_task(session.run())
     await call.play(silence(400) + tone(600) + silence(2500))
     await call.end()
@@ -192,8 +196,18 @@ async def test_the_index_carries_the_matching_rule_as_validated_json(store: Redi
     assert store.refused == 3
 
 
+async def until_real(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Wait in real time until ``cond()``: the cache watches its store in real time."""
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, what
+        await asyncio.sleep(0.02)
+
+
 async def test_redis_lost_mid_call_falls_back_to_the_llm_then_recovers() -> None:
     # A Redis of this test's own: it is killed mid-call, so never the suite's shared one.
+    # The call is on a clock of the test's; the cache sees its store go and come back in
+    # real time, which the test waits for between the caller's turns.
     with run_redis() as server:
         url = server.url()
         cache, tts, _ = await make_cache(
@@ -204,28 +218,29 @@ async def test_redis_lost_mid_call_falls_back_to_the_llm_then_recovers() -> None
         )
         await cache.publish(intents(), MATCHING)
         cache.start()
-        prof = profile()
+        prof, clock = profile(), FakeClock()
         llm = ScriptedLLM(["The model answers."])
-        models = await fake_models(ScriptedASR("where is my order"), llm, tts)
+        models = await fake_models(ScriptedASR("where is my order"), llm, tts, clock)
         prompts = PromptAudio(8000)
         await prompts.add(tts, prof.greeting)
         await prompts.add(tts, prof.apology)
-        call, turns = MemoryCall(), []
-        session = CallSession(call, models, prof, prompts, on_turn=turns.append, intent_cache=cache)
+        call, turns = MemoryCall(clock=clock), []
+        session = CallSession(
+            call, models, prof, prompts, on_turn=turns.append, intent_cache=cache, clock=clock
+        )
         task = asyncio.create_task(session.run())
         await call.play(silence(400) + tone(600) + silence(2000))
         assert [t.route for t in turns] == ["exact"]
 
         server.kill()  # Redis goes away mid-call
+        await until_real(lambda: not cache.fresh, 5, "the cache did not see its store go")
         await call.play(silence(800) + tone(600) + silence(2000))
         assert [t.route for t in turns] == ["exact", "llm"]
         assert not cache.fresh
 
         with run_redis(server.port):  # back, empty: the node puts its copy back and trusts it again
-            deadline = time.monotonic() + 10
-            while not cache.fresh:
-                assert time.monotonic() < deadline, "cache did not recover"
-                await call.play(silence(100))
+            await until_real(lambda: cache.fresh, 10, "cache did not recover")
+            await call.play(silence(100))
             check = RedisStore(url, "t", signing_key=KEY)
             assert await check.get_index() is not None
             await check.close()
