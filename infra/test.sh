@@ -47,10 +47,11 @@ for arg in "$@"; do
     fi
 done
 group() {  # group NAME NICENESS PYTEST-ARGUMENTS...
-    local name=$1 niceness=$2 status=0
+    local name=$1 niceness=$2 status=0 began=$SECONDS
     shift 2
     nice -n "$niceness" "${pytest[@]}" --basetemp "$work/$name" "$@" || status=$?
     echo "$status" >"$work/$name.status"
+    echo "$((SECONDS - began))" >"$work/$name.seconds"
 }
 names=(e2e e2e-apart telephony fuzz others)
 echo "== pytest: e2e, e2e-apart, telephony then fuzz, others side by side (e2e live)" >&2
@@ -90,10 +91,11 @@ selected=0
 summary=""
 for name in "${names[@]}"; do
     read -r code <"$work/$name.status" || code=1
-    summary+=" $name $code"
+    read -r took <"$work/$name.seconds" || took="?"
+    summary+=" $name $code (${took} s)"
     if [[ $code -ne 0 && $code -ne 5 ]]; then failed=1; fi
     if [[ $code -ne 5 ]]; then selected=1; fi
 done
-echo "== pytest exit statuses:$summary" >&2
+echo "== pytest exit statuses (wall time):$summary; the command so far ${SECONDS} s" >&2
 if [[ $failed -ne 0 ]]; then exit 1; fi
 if [[ $selected -eq 0 ]]; then exit 5; fi
