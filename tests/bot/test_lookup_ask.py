@@ -1,11 +1,10 @@
 """A request for what a lookup is for is answered by the lookup, not the language model:
 the collector asks for the number, the service answers (in-memory call, scripted models,
-the webhook client on a mock transport)."""
+the webhook client on a mock transport). The call runs on a clock of the test's."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import httpx
@@ -20,6 +19,7 @@ from bot.pipeline.turn import Turn
 from bot.profile import BotProfile
 from telephony.events import DtmfIn
 from tests.bot.fakes import MemoryCall, ScriptedASR, ScriptedLLM, ToneTTS, fake_models, tone
+from tests.support.clock import FakeClock
 
 PROMPT = "Your order number please"
 LOOKUP = LookupConfig(
@@ -70,9 +70,8 @@ class AnsweredCall(MemoryCall):
     remote_uri = "sip:caller@pbx"
     local_uri = "sip:bot@node"
 
-    def __init__(self) -> None:
-        super().__init__("ask-1")
-        self.answered_at = time.monotonic()
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__("ask-1", clock=clock)
 
 
 class EventfulSession(CallSession):
@@ -88,7 +87,8 @@ class EventfulSession(CallSession):
 
 async def test_the_lookup_answers_a_request_for_it_and_the_model_the_rest() -> None:
     tts, asr, llm = ToneTTS(), ScriptedASR(""), ScriptedLLM(["It is insured."])
-    models = await fake_models(asr, llm, tts)
+    clock = FakeClock()
+    models = await fake_models(asr, llm, tts, clock)
     prompts = PromptAudio(8000)
     for text in (PROFILE.greeting, PROFILE.apology, PROMPT, "Let me look"):
         await prompts.add(tts, text)
@@ -100,17 +100,17 @@ async def test_the_lookup_answers_a_request_for_it_and_the_model_the_rest() -> N
 
     webhooks = Webhooks(PROFILE.lookups, {}, transport=httpx.MockTransport(service))
     turns: list[Turn] = []
-    call = AnsweredCall()
+    call = AnsweredCall(clock)
     session = EventfulSession(
-        call, models, PROFILE, prompts, on_turn=turns.append, webhooks=webhooks
+        call, models, PROFILE, prompts, on_turn=turns.append, webhooks=webhooks, clock=clock
     )
     events = session.events
     task = asyncio.create_task(session.run())
 
     async def until(cond: object, timeout_s: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout_s
+        deadline = clock.now() + timeout_s
         while not cond():  # type: ignore[operator]
-            assert time.monotonic() < deadline, "condition not met in time"
+            assert clock.now() < deadline, "condition not met in time"
             await call.tick(bytes(320))
 
     await until(lambda: len(call.sent) > 0 and call.queued_frames == 0)  # the greeting
@@ -123,7 +123,7 @@ async def test_the_lookup_answers_a_request_for_it_and_the_model_the_rest() -> N
     assert ("lookup_asked", 'orders: "parcel left"') in events
     assert ("collect_started", "n") in events
     for digit in "123":
-        await call._inbound.put(DtmfIn(digit=digit, duration_ms=100, at=time.monotonic()))
+        await call._inbound.put(DtmfIn(digit=digit, duration_ms=100, at=clock.now()))
         await call.tick(bytes(320))
     await until(lambda: len(turns) == 2)
     assert asked == ["/123"]
