@@ -1,5 +1,8 @@
 """Call flows inside a whole call session (in-memory call, scripted models): a recorded
-call's announcement comes first, and a caller hanging up mid-lookup stops it at once."""
+call's announcement comes first, and a caller hanging up mid-lookup stops it at once.
+
+The call runs on a clock of the test's; the lookup service that never answers, and how
+soon the hang-up stops it, are real time."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from tests.bot.fakes import (
     silence,
     tone,
 )
+from tests.support.clock import FakeClock
 
 ANNOUNCEMENT = "This call is recorded"
 PROFILE = BotProfile(
@@ -69,14 +73,13 @@ class AnsweredCall(MemoryCall):
     remote_uri = "sip:caller@pbx"
     local_uri = "sip:bot@node"
 
-    def __init__(self) -> None:
-        super().__init__("flow-1")
-        self.answered_at = time.monotonic()
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__("flow-1", clock=clock)
 
 
 async def test_announcement_first_and_a_hang_up_mid_lookup_cancels_it() -> None:
-    tts = LoudAnnouncementTTS()
-    models = await fake_models(ScriptedASR(""), ScriptedLLM(["Okay."]), tts)
+    tts, clock = LoudAnnouncementTTS(), FakeClock()
+    models = await fake_models(ScriptedASR(""), ScriptedLLM(["Okay."]), tts, clock)
     prompts = PromptAudio(8000)
     for text in (PROFILE.greeting, PROFILE.apology, "Let me look", "Your number", ANNOUNCEMENT):
         await prompts.add(tts, text)
@@ -92,7 +95,7 @@ async def test_announcement_first_and_a_hang_up_mid_lookup_cancels_it() -> None:
         raise AssertionError("not reached")
 
     webhooks = Webhooks(PROFILE.lookups, {}, transport=httpx.MockTransport(never_answers))
-    call = AnsweredCall()
+    call = AnsweredCall(clock)
     session = CallSession(
         call,
         models,
@@ -101,13 +104,14 @@ async def test_announcement_first_and_a_hang_up_mid_lookup_cancels_it() -> None:
         on_turn=lambda t: None,
         webhooks=webhooks,
         recording="/recordings/flow-1.wav",
+        clock=clock,
     )
     task = asyncio.create_task(session.run())
     await call.play(silence(600))
     sent = np.frombuffer(bytes(call.sent), "<i2")
     assert sent[:800].max() > 10000, "the announcement was not first"  # 100 ms at 8 kHz
     for digit in "1123":  # key 1 (the collector), then the number
-        await call._inbound.put(DtmfIn(digit=digit, duration_ms=100, at=time.monotonic()))
+        await call._inbound.put(DtmfIn(digit=digit, duration_ms=100, at=clock.now()))
         await call.play(silence(100))
     await asyncio.wait_for(asked.wait(), 5)
     ended = time.monotonic()
