@@ -1,6 +1,6 @@
 """What a call holds of the node's shared models is given back when the call ends, not
 when the garbage collector frees the call's objects (reference cycles: they wait for a
-full collection, which a busy node makes seldom)."""
+full collection, which a busy node makes seldom). The calls run on a clock of the test's."""
 
 import asyncio
 import gc
@@ -21,6 +21,7 @@ from tests.bot.fakes import (
     silence,
     tone,
 )
+from tests.support.clock import FakeClock
 
 PROFILE = BotProfile(
     name="t", greeting="Hello there caller", apology="Sorry about that", system_prompt="Be brief."
@@ -48,8 +49,9 @@ class PooledVAD(EnergyVAD):
 
 
 async def test_every_call_closes_its_vad_stream_when_it_ends_with_no_collection() -> None:
-    tts = ToneTTS()
-    models = await fake_models(ScriptedASR("where is my order"), ScriptedLLM(["Soon."]), tts)
+    tts, clock = ToneTTS(), FakeClock()
+    llm = ScriptedLLM(["Soon."])
+    models = await fake_models(ScriptedASR("where is my order"), llm, tts, clock)
     vad = PooledVAD()
     await vad.load()
     models.vad = vad
@@ -61,8 +63,8 @@ async def test_every_call_closes_its_vad_stream_when_it_ends_with_no_collection(
     gc.disable()  # the node between two full collections
     try:
         for n in range(3):
-            call = MemoryCall(call_id=f"call-{n}")
-            session = CallSession(call, models, PROFILE, prompts)
+            call = MemoryCall(call_id=f"call-{n}", clock=clock)
+            session = CallSession(call, models, PROFILE, prompts, clock=clock)
             sessions.append(weakref.ref(session))
             task = asyncio.create_task(session.run())
             await call.play(silence(100) + tone(300) + silence(100))
