@@ -1,9 +1,9 @@
-"""A call session reports its call, turns, DTMF and barge-ins to the call log."""
+"""A call session reports its call, turns, DTMF and barge-ins to the call log (the call on
+a clock of the test's)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 from sqlalchemy import select
@@ -25,15 +25,15 @@ from tests.bot.fakes import (
 )
 from tests.bot.test_session import PROFILE
 from tests.calllog.helpers import open_log
+from tests.support.clock import FakeClock
 
 
 class LoggedCall(MemoryCall):
     remote_uri = "sip:+15550001111@pbx"
     local_uri = "sip:bot@node"
 
-    def __init__(self) -> None:
-        super().__init__("sip-call-1")
-        self.answered_at = time.monotonic()
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__("sip-call-1", clock=clock)
 
 
 async def test_session_writes_call_turns_and_events(
@@ -43,24 +43,25 @@ async def test_session_writes_call_turns_and_events(
     # 40 different words: the same word over and over would be a repeat the guard cuts.
     letters = "abcdefghijklmnopqrstuvwxyz"
     words = " ".join(f"q{letters[i % 26]}{'x' * (i // 26)}" for i in range(40)) + "."
-    tts = ToneTTS()
-    models = await fake_models(
-        ScriptedASR("tell me everything"), ScriptedLLM([w + " " for w in words.split()]), tts
-    )
+    tts, clock = ToneTTS(), FakeClock()
+    llm = ScriptedLLM([w + " " for w in words.split()])
+    models = await fake_models(ScriptedASR("tell me everything"), llm, tts, clock)
     prompts = PromptAudio(8000)
     for text in (PROFILE.greeting, PROFILE.apology):
         await prompts.add(tts, text)
-    call = LoggedCall()
+    call = LoggedCall(clock)
     turns: list[Turn] = []
 
     def on_turn(turn: Turn) -> None:
         turns.append(turn)
         log.turn_finished(turn)
 
-    session = CallSession(call, models, PROFILE, prompts, on_turn=on_turn, call_log=log)
+    session = CallSession(
+        call, models, PROFILE, prompts, on_turn=on_turn, call_log=log, clock=clock
+    )
     task = asyncio.create_task(session.run())
     await call.play(silence(500))
-    await call._inbound.put(DtmfIn(digit="5", duration_ms=100, at=time.monotonic()))
+    await call._inbound.put(DtmfIn(digit="5", duration_ms=100, at=clock.now()))
     await call.play(tone(400) + silence(700))
     await call.play(silence(600))  # the bot is answering
     await call.play(tone(400) + silence(700))  # the caller talks over it: a second turn
