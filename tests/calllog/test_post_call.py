@@ -3,7 +3,8 @@
 The call control gets the goodbye's hang-up (``CallAction``) as the pipeline gives it; the
 caller's keys and audio reach it through ``hears`` as the session passes them; what it
 says goes to ``say``; the answer goes to a real call log (SQLite) and is read back from
-the ``calls`` row with the call's outcome.
+the ``calls`` row with the call's outcome. The call and the control run on a clock of the
+test's: the prompt's playout and the answer's wait are call time, exact, not real time.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from bot.pipeline.turn import Turn
 from telephony.events import AudioIn, DtmfIn
 from tests.bot.fakes import FRAME_BYTES, MemoryCall, silence, tone
 from tests.calllog.helpers import FAST, open_log
+from tests.support.clock import FakeClock
 
 PROMPT = "Did we answer your question? Press 1 for yes, 2 for no."
 PROMPT_MS = 600
@@ -53,9 +55,9 @@ async def say_frames(call: MemoryCall, control: CallControl, pcm: bytes) -> None
             call.sent += call._queue.pop(0)
             if not call._queue:
                 call._drained.set()
-        taken = control.hears(AudioIn(pcm=frame, at=time.monotonic()))
+        taken = control.hears(AudioIn(pcm=frame, at=call.clock.now()))
         assert taken == control.closing
-        await asyncio.sleep(0.02)
+        await call.pass_time(0.02)
 
 
 async def goodbye_call(
@@ -64,7 +66,8 @@ async def goodbye_call(
     """A call answered (or not) and then ended by the caller's goodbye; ``caller`` plays
     the caller's side once the hang-up reaches the call control. Returns the call, what the
     question's answer was heard as (spoken answers) and what the control said."""
-    call = MemoryCall("post-call-1")
+    clock = FakeClock()
+    call = MemoryCall("post-call-1", clock=clock)
     log.call_answered(call.call_id, caller="sip:+4930555@pbx", callee="sip:bot@pbx")
     if answered_first:
         log.turn_finished(turn(call.call_id, "exact", "where is my order", "order_status"))
@@ -95,9 +98,10 @@ async def goodbye_call(
             wait_s=WAIT_S,
             hear=hear,
         ),
+        clock=clock,
     )
     # Before the goodbye the caller's keys are the conversation's.
-    assert not control.hears(DtmfIn(digit="2", duration_ms=100, at=time.monotonic()))
+    assert not control.hears(DtmfIn(digit="2", duration_ms=100, at=clock.now()))
     hanging_up = asyncio.create_task(control.process(CallAction(turn=bye, action="hangup")))
     await caller(call, control)
     await asyncio.wait_for(hanging_up, 10)
@@ -129,7 +133,7 @@ async def test_key_2_over_the_prompt_is_a_no(log: CallLog, engine: AsyncEngine) 
     async def caller(call: MemoryCall, control: CallControl) -> None:
         await say_frames(call, control, silence(200))  # the prompt starts
         assert control.closing
-        assert control.hears(DtmfIn(digit="2", duration_ms=100, at=time.monotonic()))
+        assert control.hears(DtmfIn(digit="2", duration_ms=100, at=call.clock.now()))
         await say_frames(call, control, silence(100))
 
     call, heard, said = await goodbye_call(log, caller)
@@ -160,11 +164,13 @@ async def test_a_spoken_yes_after_the_prompt(log: CallLog, engine: AsyncEngine) 
 
 async def test_no_answer_in_time_is_none(log: CallLog, engine: AsyncEngine) -> None:
     async def caller(call: MemoryCall, control: CallControl) -> None:
-        started = time.monotonic()
+        started = call.clock.now()
         while not call.hangups:
             await say_frames(call, control, silence(20))
-        waited = time.monotonic() - started
-        assert PROMPT_MS / 1000 + WAIT_S <= waited < PROMPT_MS / 1000 + WAIT_S + 2.0, waited
+        waited = call.clock.now() - started
+        # The prompt's playout, then the wait: the hang-up is seen in the frame it ends in.
+        expected = PROMPT_MS / 1000 + WAIT_S
+        assert expected - 1e-6 <= waited <= expected + 0.02 + 1e-6, waited
 
     _call, heard, _said = await goodbye_call(log, caller)
     await log.close()
@@ -178,7 +184,7 @@ async def test_not_asked_when_nothing_was_answered_before_the_goodbye(
     log: CallLog, engine: AsyncEngine
 ) -> None:
     async def caller(call: MemoryCall, control: CallControl) -> None:
-        await asyncio.sleep(0.1)
+        await call.pass_time(0.1)
         assert not control.closing
 
     _call, heard, said = await goodbye_call(log, caller, answered_first=False)
