@@ -19,6 +19,8 @@ from typing import Any
 #: Loop turns given to the tasks after each step of the clock: a stage woken from its
 #: sleep runs to its next one in a turn or two (frames to a ``Collector`` are kept at once).
 _TURNS = 20
+#: The longest (real seconds) the clock waits for work handed to threads before a step.
+_THREAD_WORK_MAX_S = 30.0
 
 
 class ThreadWork:
@@ -73,7 +75,13 @@ async def settle() -> None:
             await asyncio.sleep(0)
         if work.in_flight == 0 and work.submitted == before:
             return
-        await work.idle.wait()
+        try:
+            await asyncio.wait_for(work.idle.wait(), _THREAD_WORK_MAX_S)
+        except TimeoutError:
+            raise AssertionError(
+                f"work handed to a thread still running after {_THREAD_WORK_MAX_S:g} s: "
+                "a fake that waits in real time on a call on the test's clock?"
+            ) from None
 
 
 class FakeClock:
