@@ -171,6 +171,26 @@ def test_knowledge_entries_are_chosen_by_their_words(said: str, choice: Choice) 
 @pytest.mark.parametrize(
     ("said", "choice"),
     [
+        # Two entries about paying (the decider offers both for "What ways can I pay?"):
+        # each topic's own words tell them apart, the words they share do not.
+        ("Payment methods.", "first"),
+        ("Your payment methods, please.", "first"),
+        ("PayPal.", "first"),
+        ("Paying over the phone.", "second"),
+        ("Over the phone.", "second"),
+        ("Giving you my card details now.", "second"),
+        ("Payment.", "ambiguous"),
+        ("Neither.", "neither"),
+    ],
+)
+def test_two_entries_about_paying_are_told_apart(said: str, choice: Choice) -> None:
+    methods, phone = ENTRIES["payment_methods"], ENTRIES["phone_payment"]
+    assert read_choice(said, methods, phone) == choice
+
+
+@pytest.mark.parametrize(
+    ("said", "choice"),
+    [
         ("The lost card.", "first"),
         ("I lost it.", "first"),
         ("A loan please.", "second"),

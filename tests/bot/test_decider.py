@@ -239,6 +239,70 @@ async def test_a_key_answers_the_choice(cache: IntentCache, knowledge: Knowledge
         await out.stop()
 
 
+# Two knowledge entries about the words, the runner-up nearly as near as the best (neither
+# close enough to say as is): one question offers both, in place of a question about the
+# best alone (a "no" to it left the caller who meant the runner-up with "not sure").
+TWO_ENTRIES = "What ways can I pay?"  # payment_methods 0.63, phone_payment 0.57
+TWO_ENTRIES_QUESTION = "Is this about payment methods, or about paying over the phone?"
+
+
+async def test_two_near_entries_are_offered_in_one_question(decider: Decider) -> None:
+    decision = await decider.decide(TWO_ENTRIES, call_id="c")
+    assert (decision.kind, decision.route, decision.say) == ("ask", "confirm", TWO_ENTRIES_QUESTION)
+    assert decision.asks is not None and decision.asks.kind == "choice"
+    options = decision.asks.options
+    assert [(o.name, o.entry is None) for o in options] == [
+        ("payment_methods", True),
+        ("phone_payment", True),
+    ]
+    assert decision.why.startswith(
+        "choice: knowledge entries payment_methods and phone_payment both near ("
+    ), decision.why
+    assert decision.entry is None and not decision.from_intent
+
+
+ENTRIES = {e.topic: e for e in PROFILE.knowledge}
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "about"),
+    [
+        ("The second one.", "answer", "phone_payment"),
+        ("Paying over the phone.", "answer", "phone_payment"),  # its topic's words
+        ("Payment methods, please.", "answer", "payment_methods"),  # the first's
+        ("The first one.", "answer", "payment_methods"),
+        ("Neither.", "unsure", None),  # never a third entry
+        ("No.", "unsure", None),
+    ],
+)
+async def test_the_reply_to_a_choice_of_two_entries(
+    decider: Decider, reply: str, kind: str, about: str | None
+) -> None:
+    asked = await _decided(decider, TWO_ENTRIES)
+    assert asked.decision is not None and asked.decision.asks is not None
+    assert asked.decision.asks.kind == "choice"
+    decision = await decider.decide(reply, call_id="c")
+    assert (decision.kind, decision.intent) == (kind, about), decision
+    # Decided on the words asked about; an entry said as the operator wrote it.
+    assert decision.words == TWO_ENTRIES
+    if about is not None:
+        assert decision.route == "confirmed" and decision.say == ENTRIES[about].answer
+        assert decision.why == f"chose {about} of payment_methods or phone_payment"
+    else:
+        assert decision.say == PROFILE.unsure
+        assert decision.why == "neither of payment_methods or phone_payment"
+
+
+async def test_two_entries_offered_once_are_not_offered_again(decider: Decider) -> None:
+    asked = await _decided(decider, TWO_ENTRIES)
+    assert asked.decision is not None and asked.decision.asks is not None
+    assert asked.decision.asks.kind == "choice"
+    await _decided(decider, "Can I pay with a gift card?")
+    again = await decider.decide(TWO_ENTRIES, call_id="c")
+    # Both were offered: no choice, no question about either alone, "not sure".
+    assert (again.kind, again.asks, again.say) == ("unsure", None, PROFILE.unsure), again
+
+
 # The call's memory: follow-ups answered from what was already said in the call, never by
 # guessing. Each row a call: the turns before, the follow-up, and what answers it (None: the
 # honest "not sure").

@@ -15,7 +15,8 @@ The rule, in order (each step is the first that applies):
    says the entry, "no" the honest "not sure"; "yes" to the honest fallback's offer of a
    colleague transfers; the one chosen of a two-choice question answers, "neither" gets a
    knowledge entry that answers the words as written (no second question), else the
-   honest "not sure", an unclear answer the question once more (``_chosen``).
+   honest "not sure" (of two knowledge entries: "not sure", no third looked for), an
+   unclear answer the question once more (``_chosen``).
    Anything else is a new request. A turn that went on with the one before, over the
    bot's answer (``continues``), is no reply.
 2. The intent cache: a sure match answers, a near one is asked about (once a call), or,
@@ -28,7 +29,8 @@ The rule, in order (each step is the first that applies):
    reefer").
 3. The knowledge base, as the operator wrote it: an attempt at the bot's instructions is
    declined, small talk gets its fixed reply, an entry about the words is said as written
-   (or asked about when it is less close, in extractive mode), an entry near in meaning but
+   (or asked about when it is less close, in extractive mode, or offered with the runner-up
+   entry about the words when that is as near: ``_topic_choice``), an entry near in meaning but
    about another thing is asked about; nothing: an intent held back only by a negative
    example is asked about, else the honest "not sure". What is left goes to the model with
    the entries about the words.
@@ -83,6 +85,10 @@ CHOICE_LEAD = 0.1
 #: negative example's or a background line's veto: those say the words are about
 #: something else).
 _NEAR = ("below threshold", "margin too small")
+#: The two-choice question between two knowledge entries (``Decider._topic_choice``): the
+#: runner-up entry about the words is offered with the best when it scores within this of
+#: it.
+TOPIC_CHOICE_LEAD = CHOICE_LEAD
 
 
 class Decider:
@@ -260,6 +266,9 @@ class Decider:
                     knowledge=tuple(about),
                 )
             if index.config.extractive:
+                choice = self._topic_choice(words, heard, about, call_id)
+                if choice is not None:
+                    return choice
                 return self._ask_topic(
                     words, heard, best.entry, call_id, f"near {best.entry.topic}, not close enough"
                 )
@@ -386,6 +395,9 @@ class Decider:
                             say=self._choice_question(asked.options),
                             asks=replace(asked, again=True))  # fmt: skip
         if said in ("neither", "ambiguous"):
+            if all(option.topic is not None for option in asked.options):
+                # Two knowledge entries, the two nearest the words: no third is looked for.
+                return self._unsure(asked_words, "first", f"neither of {names}")
             # Neither: an entry of the knowledge base the operator wrote for the words, when
             # one answers them as written (as a "no" to a one-intent question would find);
             # never a second question, never a guess: else the honest "not sure".
@@ -415,6 +427,41 @@ class Decider:
             return self._unsure(words, heard, f"asked about {entry.topic} already")
         return Decision("ask", "confirm", words, why, heard=heard, intent=entry.topic,
                         say=topic_question(entry), asks=asks)  # fmt: skip
+
+    def _topic_choice(
+        self, words: str, heard: Heard, about: list[Retrieved], call_id: str
+    ) -> Decision | None:
+        """The two-choice question between the two knowledge entries about ``words`` (best
+        first, the best below ``direct_score``), in place of a question about the best
+        alone, when the runner-up scores within ``TOPIC_CHOICE_LEAD`` of it (a "no" to the
+        best alone would leave the caller who meant the runner-up with "not sure"). Never
+        when either was offered or asked about already in the call. None: no choice."""
+        if len(about) < 2:
+            return None
+        best, runner = about[0], about[1]
+        if best.entry is runner.entry or best.score - runner.score >= TOPIC_CHOICE_LEAD:
+            return None
+        options = (
+            Option(topic=best.entry, score=best.score),
+            Option(topic=runner.entry, score=runner.score),
+        )
+        if any(option.key in self.conversation.asked for option in options):
+            return None
+        why = (
+            f"choice: knowledge entries {best.entry.topic} and {runner.entry.topic} both near "
+            f"({best.score:.2f}, {runner.score:.2f}), neither close enough"
+        )
+        return Decision(
+            "ask",
+            "confirm",
+            words,
+            why,
+            heard=heard,
+            intent=best.entry.topic,
+            score=round(best.score, 4),
+            say=self._choice_question(options),
+            asks=Asked("choice", words, call_id, score=best.score, options=options),
+        )
 
     def _unsure(self, words: str, heard: Heard, why: str) -> Decision:
         return Decision("unsure", "fallback", words, why, heard=heard, say=self._profile.unsure)
