@@ -87,7 +87,7 @@ CHOICE_LEAD = 0.1
 _NEAR = ("below threshold", "margin too small")
 #: The two-choice question between two knowledge entries (``Decider._topic_choice``): the
 #: runner-up entry about the words is offered with the best when it scores within this of
-#: it.
+#: it: the intents' lead (the answer evaluation's tuning split gave no reason for another).
 TOPIC_CHOICE_LEAD = CHOICE_LEAD
 
 
