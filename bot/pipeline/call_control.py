@@ -232,6 +232,11 @@ class CallControl(Processor):
         # On hold for a bridged transfer, or with the agent; or the post-call question.
         return self.holding or self.closing
 
+    async def _tell_line(self) -> None:
+        """The call control has the line (``LineHeld``, upstream) while the caller is on
+        hold for a bridged transfer or with the agent, or asked the post-call question."""
+        await self.hold_line(self.holding or self.closing)
+
     def hears(self, event: object) -> bool:
         """Takes the caller's keys and audio once the post-call question is asked (its
         answer; after it, nothing is for the conversation any more). False: not taken."""
@@ -316,6 +321,7 @@ class CallControl(Processor):
         nothing came in time, or the caller hung up)."""
         answer = "none"
         self.closing = True
+        await self._tell_line()
         try:
             await self._say(question.prompt)
             # Until the prompt has played (a key over it answers at once), then the wait.
@@ -385,6 +391,7 @@ class CallControl(Processor):
     async def _bridge(self, target: str, *, mode: str) -> None:
         call_id = self._call.call_id
         self._bridging = True
+        await self._tell_line()
         try:
             if self._hold is not None:
                 await self._say(self._hold)
@@ -401,6 +408,7 @@ class CallControl(Processor):
                 return
         finally:
             self._bridging = False
+            await self._tell_line()
         await self._failure(result)
 
     async def _failure(self, result: TransferResult) -> None:

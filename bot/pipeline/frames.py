@@ -7,7 +7,7 @@ upstream (``Processor.push_upstream``) for what a later stage asks of an earlier
 number to collect (``CollectNumber``), words to say (a ``Speak`` or ``PlayAudio`` the
 speaker takes from a stage after it), the caller put through to an agent (``Bridged``),
 whether a question about an intent waits for its answer (``QuestionWaiting``), the number
-under way (``Collecting``).
+under way (``Collecting``), whether a stage has the line (``LineHeld``).
 """
 
 from __future__ import annotations
@@ -217,3 +217,15 @@ class Collecting(SystemFrame):
     the end of turn before it (digits still to come keep a turn open)."""
 
     name: str | None
+
+
+@dataclass(frozen=True)
+class LineHeld(SystemFrame):
+    """Stage ``by`` has the line (``held``), or has let go of it: the speaker while it
+    speaks or its audio waits to be played, the responder while the model answers, the
+    call control while the caller is on hold, with an agent or asked the post-call
+    question. Sent upstream on each change; the stages before it keep what they are told
+    (``bot.pipeline.line_state.LineState``): the bot has the line while any stage holds it."""
+
+    held: bool
+    by: str

@@ -14,8 +14,10 @@ from bot.pipeline.frames import (
     DataFrame,
     Frame,
     Interrupt,
+    LineHeld,
     SystemFrame,
 )
+from bot.pipeline.line_state import LineState
 
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
@@ -35,9 +37,16 @@ class Processor:
     A stage of a call's pipeline (``bot.pipeline.session.CALL_STAGES``) is made by ``build``
     from the call's ``CallContext``, and names in ``phrases`` the fixed words it may say,
     which the node synthesizes at start.
+
+    A stage that has the line (speaking, answering, the caller on hold) says so upstream
+    when that changes (``hold_line``); a stage whose rules wait while the bot talks keeps
+    what it is told in ``line``.
     """
 
     name = "processor"
+    #: Whether the bot has the line, as the stages after this one told it (``LineHeld``,
+    #: upstream); None: this stage has no rule that waits on it.
+    line: LineState | None = None
 
     @classmethod
     def build(cls, ctx: CallContext) -> Processor | None:
@@ -56,6 +65,8 @@ class Processor:
         self._prev: Processor | None = None
         self._queue: asyncio.Queue[DataFrame] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
+        #: What this stage last told of its hold on the line (``hold_line``).
+        self._holds_line = False
 
     def link(self, nxt: Processor) -> Processor:
         """Send this processor's output to ``nxt``; returns ``nxt`` for chaining."""
@@ -99,7 +110,16 @@ class Processor:
 
     async def put_upstream(self, frame: Frame) -> None:
         """Hand this processor a frame coming upstream from the one after it."""
+        if isinstance(frame, LineHeld) and self.line is not None:
+            self.line.tell(frame)
         await self.process_upstream(frame)
+
+    async def hold_line(self, held: bool) -> None:
+        """Tell the stages before this one that it has the line, or has let go of it
+        (``LineHeld``), when that changed since it last told them."""
+        if held != self._holds_line:
+            self._holds_line = held
+            await self.push_upstream(LineHeld(held=held, by=self.name))
 
     async def process_upstream(self, frame: Frame) -> None:
         """Handle one upstream frame at once. The default passes it on (a ``Bridged``

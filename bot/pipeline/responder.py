@@ -115,7 +115,7 @@ class Responder(Processor):
 
     @property
     def busy(self) -> bool:
-        """True while an answer is being generated."""
+        """True while an answer is being generated: the responder has the line."""
         return self._current is not None
 
     def holds_line(self) -> bool:
@@ -124,6 +124,7 @@ class Responder(Processor):
     async def process(self, frame: DataFrame) -> None:
         if isinstance(frame, Transcript):
             await self._carry_out(frame.turn, frame.decision or await self._decide(frame))
+            await self.hold_line(self.busy)
         elif isinstance(frame, StageFailed):
             await self._apologise(frame.turn)
         elif isinstance(frame, ResponseDone):
@@ -185,10 +186,12 @@ class Responder(Processor):
             turn.barged_in = True
             self._remember(turn.transcript, None)
             self._current = None
+        await self.hold_line(self.busy)
 
     async def _carry_out(self, turn: Turn, decision: Decision) -> None:
         text = decision.words
         self._current = turn
+        await self.hold_line(self.busy)
         self._partial = []
         turn.knowledge = tuple(r.entry.answer for r in decision.knowledge)
         if decision.why.startswith(REFUSED):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bot.pipeline.audio_sink import AudioSink
-from bot.pipeline.clock import MONOTONIC, Clock, later
+from bot.pipeline.clock import MONOTONIC, Clock
 from bot.pipeline.frames import (
     AnswerPending,
     CallFinished,
@@ -49,6 +50,10 @@ class Speaker(Processor):
     (the next of ``fillers``, in turn) is queued; the answer's audio queues behind it.
     With ``filler_every_s`` another follows that long after each filler ends, for as long
     as the answer stays silent and the caller does not start speaking again.
+
+    It has the line (``LineHeld``, upstream) from the moment it takes a frame to say until
+    the call's playout has drained with nothing more to say: the greeting and a filler as
+    much as an answer.
     """
 
     name = "speaker"
@@ -84,6 +89,8 @@ class Speaker(Processor):
         self._filler_every_s = filler_every_s
         self._on_filler = on_filler
         self._filler_timer: asyncio.Task[None] | None = None
+        #: Waits for the call's playout to drain once the speaker has nothing more to say.
+        self._playout: asyncio.Task[None] | None = None
         self.busy = False
 
     @classmethod
@@ -111,6 +118,7 @@ class Speaker(Processor):
 
     async def process(self, frame: DataFrame) -> None:
         self.busy = True
+        await self._tell_line()
         try:
             if isinstance(frame, Speak):
                 await self._say(frame.turn, frame.text)
@@ -126,6 +134,29 @@ class Speaker(Processor):
                 await self.push(frame)
         finally:
             self.busy = not self._queue.empty()
+            await self._tell_line()
+
+    async def _tell_line(self) -> None:
+        """Tell the stages before this one whether the speaker has the line: while it works
+        on a frame, or audio it sent waits to be played (``_until_played`` tells when it
+        has been)."""
+        queued = self._out.queued_frames > 0
+        if queued and not self.busy and (self._playout is None or self._playout.done()):
+            self._playout = asyncio.create_task(self._until_played(), name="speaker-playout")
+        await self.hold_line(self.busy or queued)
+
+    async def _until_played(self) -> None:
+        await self._out.wait_playout_drained()
+        self._playout = None
+        await self._tell_line()
+
+    async def stop(self) -> None:
+        await super().stop()
+        task, self._playout = self._playout, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def process_upstream(self, frame: Frame) -> None:
         """Words a stage after this one says (the call control's "please hold"): said
@@ -155,6 +186,7 @@ class Speaker(Processor):
         self._disarm_filler()
         dropped = self._out.clear_playout()
         self.busy = False
+        await self._tell_line()
         # A turn cut before its first word (the caller spoke again while the model was
         # still thinking) is finished here too, or it would never reach the call log.
         for turn in self._open_turns():
@@ -195,7 +227,18 @@ class Speaker(Processor):
         now = self._clock.now()
         ended = turn.stages.get("eot_decided", turn.stages.get("speech_end", now))
         delay = max(0.0, ended + self._filler_after_s - now)
-        self._filler_timer = later(self._clock, delay, self._play_filler, turn)
+        self._filler_timer = self._filler_in(delay, turn)
+
+    def _filler_in(self, delay: float, turn: Turn) -> asyncio.Task[None]:
+        """``_play_filler(turn)`` once ``delay`` seconds have passed on the call's clock, then
+        the line told of the audio it sent; cancel the task to call it off."""
+
+        async def play() -> None:
+            await self._clock.sleep(max(0.0, delay))
+            self._play_filler(turn)
+            await self._tell_line()
+
+        return asyncio.create_task(play(), name="filler")
 
     def _disarm_filler(self) -> None:
         if self._filler_timer is not None:
@@ -224,7 +267,7 @@ class Speaker(Processor):
             # sounds dead while a busy model works (the model's timeout bounds the wait).
             ends_at = heard_at + len(pcm) / 2 / self._rate
             delay = max(0.0, ends_at + self._filler_every_s - now)
-            self._filler_timer = later(self._clock, delay, self._play_filler, turn)
+            self._filler_timer = self._filler_in(delay, turn)
 
     def _open_turns(self) -> list[Turn]:
         """The turn the caller hears and the LLM turn they wait on (often the same one)."""
