@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bot.pipeline.frames import CallerAudio, EndOfTurn, Interrupt, Transcript
+from bot.pipeline.frames import CallerAudio, EndOfTurn, Interrupt, LineHeld, Transcript
+from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Collector
 from bot.pipeline.speculation import Speculator
 from bot.pipeline.transcriber import Transcriber
@@ -51,13 +52,13 @@ async def hear_call(
     # Heard by a vocabulary only when given one (an earlier commit's stages have none).
     by: dict[str, Any] = {} if vocabulary is None else {"vocabulary": vocabulary}
     speculator = Speculator(asr, sample_rate=sample_rate, **by)
-    answering = [False]
+    answering = LineState()  # the bot "answering": told as the speaker would tell it
     detector = TurnDetector(
         vad.create_stream(sample_rate),
         endpointing,
         call_id="hearing",
         speculator=speculator,
-        bot_speaking=lambda: answering[0],
+        line=answering,
     )
     transcriber = Transcriber(asr, sample_rate=sample_rate, speculator=speculator, **by)
     out = Collector()
@@ -73,9 +74,10 @@ async def hear_call(
         while sink.frames:
             got = sink.frames.pop(0)
             if isinstance(got, Interrupt):
-                answering[0] = False
+                answering.tell(LineHeld(held=False, by="speaker"))
             elif isinstance(got, EndOfTurn):
-                answering[0] = True  # the bot answers the turn, until the caller speaks
+                # the bot answers the turn, until the caller speaks
+                answering.tell(LineHeld(held=True, by="speaker"))
                 out.frames.clear()
                 await transcriber.process(got)
                 said = [f.text for f in out.frames if isinstance(f, Transcript)]

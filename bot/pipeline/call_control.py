@@ -228,10 +228,6 @@ class CallControl(Processor):
         or with the agent, and what they say is not for the bot."""
         return self._bridging or self.bridged
 
-    def holds_line(self) -> bool:
-        # On hold for a bridged transfer, or with the agent; or the post-call question.
-        return self.holding or self.closing
-
     async def _tell_line(self) -> None:
         """The call control has the line (``LineHeld``, upstream) while the caller is on
         hold for a bridged transfer or with the agent, or asked the post-call question."""

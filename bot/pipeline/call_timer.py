@@ -21,6 +21,7 @@ from bot.pipeline.frames import (
     UserStartedSpeaking,
     UserStoppedSpeaking,
 )
+from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
 from bot.profile import BotProfile
@@ -57,7 +58,7 @@ class CallTimer(Processor):
         *,
         answered_at: float,
         say: Say,
-        bot_speaking: Callable[[], bool],
+        line: LineState | None = None,
         on_event: EventSink | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
@@ -69,7 +70,8 @@ class CallTimer(Processor):
         self._sleep = sleep
         self._answered_at = answered_at
         self._say = say
-        self._bot_speaking = bot_speaking
+        #: Whether the bot has the line, as the stages after this one tell (``LineHeld``).
+        self.line: LineState = line if line is not None else LineState()
         self._on_event = on_event
         self._caller_speaking = False
         self._last_activity = self._clock()
@@ -88,7 +90,6 @@ class CallTimer(Processor):
             limits,
             answered_at=ctx.call.answered_at,
             say=ctx.say,
-            bot_speaking=ctx.bot_speaking,
             on_event=ctx.event,
             clock=ctx.clock.now,
             sleep=ctx.clock.sleep,
@@ -144,7 +145,7 @@ class CallTimer(Processor):
                     self._warned = True
                     self._event("max_call_warning", f"{lim.max_call_warning_s:.0f} s left")
                     await self.push(self._say(None, lim.max_call_warning))
-            if self._caller_speaking or self._bot_speaking():
+            if self._caller_speaking or self.line.held:
                 self._last_activity = now
                 continue
             quiet = now - self._last_activity

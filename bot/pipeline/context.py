@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
 from bot.calllog.calllog import CallLog
 from bot.intents.cache import IntentCache
@@ -25,20 +24,14 @@ from bot.vocabulary import vocabulary_of
 from serve import ModelSet
 
 
-class LineHolder(Protocol):
-    """A stage as the context counts it (``bot.pipeline.processor.Processor``)."""
-
-    def holds_line(self) -> bool: ...
-
-
 class CallContext:
     """The call, its profile, models and node services, and what the stages share.
 
     A stage takes from here what it needs when it is built (``Processor.build``), instead
     of callbacks handed to it one by one: how to say a phrase (its ready audio when it was
-    synthesized at start), where call events go, whether the bot has the line, how to ask
-    for a number, and the other stages of the call (``stage``, ``find``), looked up when
-    they are needed, since a stage may be built before the one it asks about.
+    synthesized at start), where call events go, the call's clock, models and services.
+    It holds no list of the stages: what one stage needs of another comes by frames
+    (whether the bot has the line: ``LineHeld``, upstream).
     """
 
     def __init__(
@@ -101,11 +94,6 @@ class CallContext:
             vocabulary=self.vocabulary,
             clock=self.clock,
         )
-        self._stages: list[LineHolder] = []
-
-    def add(self, stage: LineHolder) -> None:
-        """Count ``stage`` among the call's stages (``Pipeline.build`` does, in order)."""
-        self._stages.append(stage)
 
     def say(self, turn: Turn | None, text: str) -> DataFrame:
         """The frame that says ``text``: its ready audio when it was synthesized at start."""
@@ -127,8 +115,3 @@ class CallContext:
         (now when not given): a filler heard, an answer refused."""
         if self.call_log is not None:
             self.call_log.event(self.call_id, kind, detail, self.clock.now() if at is None else at)
-
-    def bot_speaking(self) -> bool:
-        """Whether the call is not quiet: a stage has the line (an answer being made or
-        played, the caller on hold or with an agent), or audio waits to be played."""
-        return any(stage.holds_line() for stage in self._stages) or self.call.queued_frames > 0

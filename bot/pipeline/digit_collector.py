@@ -24,6 +24,7 @@ from bot.pipeline.frames import (
     Transcript,
 )
 from bot.pipeline.language.spoken_digits import digits_and_others, spoken_digits
+from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
 
@@ -73,7 +74,7 @@ class DigitCollector(Processor):
         collectors: Sequence[CollectorConfig],
         *,
         say: Say,
-        bot_speaking: Callable[[], bool],
+        line: LineState | None = None,
         on_event: EventSink | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
@@ -84,7 +85,8 @@ class DigitCollector(Processor):
         self._sleep = sleep
         self._collectors = {c.name: c for c in collectors}
         self._say = say
-        self._bot_speaking = bot_speaking
+        #: Whether the bot has the line, as the stages after this one tell (``LineHeld``).
+        self.line: LineState = line if line is not None else LineState()
         self._on_event = on_event
         self._active: CollectorConfig | None = None
         self._digits: list[str] = []
@@ -100,7 +102,6 @@ class DigitCollector(Processor):
             ctx.call_id,
             ctx.profile.collectors,
             say=ctx.say,
-            bot_speaking=ctx.bot_speaking,
             on_event=ctx.event,
             clock=ctx.clock.now,
             sleep=ctx.clock.sleep,
@@ -170,7 +171,7 @@ class DigitCollector(Processor):
             await self._retry(cfg, frame.turn)
 
     async def _key(self, cfg: CollectorConfig, frame: Dtmf) -> None:
-        if self._bot_speaking():
+        if self.line.held:
             await self.push(Interrupt(at=frame.at))  # the caller knows the number already
         self._last_key = self._clock()
         if frame.digit == cfg.terminator:
@@ -267,7 +268,7 @@ class DigitCollector(Processor):
         while self._active is not None:
             await self._sleep(_POLL_S)
             now = self._clock()
-            if self._bot_speaking():
+            if self.line.held:
                 quiet_since = None
                 continue
             quiet_since = quiet_since or now

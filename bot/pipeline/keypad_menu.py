@@ -21,6 +21,7 @@ from bot.pipeline.frames import (
     ResponseDone,
     SystemFrame,
 )
+from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
 from bot.profile import BotProfile, IntentConfig
@@ -56,7 +57,7 @@ class KeypadMenu(Processor):
         intents: Mapping[str, IntentConfig],
         knowledge: Mapping[str, str],
         say: Say,
-        bot_speaking: Callable[[], bool],
+        line: LineState | None = None,
         begin_collect: BeginCollect | None = None,
         on_event: EventSink | None = None,
         confirming: Callable[[], bool] | None = None,
@@ -74,7 +75,8 @@ class KeypadMenu(Processor):
         self._say = say
         #: How a number is asked for (default: upstream, to the digit collector).
         self._begin_collect = begin_collect if begin_collect is not None else self.ask_for_number
-        self._bot_speaking = bot_speaking
+        #: Whether the bot has the line, as the stages after this one tell (``LineHeld``).
+        self.line: LineState = line if line is not None else LineState()
         self._on_event = on_event
         #: Whether the router's question waits for its answer: asked of ``confirming``
         #: when given, else as the router last said (``QuestionWaiting``, upstream).
@@ -92,7 +94,6 @@ class KeypadMenu(Processor):
             intents={i.name: i for i in profile.intents},
             knowledge={k.topic: k.answer for k in profile.knowledge},
             say=ctx.say,
-            bot_speaking=ctx.bot_speaking,
             on_event=ctx.event,
             clock=ctx.clock.now,
         )
@@ -137,7 +138,7 @@ class KeypadMenu(Processor):
             # The answer to the question just asked (1 yes, 2 no; or 1 the first, 2 the
             # second of a two-choice question), not a menu option: the Router after this
             # takes it.
-            if self._bot_speaking():
+            if self.line.held:
                 await self.push(Interrupt(at=frame.at))
             self._event("confirm_key", frame.digit)
             await self.push(frame)
@@ -145,7 +146,7 @@ class KeypadMenu(Processor):
         menu = self._current
         if menu is None:
             return  # no menus: keys are only recorded
-        if self._bot_speaking():
+        if self.line.held:
             await self.push(Interrupt(at=frame.at))
         option = menu.option(frame.digit)
         if option is None:

@@ -36,7 +36,6 @@ class Pipeline:
         for kind in kinds:
             stage = kind.build(ctx)
             if stage is not None:
-                ctx.add(stage)
                 stages.append(stage)
         return cls(stages)
 

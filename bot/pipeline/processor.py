@@ -149,11 +149,6 @@ class Processor:
         """Hook: the caller has been put through to an agent (a bridged transfer) and the
         bot has left the call: stop what acts on the call by itself (clocks, prompts)."""
 
-    def holds_line(self) -> bool:
-        """Hook: whether this stage has the line (an answer being made or played, the caller
-        on hold), so that the call is not quiet (``CallContext.bot_speaking``)."""
-        return False
-
     async def _interrupt(self) -> None:
         dropped = 0
         while not self._queue.empty():

@@ -118,9 +118,6 @@ class Responder(Processor):
         """True while an answer is being generated: the responder has the line."""
         return self._current is not None
 
-    def holds_line(self) -> bool:
-        return self.busy
-
     async def process(self, frame: DataFrame) -> None:
         if isinstance(frame, Transcript):
             await self._carry_out(frame.turn, frame.decision or await self._decide(frame))

@@ -113,9 +113,6 @@ class Speaker(Processor):
     def phrases(cls, profile: BotProfile) -> list[str]:
         return [profile.apology, *profile.fillers]
 
-    def holds_line(self) -> bool:
-        return self.busy
-
     async def process(self, frame: DataFrame) -> None:
         self.busy = True
         await self._tell_line()

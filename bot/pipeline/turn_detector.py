@@ -23,6 +23,7 @@ from bot.pipeline.frames import (
     UserStoppedSpeaking,
 )
 from bot.pipeline.language.end_of_turn import Thought, ThoughtJudge, expected_digits, judge
+from bot.pipeline.line_state import LineState
 from bot.pipeline.pause_reading import PauseReading, read_pause
 from bot.pipeline.processor import Processor
 from bot.pipeline.speculation import Speculator
@@ -89,7 +90,7 @@ class TurnDetector(Processor):
         config: EndpointingConfig,
         *,
         call_id: str,
-        bot_speaking: Callable[[], bool],
+        line: LineState | None = None,
         frame_ms: int = 20,
         clock: Callable[[], float] = time.monotonic,
         speculator: Speculator | None = None,
@@ -100,7 +101,8 @@ class TurnDetector(Processor):
         self._vad = vad
         self._cfg = config
         self._call_id = call_id
-        self._bot_speaking = bot_speaking
+        #: Whether the bot has the line, as the stages after this one tell (``LineHeld``).
+        self.line: LineState = line if line is not None else LineState()
         self._frame_ms = frame_ms
         self._clock = clock
         # The voiced run that starts a turn (up to ``barge_in_ms``) and ``preroll_ms``
@@ -148,7 +150,6 @@ class TurnDetector(Processor):
             ctx.models.vad.create_stream(ctx.sample_rate),
             profile.endpointing,
             call_id=ctx.call_id,
-            bot_speaking=ctx.bot_speaking,
             clock=ctx.clock.now,
             speculator=ctx.speculator,
             say=ctx.say,
@@ -199,7 +200,7 @@ class TurnDetector(Processor):
     async def _listening(self, frame: CallerAudio, voiced: bool) -> None:
         self._preroll.append(frame.pcm)
         self._voiced_run_ms = self._voiced_run_ms + self._frame_ms if voiced else 0
-        bot_talking = self._bot_speaking()
+        bot_talking = self.line.held
         needed = self._cfg.barge_in_ms if bot_talking else self._cfg.min_speech_ms
         if self._voiced_run_ms < needed:
             return
@@ -250,7 +251,7 @@ class TurnDetector(Processor):
             self._run_ms += self._frame_ms
             # The bot started talking after this turn did (its answer to the turn before,
             # a reply to "hold on"): a caller still speaking stops it, as at a barge-in.
-            if not self._yielded and self._run_ms >= self._cfg.barge_in_ms and self._bot_speaking():
+            if not self._yielded and self._run_ms >= self._cfg.barge_in_ms and self.line.held:
                 self._yielded = True
                 await self._stop_the_bot(frame.at)
         else:

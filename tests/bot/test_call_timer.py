@@ -19,10 +19,12 @@ from bot.pipeline.frames import (
     DataFrame,
     Dtmf,
     Frame,
+    LineHeld,
     Speak,
     UserStartedSpeaking,
     UserStoppedSpeaking,
 )
+from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Collector
 from bot.pipeline.turn import Turn
 from tests.support.clock import FakeClock
@@ -44,19 +46,28 @@ class Rig:
         self.clock = FakeClock()
         self.out = Collector()
         self.events: list[str] = []
-        self.speaking = False
+        self.line = LineState()
         self.timer = CallTimer(
             "c1",
             limits,
             answered_at=self.clock(),
             say=say,
-            bot_speaking=lambda: self.speaking,
+            line=self.line,
             on_event=lambda kind, detail: self.events.append(kind),
             clock=self.clock,
             sleep=self.clock.sleep,
         )
         self.timer.link(self.out)
         self.timer.start()
+
+    @property
+    def speaking(self) -> bool:
+        return self.line.held
+
+    @speaking.setter
+    def speaking(self, on: bool) -> None:
+        # As the speaker after the stage tells it (``LineHeld``, upstream).
+        self.line.tell(LineHeld(held=on, by="speaker"))
 
     def spoken(self) -> list[str]:
         return spoken(self.out.frames)
@@ -161,9 +172,7 @@ async def test_on_the_monotonic_clock_a_quiet_caller_is_asked_after_the_limit() 
     """Without a clock given, the timer reads the monotonic clock and really waits."""
     out = Heard()
     limits = CallLimits(silence_reprompt_s=0.3)
-    timer = CallTimer(
-        "c1", limits, answered_at=time.monotonic(), say=say, bot_speaking=lambda: False
-    )
+    timer = CallTimer("c1", limits, answered_at=time.monotonic(), say=say)
     timer.link(out)
     started = time.monotonic()
     timer.start()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.pipeline.frames import CallerAudio, EndOfTurn, Interrupt, Transcript
+from bot.pipeline.frames import CallerAudio, EndOfTurn, Interrupt, LineHeld, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.router import Router
 from bot.pipeline.transcriber import Transcriber
@@ -38,7 +38,6 @@ async def two_turns(
         EnergyStream(),
         cfg,
         call_id="c",
-        bot_speaking=lambda: bot_answers and bool(ended),
     )
     sink = Collector()
     ep.link(sink)
@@ -46,6 +45,8 @@ async def two_turns(
     for n, i in enumerate(range(0, len(pcm), FRAME_BYTES)):
         await ep.process(CallerAudio(pcm=pcm[i : i + FRAME_BYTES], at=10.0 + 0.02 * n))
         ended[:] = [f.turn for f in sink.frames if isinstance(f, EndOfTurn)]
+        if bot_answers and ended:  # the bot answers: the speaker tells it has the line
+            await ep.put_upstream(LineHeld(held=True, by="speaker"))
     if bot_answers:
         assert any(isinstance(f, Interrupt) for f in sink.frames)
     return ended
@@ -128,7 +129,6 @@ async def test_a_bot_starting_to_talk_mid_turn_is_stopped_and_the_turn_goes_on()
         EnergyStream(),
         CFG,
         call_id="c",
-        bot_speaking=lambda: bool(ended) and now[0] >= bot_from[0],
     )
     sink = Collector()
     ep.link(sink)
@@ -137,6 +137,8 @@ async def test_a_bot_starting_to_talk_mid_turn_is_stopped_and_the_turn_goes_on()
     bot_from = [second_start + 0.3]
     for n, i in enumerate(range(0, len(pcm), FRAME_BYTES)):
         now[0] = 10.0 + 0.02 * n
+        talking = bool(ended) and now[0] >= bot_from[0]
+        await ep.put_upstream(LineHeld(held=talking, by="speaker"))
         await ep.process(CallerAudio(pcm=pcm[i : i + FRAME_BYTES], at=now[0]))
         ended[:] = [f.turn for f in sink.frames if isinstance(f, EndOfTurn)]
     interrupts = [f for f in sink.frames if isinstance(f, Interrupt)]

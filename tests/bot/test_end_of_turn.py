@@ -15,6 +15,7 @@ from bot.pipeline.frames import (
     DataFrame,
     EndOfTurn,
     Frame,
+    LineHeld,
     Speak,
     Transcript,
 )
@@ -242,7 +243,6 @@ async def drive(
         vad or EnergyStream(),
         cfg,
         call_id="c",
-        bot_speaking=lambda: bot_answers and bool(ended),
         speculator=spec,
         thought=judge_with or ThoughtJudge(),
         say=said,
@@ -260,6 +260,8 @@ async def drive(
         if sum(isinstance(f, EndOfTurn) for f in sink.frames) > before:
             ends.append(silent_ms)
             ended.append(silent_ms)
+            if bot_answers:  # the bot answers: the speaker tells it has the line
+                await ep.put_upstream(LineHeld(held=True, by="speaker"))
     transcriber = Transcriber(asr, sample_rate=8000, speculator=spec)
     heard = Collector()
     transcriber.link(heard)

@@ -16,12 +16,14 @@ from bot.pipeline.frames import (
     Dtmf,
     Frame,
     Interrupt,
+    LineHeld,
     ResponseDone,
     Speak,
     Transcript,
 )
 from bot.pipeline.keypad_menu import KeypadMenu
 from bot.pipeline.language.spoken_digits import spoken_digits
+from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Collector
 from bot.pipeline.turn import Turn
 from bot.profile import IntentConfig
@@ -78,18 +80,27 @@ class Rig:
     """A collector feeding a frame collector, the bot quiet unless told otherwise."""
 
     def __init__(self, *collectors: CollectorConfig) -> None:
-        self.speaking = False
+        self.line = LineState()
         self.events: list[tuple[str, str]] = []
         self.out = Collector()
         self.collector = DigitCollector(
             "c1",
             collectors,
             say=say,
-            bot_speaking=lambda: self.speaking,
+            line=self.line,
             on_event=lambda kind, detail: self.events.append((kind, detail)),
         )
         self.collector.link(self.out)
         self.collector.start()
+
+    @property
+    def speaking(self) -> bool:
+        return self.line.held
+
+    @speaking.setter
+    def speaking(self, on: bool) -> None:
+        # As the speaker after the stage tells it (``LineHeld``, upstream).
+        self.line.tell(LineHeld(held=on, by="speaker"))
 
     async def keys(self, digits: str) -> None:
         for d in digits:
@@ -285,7 +296,7 @@ MORE = MenuConfig(
 
 class MenuRig:
     def __init__(self) -> None:
-        self.speaking = False
+        self.line = LineState()
         self.confirming = False
         self.collects: list[str] = []
         self.events: list[tuple[str, str]] = []
@@ -301,11 +312,20 @@ class MenuRig:
             knowledge={"delivery_time": "Three to five days."},
             say=say,
             begin_collect=begin,
-            bot_speaking=lambda: self.speaking,
+            line=self.line,
             on_event=lambda kind, detail: self.events.append((kind, detail)),
             confirming=lambda: self.confirming,
         )
         self.menu.link(self.out)
+
+    @property
+    def speaking(self) -> bool:
+        return self.line.held
+
+    @speaking.setter
+    def speaking(self, on: bool) -> None:
+        # As the speaker after the stage tells it (``LineHeld``, upstream).
+        self.line.tell(LineHeld(held=on, by="speaker"))
 
     async def key(self, digit: str) -> None:
         await self.menu.put(Dtmf(digit=digit, at=time.monotonic()))

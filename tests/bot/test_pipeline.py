@@ -17,12 +17,15 @@ from bot.callflow import (
 from bot.knowledge.index import topic_question
 from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.context import CallContext
-from bot.pipeline.frames import DataFrame, Speak
+from bot.pipeline.digit_collector import DigitCollector
+from bot.pipeline.frames import DataFrame, PlayAudio, Speak
+from bot.pipeline.keypad_menu import KeypadMenu
 from bot.pipeline.pipeline import Pipeline
 from bot.pipeline.processor import Collector, Processor
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CALL_STAGES, CallSession, fixed_phrases
 from bot.pipeline.speaker import Speaker
+from bot.pipeline.turn_detector import TurnDetector
 from bot.profile import (
     DEFAULT_PROFILE,
     BotProfile,
@@ -183,18 +186,33 @@ async def test_a_stage_whose_feature_is_off_is_left_out_of_the_call() -> None:
         assert kinds == [k for k in CALL_STAGES if k in kinds]  # the list's order
 
 
-async def test_the_call_is_quiet_only_when_no_stage_has_the_line() -> None:
+async def test_the_stages_before_the_speaker_are_told_while_it_has_the_line() -> None:
     models = await fake_models(ScriptedASR(), ScriptedLLM([]), ToneTTS())
     prompts = PromptAudio(8000)
-    for text in fixed_phrases(BARE):
+    for text in fixed_phrases(FULL):
         await prompts.add(models.tts, text)
     call = MemoryCall()
-    ctx = CallContext(call, models, BARE, prompts, on_turn=lambda t: None)
+    ctx = CallContext(call, models, FULL, prompts, on_turn=lambda t: None)
     pipeline = Pipeline.build(ctx, CALL_STAGES)
-    assert ctx.bot_speaking() is False
-    speaker = next(s for s in pipeline.stages if isinstance(s, Speaker))
-    speaker.busy = True
-    assert ctx.bot_speaking() is True
-    speaker.busy = False
-    call.send(b"\0" * 320)  # audio waits for the caller: not quiet either
-    assert ctx.bot_speaking() is True
+    # The stages whose rules wait while the bot talks keep what they are told.
+    lines = [s.line for s in pipeline.stages if s.line is not None]
+    kinds = {type(s) for s in pipeline.stages if s.line is not None}
+    assert kinds == {TurnDetector, CallTimer, DigitCollector, KeypadMenu}
+    pipeline.start()
+    try:
+        assert not any(line.held for line in lines)
+        speaker = pipeline.stage(Speaker)
+        await speaker.put(PlayAudio(turn=None, pcm=b"\0" * 640, text="Hello"))  # two frames
+        for _ in range(10):
+            await asyncio.sleep(0)
+        # Said: the speaker is idle, its audio waits to be played: not quiet.
+        assert speaker.busy is False and call.queued_frames == 2
+        assert all(line.held for line in lines)
+        await call.tick(b"\0" * 320)
+        assert all(line.held for line in lines)
+        await call.tick(b"\0" * 320)  # played out, nothing more to say: quiet
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert not any(line.held for line in lines)
+    finally:
+        await pipeline.stop()

@@ -197,3 +197,38 @@ async def test_a_knowledge_answer_plays_from_the_audio_made_at_start() -> None:
     assert len(tts.texts) == made_at_start  # nothing synthesized on the call
     assert not llm.prompts
     assert voiced_ms(call.sent) == 300 + 7 * 100  # the greeting, then the ready answer
+
+
+async def test_a_short_word_is_a_turn_once_the_greeting_has_played_out() -> None:
+    # The greeting goes straight into the speaker: while it plays the bot has the line, and
+    # a word shorter than barge_in_ms (200) is no barge-in; once its audio has drained the
+    # speaker lets go, and the same word, over min_speech_ms (120), starts a turn.
+    call, session, turns, task = await start(ScriptedASR("yes"), ScriptedLLM(["Good."]))
+    await call.play(silence(40))
+    assert session.turn_detector.line.held  # the greeting: 300 ms of tone
+    await call.play(tone(160) + silence(60))
+    assert session.turn_detector.line.held
+    await call.play(silence(600))
+    assert not session.turn_detector.line.held
+    assert turns == []  # the word over the greeting was not heard as a turn
+    await call.play(tone(160) + silence(800))
+    await call.play(silence(600))
+    await finish(call, task)
+    assert [t.transcript for t in turns] == ["yes"]
+    assert not turns[0].barged_in
+
+
+async def test_the_bot_has_the_line_while_the_model_answers() -> None:
+    # Nothing said yet, nothing playing: the responder has the line while the model works.
+    llm = ScriptedLLM(["Your order ships today."], delay_s=1.0)
+    call, session, turns, task = await start(ScriptedASR("where is my order"), llm)
+    await call.play(silence(500))
+    await call.play(tone(400) + silence(800))
+    assert llm.prompts  # the model has the question
+    assert call.queued_frames == 0 and session.speaker.busy is False
+    assert session.turn_detector.line.held
+    await call.play(silence(1000))
+    await call.play(silence(1200))  # the answer has played out
+    assert not session.turn_detector.line.held
+    await finish(call, task)
+    assert [t.answer for t in turns] == ["Your order ships today."]

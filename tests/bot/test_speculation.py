@@ -111,7 +111,7 @@ async def drive(
     if decider is None:
         decider = decider_for(lookup, knowledge=knowledge)  # type: ignore[arg-type]
     spec = Speculator(asr, sample_rate=8000, decider=decider, rehearing=rehearing)
-    ep = TurnDetector(EnergyStream(), cfg, call_id="c", bot_speaking=lambda: False, speculator=spec)
+    ep = TurnDetector(EnergyStream(), cfg, call_id="c", speculator=spec)
     sink = Collector()
     ep.link(sink)
     ended_at_ms: int | None = None

@@ -2,6 +2,7 @@ from bot.pipeline.frames import (
     CallerAudio,
     EndOfTurn,
     Interrupt,
+    LineHeld,
     UserStartedSpeaking,
     UserStoppedSpeaking,
 )
@@ -22,11 +23,11 @@ async def run(
     pcm: bytes, *, bot_speaking: bool = False, cfg: EndpointingConfig | None = None
 ) -> list[object]:
     config = cfg or EndpointingConfig(min_speech_ms=100, end_silence_ms=300, barge_in_ms=200)
-    ep = TurnDetector(
-        EnergyStream(), config, call_id="c", bot_speaking=lambda: bot_speaking, clock=lambda: 99.0
-    )
+    ep = TurnDetector(EnergyStream(), config, call_id="c", clock=lambda: 99.0)
     sink = Collector()
     ep.link(sink)
+    # told as the speaker after it tells it (upstream)
+    await ep.put_upstream(LineHeld(held=bot_speaking, by="speaker"))
     for frame in frames(pcm, 10.0):
         await ep.process(frame)
     return sink.frames
@@ -83,7 +84,7 @@ class LaggingVad:
 
 async def test_quiet_frames_end_a_turn_the_vad_still_calls_speech() -> None:
     cfg = EndpointingConfig(min_speech_ms=100, end_silence_ms=300, energy_floor_dbfs=-50.0)
-    ep = TurnDetector(LaggingVad(), cfg, call_id="c", bot_speaking=lambda: False)
+    ep = TurnDetector(LaggingVad(), cfg, call_id="c")
     sink = Collector()
     ep.link(sink)
     for frame in frames(tone(400) + silence(400), 10.0):
@@ -94,7 +95,6 @@ async def test_quiet_frames_end_a_turn_the_vad_still_calls_speech() -> None:
         LaggingVad(),
         cfg.model_copy(update={"energy_floor_dbfs": None}),
         call_id="c",
-        bot_speaking=lambda: False,
     )
     sink = Collector()
     ep.link(sink)
@@ -112,3 +112,16 @@ async def test_a_barge_in_keeps_the_first_sounds_of_the_caller_s_words() -> None
     voiced_and_tail = 2 * 8 * (600 + 300)
     preroll = 2 * 8 * cfg.preroll_ms
     assert len(turn.audio) == voiced_and_tail + preroll
+
+
+async def test_the_line_is_held_while_any_stage_after_holds_it() -> None:
+    # The responder lets go once its answer is made; the speaker still plays it: the
+    # caller's words over it are a barge-in until the speaker lets go too.
+    ep = TurnDetector(EnergyStream(), EndpointingConfig(), call_id="c")
+    assert ep.line.held is False
+    await ep.put_upstream(LineHeld(held=True, by="responder"))
+    await ep.put_upstream(LineHeld(held=True, by="speaker"))
+    await ep.put_upstream(LineHeld(held=False, by="responder"))
+    assert ep.line.held is True
+    await ep.put_upstream(LineHeld(held=False, by="speaker"))
+    assert ep.line.held is False
