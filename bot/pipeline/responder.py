@@ -70,10 +70,13 @@ class Responder(Processor):
         apology_pcm: bytes,
         decider: Decider,
         ready: Callable[[str], bytes | None] = lambda text: None,
+        on_event: Callable[[str, str], None] | None = None,
     ) -> None:
-        """``ready``: the audio of an operator-written text synthesized ahead, if it was."""
+        """``ready``: the audio of an operator-written text synthesized ahead, if it was;
+        ``on_event``: a call event (``lookup_asked``)."""
         super().__init__()
         self._ready = ready
+        self._on_event = on_event
         self._decider = decider
         self._llm = llm
         self._profile = profile
@@ -96,6 +99,7 @@ class Responder(Processor):
             decider=ctx.decider,
             # The words it declares (``phrases``) were synthesized at start: played from there.
             ready=ctx.prompts.find,
+            on_event=ctx.event,
         )
 
     @classmethod
@@ -197,9 +201,29 @@ class Responder(Processor):
             await self._answer(turn, text)
             return
         turn.intent, turn.intent_score = decision.intent, decision.score
+        if decision.kind == "collect":
+            await self._collect(turn, decision)
+            return
         if decision.route == "confirmed":
             turn.knowledge = (decision.say or "",)
         await self._operator_answer(turn, text, decision.say or "", route=decision.route)
+        if decision.collect is not None:
+            await self.ask_for_number(decision.collect)
+
+    async def _collect(self, turn: Turn, decision: Decision) -> None:
+        """A request for what a lookup is for: its collector asks for the number (its
+        prompt is the turn's answer), and the lookup answers after it, not the model."""
+        assert decision.collect is not None
+        turn.route = decision.route
+        turn.answer = decision.say or ""
+        turn.mark("route_decided")
+        log.info("call %s: request for lookup %s, asking for %s",
+                 turn.call_id, decision.intent, decision.collect)  # fmt: skip
+        if self._on_event is not None:
+            self._on_event("lookup_asked", decision.why)
+        self._current = None
+        await self.push(ResponseDone(turn=turn))
+        await self.ask_for_number(decision.collect)
 
     async def _answer(self, turn: Turn, text: str) -> None:
         """The model's answer, clause by clause, from the entries retrieved (if any)."""

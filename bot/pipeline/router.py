@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from bot.intents.choice import KEY_CHOICES
@@ -29,7 +31,14 @@ from serve import StageTimings
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
 
+#: How a stage says a phrase (``CallContext.say``): its ready audio, or text to synthesize.
+Say = Callable[[Turn | None, str], DataFrame]
+
 log = logging.getLogger(__name__)
+
+
+def _synthesized(turn: Turn | None, text: str) -> DataFrame:
+    return Speak(turn=turn, text=text)
 
 
 class Router(Processor):
@@ -49,18 +58,30 @@ class Router(Processor):
 
     name = "router"
 
-    def __init__(self, decider: Decider, *, rehearing: Rehearing | None = None) -> None:
+    def __init__(
+        self,
+        decider: Decider,
+        *,
+        rehearing: Rehearing | None = None,
+        say: Say | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__()
         self._decider = decider
         self._conversation = decider.conversation
         #: A second hearing of the turns that matched nothing (a two-pass recognizer).
         self._rehearing = rehearing
+        #: How words not of an intent's ready audio are said (``CallContext.say``: their
+        #: ready audio when they were synthesized at start).
+        self._say: Say = say if say is not None else _synthesized
+        #: The call's clock (a key's turn is marked on it).
+        self._clock = clock
 
     @classmethod
     def build(cls, ctx: CallContext) -> Router | None:
         if ctx.intent_cache is None:
             return None
-        return cls(ctx.decider, rehearing=ctx.rehearing)
+        return cls(ctx.decider, rehearing=ctx.rehearing, say=ctx.say, clock=ctx.clock.now)
 
     def confirming(self) -> bool:
         """Whether a question the keypad answers waits for its answer (about an intent, or
@@ -84,7 +105,7 @@ class Router(Processor):
         the words would be."""
         asked = self._conversation.waiting
         assert asked is not None
-        turn = Turn(call_id=asked.call_id, route="keypad")
+        turn = Turn(call_id=asked.call_id, route="keypad", clock=self._clock)
         turn.mark("speech_end", frame.at)
         turn.mark("eot_decided", frame.at)
         if asked.kind == "choice":
@@ -155,7 +176,7 @@ class Router(Processor):
     async def _carry_out(self, turn: Turn, decision: Decision) -> None:
         self._conversation.commit(turn, decision)
         turn.decision = decision
-        if decision.heard != "first":
+        if decision.heard != "first" and not decision.said_again:
             log.info("turn %d of %s: %s words %r", turn.index, turn.call_id,
                      decision.heard, decision.words)  # fmt: skip
             turn.transcript = decision.words
@@ -168,19 +189,34 @@ class Router(Processor):
         turn.mark("route_decided")
         turn.answer = decision.say or ""
         entry = decision.entry
-        if entry is None:  # a sentence of the last answer
-            await self.push(Speak(turn=turn, text=turn.answer))
+        if entry is None:  # the last answer again, or a sentence of it
+            await self.push(self._again(turn, turn.answer))
             await self.push(ResponseDone(turn=turn))
             return
         if decision.kind == "ask":
             await self.push(PlayAudio(turn=turn, pcm=entry.confirm_audio, text=entry.confirm))
             await self.push(ResponseDone(turn=turn))
             return
-        await self._play(turn, entry)
+        await self._play(turn, entry, collect=decision.collect)
 
-    async def _play(self, turn: Turn, entry: CacheEntry) -> None:
+    def _again(self, turn: Turn, text: str) -> DataFrame:
+        """``text`` said again: an intent's ready answer or question when it is one, else
+        as the call says its phrases."""
+        cache = self._decider.lookups.cache
+        entry = cache.entry(turn.intent) if cache is not None and turn.intent else None
+        if entry is not None and text == entry.answer:
+            return PlayAudio(turn=turn, pcm=entry.audio, text=text)
+        if entry is not None and text == entry.confirm:
+            return PlayAudio(turn=turn, pcm=entry.confirm_audio, text=text)
+        return self._say(turn, text)
+
+    async def _play(self, turn: Turn, entry: CacheEntry, *, collect: str | None = None) -> None:
         await self.push(PlayAudio(turn=turn, pcm=entry.audio, text=entry.answer))
         await self.push(ResponseDone(turn=turn))
+        if collect is not None:
+            # A number the intent needs ("where is my order": the order number): its
+            # collector's prompt follows the answer.
+            await self.ask_for_number(collect)
         if entry.action == "hangup":
             await self.push(CallAction(turn=turn, action="hangup"))
         elif entry.action == "transfer" and entry.transfer_to:

@@ -15,16 +15,13 @@ from bot.pipeline.call_port import CallPort
 from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.calllog_tap import EventTap
 from bot.pipeline.clock import Clock
-from bot.pipeline.collect_trigger import CollectTrigger
 from bot.pipeline.context import CallContext
 from bot.pipeline.digit_collector import MASK, DigitCollector
 from bot.pipeline.frames import CallerAudio, CallFinished, Dtmf, PlayAudio
 from bot.pipeline.keypad_menu import KeypadMenu
-from bot.pipeline.lookup_ask import LookupAsk
 from bot.pipeline.lookup_runner import LookupRunner
 from bot.pipeline.pipeline import Pipeline, Stage
 from bot.pipeline.prompts import PromptAudio
-from bot.pipeline.repeater import Repeater
 from bot.pipeline.responder import Responder
 from bot.pipeline.router import Router
 from bot.pipeline.speaker import Speaker
@@ -70,11 +67,9 @@ CALL_STAGES: tuple[Stage, ...] = (
     DigitCollector,  # keys and numbers first: a number being asked for is not a question
     LookupRunner,  # a collected number's lookup
     KeypadMenu,
-    Repeater,  # "could you repeat that?": the last answer again, word for word
-    Router,  # cached answers first; the LLM gets the rest
-    CollectTrigger,  # a number asked for after the intents that need one
-    LookupAsk,  # a request for what a lookup is for: the lookup, not the model, answers
-    Responder,
+    # The turn's one decision (bot/pipeline/deciding/decider.py) is carried out by:
+    Router,  # an intent's ready audio (its answer and action, its question, a number after)
+    Responder,  # the operator's words, a lookup's number asked for, or the model's answer
     AnswerGuard,
     Speaker,
     CallControl,  # after the speaker: an action once its answer has been heard

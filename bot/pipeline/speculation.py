@@ -116,10 +116,10 @@ class Speculation:
 
     @property
     def doubtful(self) -> bool:
-        """The bot would only ask about the words ("Is this about ...?"): a weak match, as
-        often made on a fragment ("My parcel arrived and" heard as "My parcel arrived
-        done") as on a whole request."""
-        return self.decision is not None and self.decision.kind == "ask"
+        """The bot would only ask about the words ("Is this about ...?", or a lookup's
+        number): a weak match, as often made on a fragment ("My parcel arrived and" heard
+        as "My parcel arrived done") as on a whole request."""
+        return self.decision is not None and self.decision.kind in ("ask", "collect")
 
     @property
     def nowhere(self) -> bool:

@@ -1,5 +1,5 @@
-"""The pipeline under evaluation, in-process: Repeater -> Router -> Responder -> AnswerGuard
--> a tap.
+"""The pipeline under evaluation, in-process: Router -> Responder -> AnswerGuard -> a tap
+(the turn's one decision, carried out).
 
 The pieces are the bot's own, wired as a call session wires them (``bot.pipeline.session``)
 with the packaged embedder and LLM, an intent cache over a ``MemoryStore`` as a node without
@@ -33,7 +33,6 @@ from bot.pipeline.frames import CallAction, DataFrame, Frame, PlayAudio, Respons
 from bot.pipeline.frames import Transcript as TranscriptFrame
 from bot.pipeline.processor import Collector, Processor
 from bot.pipeline.rehear import Rehearing
-from bot.pipeline.repeater import Repeater
 from bot.pipeline.responder import Responder
 from bot.pipeline.router import Router
 from bot.pipeline.turn import Turn
@@ -203,10 +202,8 @@ class Rig:
             private=(profile.system_prompt,),
         )
         tap = _Tap()
-        # The node says a repeated answer from its ready audio: here, as text to speak.
-        repeater = Repeater(lambda turn, text: Speak(turn=turn, text=text))
-        repeater.link(router).link(responder).link(guard).link(tap)
-        stages: list[Processor] = [repeater, router, responder, guard]
+        router.link(responder).link(guard).link(tap)
+        stages: list[Processor] = [router, responder, guard]
         for stage in stages:
             stage.start()
         try:
@@ -215,7 +212,7 @@ class Rig:
                 if replay is not None and second is not None:
                     replay.text = second[n]
                 records.append(
-                    await self._turn(repeater, tap, case, n, text, input=input, again=replay)
+                    await self._turn(router, tap, case, n, text, input=input, again=replay)
                 )
             return records
         finally:

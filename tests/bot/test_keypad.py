@@ -401,27 +401,3 @@ def test_profile_refuses_call_flows_that_name_what_does_not_exist() -> None:
         MenuOption(key="1", intent="a", menu="b")
     with pytest.raises(ValueError, match="read back"):
         CollectorConfig(name="p", prompt="PIN?", sensitive=True, confirm="I have {value}")
-
-
-async def test_a_number_is_asked_for_after_the_intents_that_need_one() -> None:
-    from bot.pipeline.collect_trigger import CollectTrigger  # noqa: PLC0415
-
-    begun: list[str] = []
-
-    async def begin(name: str) -> None:
-        begun.append(name)
-
-    cfg = ORDER.model_copy(update={"after_intents": ["order_status"]})
-    trigger = CollectTrigger([cfg], begin)
-    out = Collector()
-    trigger.link(out)
-    trigger.start()
-    cached = Turn(call_id="c1", route="semantic", intent="order_status")
-    other = Turn(call_id="c1", route="semantic", intent="opening_hours")
-    knowledge = Turn(call_id="c1", route="knowledge", intent="order_status")
-    for turn in (other, knowledge, cached):
-        await trigger.put(ResponseDone(turn=turn))
-    await asyncio.sleep(0.05)
-    assert begun == ["order_number"]
-    assert len(out.frames) == 3  # every frame passes on
-    await trigger.stop()

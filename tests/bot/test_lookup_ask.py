@@ -12,7 +12,6 @@ import pytest
 
 from bot.callflow import CollectorConfig, LookupConfig, LookupParam
 from bot.lookups.webhook import Webhooks
-from bot.pipeline.lookup_ask import purpose_of
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CallSession
 from bot.pipeline.turn import Turn
@@ -42,17 +41,6 @@ PROFILE = BotProfile(
     ],
     lookups=[LOOKUP],
 )
-
-
-def test_a_purpose_matches_when_all_its_words_are_said() -> None:
-    purposes = [("orders", "parcel left"), ("orders", "order status")]
-    assert purpose_of("Um, has my parcel left the warehouse?", purposes) == (
-        "orders",
-        "parcel left",
-    )
-    assert purpose_of("What's the status of my order?", purposes) == ("orders", "order status")
-    assert purpose_of("Is my parcel insured?", purposes) is None
-    assert purpose_of("", purposes) is None
 
 
 def test_a_purpose_needs_a_collector_to_ask_for_the_number() -> None:

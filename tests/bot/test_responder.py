@@ -227,7 +227,13 @@ async def test_with_nothing_retrieved_a_request_hears_unsure_and_small_talk_a_re
         await responder.process(Transcript(turn=turn, text=text))
         assert (turn.route, turn.answer) == ("small_talk", reply), text
     assert llm.prompts == []
+    # Asked for again, the last answer is said again (no model).
+    sorry = Turn(call_id="c")
+    await responder.process(Transcript(turn=sorry, text="Sorry, say that again?"))
+    assert (sorry.route, sorry.answer) == ("repeat", profile.small_talk.goodbye)
+    await responder.stop()
     # Other small talk (no fixed reply) is still the model's to answer.
+    responder, llm, _sink = await _knowledge_responder(["Hello! How can I help?"])
     sorry = Turn(call_id="c")
     await responder.process(Transcript(turn=sorry, text="Sorry, say that again?"))
     assert len(llm.prompts) == 1 and sorry.route == "llm"

@@ -87,8 +87,12 @@ class Conversation:
 
     def commit(self, turn: Said, decision: Decision | None = None) -> None:
         """``turn`` is decided as ``decision`` (None: answered outside the decision, such
-        as a key): the question it left waiting, if any, and the turn before the next."""
+        as a key): the question it left waiting, if any, and the turn before the next. The
+        last answer said again changes nothing but the version: the turn before it is still
+        the one a follow-up joins to, and a question still waits for its reply."""
         self.version += 1
+        if decision is not None and decision.said_again:
+            return
         self.last = turn
         self.said.append(decision.words if decision is not None else turn.transcript)
         del self.said[:-REMEMBERED]

@@ -9,6 +9,9 @@ neither the words nor the conversation changed since. Its lookups go through the
 
 The rule, in order (each step is the first that applies):
 
+0. Words that only ask to hear the last answer again ("Sorry, what was that?", "Pardon?",
+   ``bot.answers.repeat``) get it word for word (``said_again``: the conversation stays as
+   it was, a question still waits for its reply).
 1. A reply to the question waiting (``Conversation.waiting``): "yes" to a question about an
    intent plays its answer (and its action), "no" answers the words the question was about
    as if the intent had not matched; "yes" to a question about a knowledge entry's topic
@@ -34,16 +37,23 @@ The rule, in order (each step is the first that applies):
    about another thing is asked about; nothing: an intent held back only by a negative
    example is asked about, else the honest "not sure". What is left goes to the model with
    the entries about the words.
+
+Then the operator's lookups (``_lookups``): an intent's answer that a collector follows
+(its ``after_intents``) asks for that number after it; any decision the intent cache's
+audio does not carry out (steps 1 and 3, but a decline) on words that hold every word of a
+lookup's ``purpose`` asks for the lookup's number instead (kind ``collect``): the model has
+no access to the operator's systems and could only guess.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from bot.answers.injection import is_injection
+from bot.answers.repeat import asks_to_repeat
 from bot.answers.small_talk import is_small_talk
 from bot.intents.choice import Choosable, choice_question, choice_topic, read_choice
 from bot.intents.confirm import read_answer
@@ -64,6 +74,7 @@ from bot.profile import IntentConfig
 from serve import ProviderError
 
 if TYPE_CHECKING:
+    from bot.callflow import CollectorConfig
     from bot.intents.cache import Lookup
     from bot.intents.store import CacheEntry
     from bot.knowledge.index import Retrieved
@@ -103,6 +114,16 @@ class Decider:
         self.lookups = lookups
         self.conversation = conversation if conversation is not None else Conversation()
         self._profile = profile
+        #: The collector asking for a number after an intent's answer.
+        self._after = {i: c.name for c in profile.collectors for i in c.after_intents}
+        feeding = {c.lookup: c for c in profile.collectors if c.lookup is not None}
+        #: (lookup, purpose phrase, the collector feeding it), for each purpose.
+        self._purposes = [
+            (lookup.name, phrase, feeding[lookup.name])
+            for lookup in profile.lookups
+            for phrase in lookup.purpose
+            if lookup.name in feeding
+        ]
 
     async def decide(
         self,
@@ -115,6 +136,68 @@ class Decider:
         model_ms: dict[str, float] | None = None,
     ) -> Decision:
         """The decision for ``words`` in the conversation as it stands (nothing changes)."""
+        again = self._said_again(words)
+        if again is not None:
+            return again
+        decision = await self._decide(
+            words,
+            call_id=call_id,
+            own_words=own_words,
+            continues=continues,
+            hear=hear,
+            model_ms=model_ms,
+        )
+        return self._lookups(decision)
+
+    def _said_again(self, words: str) -> Decision | None:
+        """Step 0: the last answer (or question) again, when the words only ask for it."""
+        previous = self.conversation.last
+        if previous is None or not previous.answer.strip() or not asks_to_repeat(words):
+            return None
+        return Decision(
+            "answer",
+            "repeat",
+            words,
+            "asked to hear the last answer again",
+            intent=previous.intent,
+            say=previous.answer,
+            asks=self.conversation.waiting,
+            said_again=True,
+        )
+
+    def _lookups(self, decision: Decision) -> Decision:
+        """The operator's lookups after the rule: a number asked for after an intent's
+        answer, or in place of a decision the lookup answers better (module docstring)."""
+        if decision.kind == "answer" and decision.route in _ANSWERED:
+            after = self._after.get(decision.intent or "")
+            return decision if after is None else replace(decision, collect=after)
+        if decision.from_intent or decision.kind == "decline" or not self._purposes:
+            return decision
+        found = _purpose(decision.words, self._purposes)
+        if found is None:
+            return decision
+        lookup, phrase, collector = found
+        return Decision(
+            "collect",
+            "ask",
+            decision.words,
+            f'{lookup}: "{phrase}"',
+            heard=decision.heard,
+            intent=lookup,
+            say=collector.prompt,
+            collect=collector.name,
+        )
+
+    async def _decide(
+        self,
+        words: str,
+        *,
+        call_id: str,
+        own_words: str,
+        continues: bool,
+        hear: Hearing | None,
+        model_ms: dict[str, float] | None,
+    ) -> Decision:
         spent: dict[str, float] = {} if model_ms is None else model_ms
         previous = self.conversation.last
         waiting = None if continues else self._waiting(previous, words)
@@ -648,6 +731,18 @@ class Decider:
             return bool(await self.lookups.entries(words))
         except ProviderError:
             return False
+
+
+def _purpose(
+    text: str, purposes: Sequence[tuple[str, str, CollectorConfig]]
+) -> tuple[str, str, CollectorConfig] | None:
+    """The first ``(lookup, phrase, collector)`` whose phrase's words are all in ``text``."""
+    words = set(normalize(text).split())
+    for lookup, phrase, collector in purposes:
+        needed = normalize(phrase).split()
+        if needed and all(w in words for w in needed):
+            return lookup, phrase, collector
+    return None
 
 
 def _about_last_answer(previous: Said | None, text: str) -> str | None:

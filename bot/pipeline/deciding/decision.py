@@ -45,8 +45,11 @@ Route = Literal[
 #: - ``unsure``: the honest "not sure" (nothing the operator wrote covers the words);
 #: - ``decline``: a polite no (words that try to change the bot's instructions);
 #: - ``generate``: the model words an answer from the entries retrieved (or, with no
-#:   knowledge base, from the conversation).
-Kind = Literal["answer", "ask", "unsure", "decline", "generate"]
+#:   knowledge base, from the conversation);
+#: - ``collect``: a number asked for (``Decision.collect``): a request for what one of the
+#:   operator's lookups is for ("has my parcel left?") is answered by the lookup, after its
+#:   number, not by the model.
+Kind = Literal["answer", "ask", "unsure", "decline", "generate", "collect"]
 #: Which words the decision was made on: the transcript, the second recognizer's words of
 #: the same audio, or, for a turn heard together with the one before, its own words alone.
 Heard = Literal["first", "second", "own"]
@@ -145,6 +148,14 @@ class Decision:
     #: The words asked for a second hearing, and none was there (the pass failed, or the
     #: caller's pause held none): a decision made without it.
     unheard: bool = False
+    #: The collector that asks for a number: the decision itself (``collect``), or after
+    #: the answer (an intent in a collector's ``after_intents``: "where is my order" and
+    #: then the order number).
+    collect: str | None = None
+    #: The caller asked to hear the last answer again ("Pardon?"): said again word for
+    #: word; the conversation stays where it was (the turn before is still the one a
+    #: follow-up joins to, a question still waits for its reply).
+    said_again: bool = False
 
     @property
     def action(self) -> str | None:
