@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.knowledge.index import KnowledgeIndex
-from bot.pipeline.responder import FACTS_INTRO
+from bot.pipeline.stages.responder import FACTS_INTRO
 from bot.profile import DEFAULT_PROFILE, load_profile
 from serve import LLM, ChatMessage, StageTimings
 from serve.registry import ModelSpec, embedder_backends, llm_backends

@@ -24,11 +24,11 @@ from bot.intents.cache import IntentCache
 from bot.intents.store import CacheStore, MemoryStore, RedisStore, redis_store
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
-from bot.pipeline.call_control import overflow_targets
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CallSession, fixed_phrases
 from bot.pipeline.speech_cache import SpeechCache
+from bot.pipeline.stages.call_control import overflow_targets
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import TurnSink, log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile

@@ -18,8 +18,8 @@ from bot.pipeline.frames import CallerAudio, EndOfTurn, Interrupt, LineHeld, Tra
 from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Collector
 from bot.pipeline.speculation import Speculator
-from bot.pipeline.transcriber import Transcriber
-from bot.pipeline.turn_detector import TurnDetector
+from bot.pipeline.stages.transcriber import Transcriber
+from bot.pipeline.stages.turn_detector import TurnDetector
 from bot.profile import EndpointingConfig
 from serve import ASR, VAD
 

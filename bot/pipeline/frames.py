@@ -171,7 +171,7 @@ class CallFinished(SystemFrame):
 
 @dataclass(frozen=True)
 class Collected(DataFrame):
-    """A number the caller keyed in or said, complete (``bot.pipeline.digit_collector``).
+    """A number the caller keyed in or said, complete (``bot.pipeline.stages.digit_collector``).
 
     ``value`` is in clear for the lookup that needs it; it is never logged, and a
     sensitive one is masked everywhere the caller's words are kept.

@@ -9,26 +9,26 @@ from bot.calllog.calllog import CallLog
 from bot.intents.cache import IntentCache
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
-from bot.pipeline.answer_guard import AnswerGuard
-from bot.pipeline.call_control import CallControl
 from bot.pipeline.call_port import CallPort
-from bot.pipeline.call_timer import CallTimer
-from bot.pipeline.calllog_tap import EventTap
 from bot.pipeline.clock import Clock
 from bot.pipeline.context import CallContext
-from bot.pipeline.digit_collector import MASK, DigitCollector
 from bot.pipeline.frames import CallerAudio, CallFinished, Dtmf, PlayAudio
-from bot.pipeline.keypad_menu import KeypadMenu
-from bot.pipeline.lookup_runner import LookupRunner
 from bot.pipeline.pipeline import Pipeline, Stage
 from bot.pipeline.prompts import PromptAudio
-from bot.pipeline.responder import Responder
-from bot.pipeline.router import Router
-from bot.pipeline.speaker import Speaker
 from bot.pipeline.speculation import Speculator
-from bot.pipeline.transcriber import Transcriber
+from bot.pipeline.stages.answer_guard import AnswerGuard
+from bot.pipeline.stages.call_control import CallControl
+from bot.pipeline.stages.call_timer import CallTimer
+from bot.pipeline.stages.calllog_tap import EventTap
+from bot.pipeline.stages.digit_collector import MASK, DigitCollector
+from bot.pipeline.stages.keypad_menu import KeypadMenu
+from bot.pipeline.stages.lookup_runner import LookupRunner
+from bot.pipeline.stages.responder import Responder
+from bot.pipeline.stages.router import Router
+from bot.pipeline.stages.speaker import Speaker
+from bot.pipeline.stages.transcriber import Transcriber
+from bot.pipeline.stages.turn_detector import TurnDetector
 from bot.pipeline.turn import Turn
-from bot.pipeline.turn_detector import TurnDetector
 from bot.pipeline.turnlog import TurnSink, log_turn
 from bot.profile import BotProfile
 from serve import ModelSet

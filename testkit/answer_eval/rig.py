@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from bot.intents.cache import IntentCache
 from bot.intents.store import MemoryStore
 from bot.knowledge.index import KnowledgeIndex
-from bot.pipeline.answer_guard import AnswerGuard
 from bot.pipeline.deciding.call_lookups import CallLookups
 from bot.pipeline.deciding.decider import Decider
 from bot.pipeline.frames import CallAction, DataFrame, Frame, PlayAudio, ResponseDone, Speak
 from bot.pipeline.frames import Transcript as TranscriptFrame
 from bot.pipeline.processor import Collector, Processor
 from bot.pipeline.rehear import Rehearing
-from bot.pipeline.responder import Responder
-from bot.pipeline.router import Router
+from bot.pipeline.stages.answer_guard import AnswerGuard
+from bot.pipeline.stages.responder import Responder
+from bot.pipeline.stages.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import BotProfile
 from serve import LLM, TTS, ChatMessage, Embedder, StageTimings, Transcription

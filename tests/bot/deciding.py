@@ -11,8 +11,8 @@ from bot.pipeline.deciding.call_lookups import CallLookups
 from bot.pipeline.deciding.decider import Decider
 from bot.pipeline.deciding.decision import Decision
 from bot.pipeline.rehear import Rehearing
-from bot.pipeline.responder import Responder
-from bot.pipeline.router import Router
+from bot.pipeline.stages.responder import Responder
+from bot.pipeline.stages.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
 from serve import LLM

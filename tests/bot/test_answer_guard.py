@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from bot.answers.guard import RECAP, Refusal
-from bot.pipeline.answer_guard import AnswerGuard
 from bot.pipeline.frames import PlayAudio, ResponseDone, Speak
 from bot.pipeline.processor import Collector
+from bot.pipeline.stages.answer_guard import AnswerGuard
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import turn_record
 

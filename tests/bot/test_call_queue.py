@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from bot.callflow import TransferTarget
-from bot.pipeline.call_control import overflow_targets
 from bot.pipeline.prompts import PromptAudio
+from bot.pipeline.stages.call_control import overflow_targets
 from bot.profile import DEFAULT_PROFILE, load_profile
 from bot.queue.hold import hold_pattern
 from bot.queue.line import CallQueue

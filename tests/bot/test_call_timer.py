@@ -12,7 +12,6 @@ import time
 import pytest
 
 from bot.callflow import CallLimits
-from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.frames import (
     CallAction,
     CallFinished,
@@ -26,6 +25,7 @@ from bot.pipeline.frames import (
 )
 from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Collector
+from bot.pipeline.stages.call_timer import CallTimer
 from bot.pipeline.turn import Turn
 from tests.support.clock import FakeClock
 

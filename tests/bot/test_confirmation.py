@@ -25,7 +25,7 @@ from bot.pipeline.frames import (
     Transcript,
 )
 from bot.pipeline.processor import Collector
-from bot.pipeline.router import Router
+from bot.pipeline.stages.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import IntentConfig
 from serve import Embedder

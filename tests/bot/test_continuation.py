@@ -12,10 +12,10 @@ import pytest
 from bot.intents.cache import IntentCache
 from bot.pipeline.frames import CallerAudio, EndOfTurn, Interrupt, LineHeld, Transcript
 from bot.pipeline.processor import Collector
-from bot.pipeline.router import Router
-from bot.pipeline.transcriber import Transcriber
+from bot.pipeline.stages.router import Router
+from bot.pipeline.stages.transcriber import Transcriber
+from bot.pipeline.stages.turn_detector import TurnDetector
 from bot.pipeline.turn import Turn
-from bot.pipeline.turn_detector import TurnDetector
 from bot.profile import DEFAULT_PROFILE, EndpointingConfig, load_profile
 from serve import Transcription
 from tests.bot.deciding import router_for

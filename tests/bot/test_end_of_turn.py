@@ -31,9 +31,9 @@ from bot.pipeline.language.end_of_turn import (
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing
 from bot.pipeline.speculation import Speculator
-from bot.pipeline.transcriber import Transcriber
+from bot.pipeline.stages.transcriber import Transcriber
+from bot.pipeline.stages.turn_detector import SpeechDetector, TurnDetector
 from bot.pipeline.turn import Turn
-from bot.pipeline.turn_detector import SpeechDetector, TurnDetector
 from bot.profile import EndpointingConfig
 from serve import ASR, ModelSpec, ProviderError, Transcription, WhisperASR
 from serve.registry import asr_backends

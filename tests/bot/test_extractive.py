@@ -14,7 +14,7 @@ from bot.knowledge import KnowledgeIndex
 from bot.knowledge.index import topic_question
 from bot.pipeline.frames import PlayAudio, ResponseDone, Speak, Transcript
 from bot.pipeline.processor import Collector
-from bot.pipeline.responder import Responder
+from bot.pipeline.stages.responder import Responder
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from testkit.answer_eval.questions import Ask, Case

@@ -26,7 +26,7 @@ from bot.pipeline.language.follow_up import (
     sentence_about,
 )
 from bot.pipeline.processor import Collector
-from bot.pipeline.router import Router
+from bot.pipeline.stages.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from tests.bot.deciding import router_for

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from bot.callflow import CollectorConfig, MenuConfig, MenuOption
-from bot.pipeline.digit_collector import MASK, DigitCollector
 from bot.pipeline.frames import (
     CallAction,
     Collected,
@@ -21,10 +20,11 @@ from bot.pipeline.frames import (
     Speak,
     Transcript,
 )
-from bot.pipeline.keypad_menu import KeypadMenu
 from bot.pipeline.language.spoken_digits import spoken_digits
 from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Collector
+from bot.pipeline.stages.digit_collector import MASK, DigitCollector
+from bot.pipeline.stages.keypad_menu import KeypadMenu
 from bot.pipeline.turn import Turn
 from bot.profile import IntentConfig
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.callflow import TransferTarget
-from bot.pipeline.call_control import CallControl
 from bot.pipeline.frames import AnswerPending, CallAction, Frame, LineHeld, PlayAudio
 from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Collector, Processor
-from bot.pipeline.speaker import Speaker
+from bot.pipeline.stages.call_control import CallControl
+from bot.pipeline.stages.speaker import Speaker
 from bot.pipeline.turn import Turn
 from telephony.events import TransferResult
 from tests.bot.fakes import MemoryCall, ToneTTS, silence, tone

@@ -17,8 +17,8 @@ from pydantic import ValidationError
 from bot.callflow import LookupConfig, LookupParam
 from bot.lookups.webhook import BadLookupInput, Webhooks, render
 from bot.pipeline.frames import Collected, DataFrame, ResponseDone, Speak
-from bot.pipeline.lookup_runner import LookupRunner
 from bot.pipeline.processor import Collector
+from bot.pipeline.stages.lookup_runner import LookupRunner
 from bot.pipeline.turn import Turn
 
 ORDERS = LookupConfig(

@@ -15,17 +15,17 @@ from bot.callflow import (
     MenuOption,
 )
 from bot.knowledge.index import topic_question
-from bot.pipeline.call_timer import CallTimer
 from bot.pipeline.context import CallContext
-from bot.pipeline.digit_collector import DigitCollector
 from bot.pipeline.frames import DataFrame, PlayAudio, Speak
-from bot.pipeline.keypad_menu import KeypadMenu
 from bot.pipeline.pipeline import Pipeline
 from bot.pipeline.processor import Collector, Processor
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CALL_STAGES, CallSession, fixed_phrases
-from bot.pipeline.speaker import Speaker
-from bot.pipeline.turn_detector import TurnDetector
+from bot.pipeline.stages.call_timer import CallTimer
+from bot.pipeline.stages.digit_collector import DigitCollector
+from bot.pipeline.stages.keypad_menu import KeypadMenu
+from bot.pipeline.stages.speaker import Speaker
+from bot.pipeline.stages.turn_detector import TurnDetector
 from bot.profile import (
     DEFAULT_PROFILE,
     BotProfile,

@@ -18,7 +18,7 @@ from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.frames import PlayAudio, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing, leads_somewhere, other_words, worth_hearing_again
-from bot.pipeline.router import Router
+from bot.pipeline.stages.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from serve import TwoPassASR

@@ -8,7 +8,7 @@ import asyncio
 from bot.knowledge import KnowledgeIndex
 from bot.pipeline.frames import ResponseDone, Speak, Transcript
 from bot.pipeline.processor import Collector
-from bot.pipeline.responder import Responder
+from bot.pipeline.stages.responder import Responder
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, KnowledgeConfig, load_profile
 from serve import ChatMessage

@@ -21,9 +21,9 @@ from bot.pipeline.frames import CallerAudio, EndOfTurn, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing
 from bot.pipeline.speculation import Speculation, Speculator, looks_complete
-from bot.pipeline.transcriber import Transcriber
+from bot.pipeline.stages.transcriber import Transcriber
+from bot.pipeline.stages.turn_detector import TurnDetector
 from bot.pipeline.turn import Turn
-from bot.pipeline.turn_detector import TurnDetector
 from bot.pipeline.turnlog import turn_record
 from bot.profile import EndpointingConfig
 from serve import ASR, TwoPassASR

@@ -7,7 +7,7 @@ from bot.pipeline.frames import (
     UserStoppedSpeaking,
 )
 from bot.pipeline.processor import Collector
-from bot.pipeline.turn_detector import TurnDetector
+from bot.pipeline.stages.turn_detector import TurnDetector
 from bot.profile import EndpointingConfig
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, silence, tone
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from bot.pipeline.frames import EndOfTurn, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.speculation import Speculator
-from bot.pipeline.transcriber import Transcriber
+from bot.pipeline.stages.transcriber import Transcriber
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from bot.vocabulary import vocabulary, vocabulary_of

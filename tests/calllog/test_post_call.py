@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from bot.calllog import CallLog
 from bot.calllog.models import Call, CallEvent
 from bot.calllog.settings import CallLogSettings
-from bot.pipeline.call_control import CallControl, PostCallQuestion
 from bot.pipeline.frames import CallAction, DataFrame, PlayAudio
+from bot.pipeline.stages.call_control import CallControl, PostCallQuestion
 from bot.pipeline.turn import Turn
 from telephony.events import AudioIn, DtmfIn
 from tests.bot.fakes import FRAME_BYTES, MemoryCall, silence, tone

@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from bot.pipeline.digit_collector import MASK
+from bot.pipeline.stages.digit_collector import MASK
 from bot.profile import DEFAULT_PROFILE, load_profile
 from telephony.dialer import dial
 from testkit.botproc import BotProcess, run_bot

@@ -19,7 +19,7 @@ MODULES = (
     "telephony.remote_call",
     "telephony.server",
     "bot.pipeline.session",
-    "bot.pipeline.call_control",
+    "bot.pipeline.stages.call_control",
     "bot.queue.lobby",
     "bot.recording.recorder",
     "bot.intents.cache",

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from bot.callflow import CallLimits
-from bot.pipeline.digit_collector import EventSink, Say
 from bot.pipeline.frames import (
     CallAction,
     CallFinished,
@@ -23,6 +22,7 @@ from bot.pipeline.frames import (
 )
 from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Processor
+from bot.pipeline.stages.digit_collector import EventSink, Say
 from bot.pipeline.turn import Turn
 from bot.profile import BotProfile
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from bot.callflow import KEYS, MenuConfig, MenuOption
 from bot.intents.choice import KEY_CHOICES
 from bot.intents.confirm import KEY_ANSWERS
-from bot.pipeline.digit_collector import EventSink, Say
 from bot.pipeline.frames import (
     CallAction,
     DataFrame,
@@ -23,6 +22,7 @@ from bot.pipeline.frames import (
 )
 from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Processor
+from bot.pipeline.stages.digit_collector import EventSink, Say
 from bot.pipeline.turn import Turn
 from bot.profile import BotProfile, IntentConfig
 

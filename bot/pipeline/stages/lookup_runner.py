@@ -6,9 +6,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from bot.lookups.webhook import Webhooks
-from bot.pipeline.digit_collector import EventSink, Say
 from bot.pipeline.frames import Collected, DataFrame, ResponseDone
 from bot.pipeline.processor import Processor
+from bot.pipeline.stages.digit_collector import EventSink, Say
 
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
