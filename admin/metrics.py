@@ -58,8 +58,8 @@ class NodeMetrics:
         self.errors = Counter("switchboard_errors", "Errors, by kind", ["kind"], registry=r)
         self.decisions = Counter(
             "switchboard_turn_decisions",
-            "Turns decided, by what the bot did (answer, ask, unsure, decline, generate) and "
-            "on which words (first, second: the second recognizer's, own)",
+            "Turns decided, by what the bot did (answer, ask, unsure, decline, generate, "
+            "collect) and on which words (first, second: the second recognizer's, own)",
             ["kind", "heard"],
             registry=r,
         )
