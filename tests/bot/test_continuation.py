@@ -4,7 +4,6 @@ request (``Transcriber``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -16,14 +15,13 @@ from bot.pipeline.stages.router import Router
 from bot.pipeline.stages.transcriber import Transcriber
 from bot.pipeline.stages.turn_detector import TurnDetector
 from bot.pipeline.turn import Turn
-from bot.profile import DEFAULT_PROFILE, EndpointingConfig, load_profile
+from bot.profile import EndpointingConfig
 from serve import Transcription
 from tests.bot.deciding import router_for
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, ScriptedASR, silence, tone
-from tests.bot.published import published
 
 if TYPE_CHECKING:
-    from serve.embed_minilm import MiniLMEmbedder
+    pass
 
 CFG = EndpointingConfig(min_speech_ms=100, end_silence_ms=300, barge_in_ms=200)
 
@@ -147,12 +145,6 @@ async def test_a_bot_starting_to_talk_mid_turn_is_stopped_and_the_turn_goes_on()
     assert bot_from[0] <= interrupts[0].at <= bot_from[0] + CFG.barge_in_ms / 1000 + 0.02
     first, second = ended
     assert second.continues is first
-
-
-@pytest.fixture(scope="module")
-async def cache(minilm: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
-    async with published(load_profile(DEFAULT_PROFILE), minilm) as built:
-        yield built
 
 
 async def _say(router: Router, text: str, **fields: object) -> Turn:

@@ -4,7 +4,6 @@ the router and the responder carry them out."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -19,11 +18,10 @@ from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
 from tests.bot.deciding import decided, decider_for, responder_for, router_for
 from tests.bot.fakes import ScriptedLLM
-from tests.bot.published import published
 from tests.bot.test_confirmation import say
 
 if TYPE_CHECKING:
-    from serve.embed_minilm import MiniLMEmbedder
+    pass
 
 PROFILE = load_profile(DEFAULT_PROFILE)
 PROMPT = "Your order number please"
@@ -107,17 +105,6 @@ async def test_the_responder_says_it_again_without_the_model() -> None:
 
 
 # -- the same with the intent cache: a question still waits; ready audio again ------------
-
-
-@pytest.fixture(scope="module")
-async def cache(minilm: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
-    async with published(PROFILE, minilm) as built:
-        yield built
-
-
-@pytest.fixture(scope="module")
-async def knowledge(minilm: MiniLMEmbedder) -> KnowledgeIndex:
-    return await KnowledgeIndex.build(PROFILE.knowledge, minilm, PROFILE.knowledge_matching)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ no audio. The default profile's intents and knowledge base, through the real Min
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -16,27 +15,15 @@ from bot.pipeline.processor import Collector
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from tests.bot.deciding import decided, decider_for, router_for
-from tests.bot.published import published
 from tests.bot.test_confirmation import press, say
 
 if TYPE_CHECKING:
-    from serve.embed_minilm import MiniLMEmbedder
+    pass
 
 pytestmark = pytest.mark.models
 
 PROFILE = load_profile(DEFAULT_PROFILE)
 PROFILE_INTENTS = {i.name: i for i in PROFILE.intents}
-
-
-@pytest.fixture(scope="module")
-async def cache(minilm: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
-    async with published(PROFILE, minilm) as built:
-        yield built
-
-
-@pytest.fixture(scope="module")
-async def knowledge(minilm: MiniLMEmbedder) -> KnowledgeIndex:
-    return await KnowledgeIndex.build(PROFILE.knowledge, minilm, PROFILE.knowledge_matching)
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ The router tests run the default profile's intents through the real MiniLM embed
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -28,12 +27,10 @@ from bot.pipeline.language.follow_up import (
 from bot.pipeline.processor import Collector
 from bot.pipeline.stages.router import Router
 from bot.pipeline.turn import Turn
-from bot.profile import DEFAULT_PROFILE, load_profile
 from tests.bot.deciding import router_for
-from tests.bot.published import published
 
 if TYPE_CHECKING:
-    from serve.embed_minilm import MiniLMEmbedder
+    pass
 
 pytestmark = pytest.mark.models
 
@@ -99,12 +96,6 @@ def test_words_retrieved_with_the_words_before_lead_on_or_ask() -> None:
                  "how long does it take", "Is that free?"):  # fmt: skip
         assert joins_words_before(text, refund), text
     assert not joins_words_before("Where is my order?", refund)  # a request of its own
-
-
-@pytest.fixture(scope="module")
-async def cache(minilm: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
-    async with published(load_profile(DEFAULT_PROFILE), minilm) as built:
-        yield built
 
 
 async def _ask(router: Router, sink: Collector, text: str) -> Turn:

@@ -8,8 +8,6 @@ embedder and the default profile's intents. The gain on real speech is measured 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from bot.intents.cache import IntentCache
@@ -22,10 +20,8 @@ from bot.pipeline.stages.router import Router
 from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, load_profile
 from serve import TwoPassASR
-from serve.embed_minilm import MiniLMEmbedder
 from tests.bot.deciding import decider_for, router_for
 from tests.bot.fakes import ScriptedASR, silence, tone
-from tests.bot.published import published
 from tests.bot.test_speculation import CFG, drive
 from tests.bot.test_speculation import turn_of as ended
 
@@ -41,18 +37,6 @@ async def two_pass(second: str, *, fail: bool = False) -> tuple[TwoPassASR, Scri
     asr = TwoPassASR(ScriptedASR(MISHEARD), again)
     await asr.load()
     return asr, again
-
-
-@pytest.fixture(scope="module")
-async def cache(minilm: MiniLMEmbedder) -> AsyncIterator[IntentCache]:
-    async with published(load_profile(DEFAULT_PROFILE), minilm) as built:
-        yield built
-
-
-@pytest.fixture(scope="module")
-async def knowledge(minilm: MiniLMEmbedder) -> KnowledgeIndex:
-    profile = load_profile(DEFAULT_PROFILE)
-    return await KnowledgeIndex.build(profile.knowledge, minilm, profile.knowledge_matching)
 
 
 def turn_of(text: str) -> Turn:
