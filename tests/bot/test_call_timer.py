@@ -55,7 +55,6 @@ class Rig:
             line=self.line,
             on_event=lambda kind, detail: self.events.append(kind),
             clock=self.clock,
-            sleep=self.clock.sleep,
         )
         self.timer.link(self.out)
         self.timer.start()

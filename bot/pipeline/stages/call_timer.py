@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from bot.callflow import CallLimits
+from bot.pipeline.clock import MONOTONIC, Clock
 from bot.pipeline.frames import (
     CallAction,
     CallFinished,
@@ -60,21 +59,20 @@ class CallTimer(Processor):
         say: Say,
         line: LineState | None = None,
         on_event: EventSink | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        clock: Clock = MONOTONIC,
     ) -> None:
         super().__init__()
         self._call_id = call_id
         self._limits = limits
+        #: The call's clock: the last key or activity, and the waits between checks.
         self._clock = clock
-        self._sleep = sleep
         self._answered_at = answered_at
         self._say = say
         #: Whether the bot has the line, as the stages after this one tell (``LineHeld``).
         self.line: LineState = line if line is not None else LineState()
         self._on_event = on_event
         self._caller_speaking = False
-        self._last_activity = self._clock()
+        self._last_activity = self._clock.now()
         self._reprompted = False
         self._warned = False
         self._ending = False
@@ -91,8 +89,7 @@ class CallTimer(Processor):
             answered_at=ctx.call.answered_at,
             say=ctx.say,
             on_event=ctx.event,
-            clock=ctx.clock.now,
-            sleep=ctx.clock.sleep,
+            clock=ctx.clock,
         )
 
     @classmethod
@@ -105,7 +102,7 @@ class CallTimer(Processor):
     def start(self) -> None:
         super().start()
         if self._watch is None or self._watch.done():
-            self._last_activity = self._clock()
+            self._last_activity = self._clock.now()
             self._watch = asyncio.create_task(self._run_watch(), name="call-timer")
 
     async def stop(self) -> None:
@@ -128,14 +125,14 @@ class CallTimer(Processor):
         await super().process_system(frame)
 
     def _caller_active(self) -> None:
-        self._last_activity = self._clock()
+        self._last_activity = self._clock.now()
         self._reprompted = False
 
     async def _run_watch(self) -> None:
         lim = self._limits
         while not self._ending:
-            await self._sleep(_POLL_S)
-            now = self._clock()
+            await self._clock.sleep(_POLL_S)
+            now = self._clock.now()
             if lim.max_call_s:
                 into = now - self._answered_at
                 if into >= lim.max_call_s:
@@ -162,7 +159,7 @@ class CallTimer(Processor):
         """Say ``text``, then hang up once it has been heard."""
         self._ending = True
         self._event("call_limit", reason)
-        turn = Turn(call_id=self._call_id, route="fallback", answer=text, clock=self._clock)
+        turn = Turn(call_id=self._call_id, route="fallback", answer=text, clock=self._clock.now)
         turn.mark("route_decided")
         await self.push(self._say(turn, text))
         await self.push(ResponseDone(turn=turn))

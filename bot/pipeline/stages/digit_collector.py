@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from bot.callflow import CollectorConfig
+from bot.pipeline.clock import MONOTONIC, Clock
 from bot.pipeline.frames import (
     CallFinished,
     Collected,
@@ -76,13 +76,12 @@ class DigitCollector(Processor):
         say: Say,
         line: LineState | None = None,
         on_event: EventSink | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+        clock: Clock = MONOTONIC,
     ) -> None:
         super().__init__()
         self._call_id = call_id
+        #: The call's clock: the last key or activity, and the waits between checks.
         self._clock = clock
-        self._sleep = sleep
         self._collectors = {c.name: c for c in collectors}
         self._say = say
         #: Whether the bot has the line, as the stages after this one tell (``LineHeld``).
@@ -103,8 +102,7 @@ class DigitCollector(Processor):
             ctx.profile.collectors,
             say=ctx.say,
             on_event=ctx.event,
-            clock=ctx.clock.now,
-            sleep=ctx.clock.sleep,
+            clock=ctx.clock,
         )
 
     @classmethod
@@ -164,7 +162,7 @@ class DigitCollector(Processor):
             return
         if cfg.sensitive:
             frame.turn.transcript = MASK  # the turn log, the call log and the model's history
-        self._last_key = self._clock()
+        self._last_key = self._clock.now()
         if cfg.min_length <= len(digits) <= cfg.max_length:
             await self._complete(cfg, frame.turn, digits)
         else:
@@ -173,7 +171,7 @@ class DigitCollector(Processor):
     async def _key(self, cfg: CollectorConfig, frame: Dtmf) -> None:
         if self.line.held:
             await self.push(Interrupt(at=frame.at))  # the caller knows the number already
-        self._last_key = self._clock()
+        self._last_key = self._clock.now()
         if frame.digit == cfg.terminator:
             if len(self._digits) >= cfg.min_length:
                 await self._complete(cfg, self._keyed_turn(frame.at), "".join(self._digits))
@@ -188,7 +186,7 @@ class DigitCollector(Processor):
             self._event("dtmf_ignored", "key outside the number")
 
     def _keyed_turn(self, at: float) -> Turn:
-        turn = Turn(call_id=self._call_id, route="keypad", clock=self._clock)
+        turn = Turn(call_id=self._call_id, route="keypad", clock=self._clock.now)
         turn.mark("speech_end", at)
         turn.mark("eot_decided", at)
         return turn
@@ -228,7 +226,7 @@ class DigitCollector(Processor):
             self._event("collect_retry", f"{cfg.name}: attempt {self._attempt}")
             await self.push(self._say(turn, cfg.reprompt))
             await self.push(self._say(turn, cfg.prompt))
-            self._last_key = self._clock()
+            self._last_key = self._clock.now()
         if turn is not None:
             turn.route = "keypad"
             turn.mark("route_decided")
@@ -247,7 +245,7 @@ class DigitCollector(Processor):
     # -- the timeout: quiet for timeout_s once the bot has stopped talking -----------
 
     def _start_watch(self) -> None:
-        self._last_key = self._clock()
+        self._last_key = self._clock.now()
         self._watch = asyncio.create_task(self._watch_quiet(), name="digit-timeout")
 
     def _stop_watch(self) -> None:
@@ -266,8 +264,8 @@ class DigitCollector(Processor):
     async def _watch_quiet(self) -> None:
         quiet_since: float | None = None
         while self._active is not None:
-            await self._sleep(_POLL_S)
-            now = self._clock()
+            await self._clock.sleep(_POLL_S)
+            now = self._clock.now()
             if self.line.held:
                 quiet_since = None
                 continue
