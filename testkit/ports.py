@@ -9,7 +9,10 @@ between. Two things take ports meanwhile:
   chosen below that range, where the kernel never hands one out;
 - other test processes run side by side, choosing the same way: so each chosen port is
   locked (``fcntl``) in a directory they share, for as long as the process that chose it
-  lives.
+  lives. The lock is the number's, whichever protocol asked: a SIP listener (baresip, a
+  node with TCP) binds the same number over UDP and TCP, and a UDP port handed to one test
+  while another process took it for a TCP server failed an agent's start ("Address already
+  in use"). So a port is handed out only when it is free over both.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import IO
 _LOW, _HIGH = 10000, 20000
 _LOCK_DIR = Path(tempfile.gettempdir()) / "switchboard-test-ports"
 _MAX_HELD = 256  # locks a process keeps; the oldest is let go past this
-_held: collections.OrderedDict[tuple[str, int], IO[bytes]] = collections.OrderedDict()
+_held: collections.OrderedDict[int, IO[bytes]] = collections.OrderedDict()
 
 
 @atexit.register
@@ -47,12 +50,12 @@ def _ephemeral_low() -> int:
         return 32768
 
 
-def _lock(kind: str, port: int) -> bool:
+def _lock(port: int) -> bool:
     """Take ``port`` for this process, unless another process holds it."""
     _LOCK_DIR.mkdir(exist_ok=True)
     with contextlib.suppress(OSError):
         os.chmod(_LOCK_DIR, 0o1777)  # shared by every user's test runs, as /tmp is
-    path = _LOCK_DIR / f"{kind}-{port}"
+    path = _LOCK_DIR / f"port-{port}"
     try:
         handle = open(path, "ab")  # noqa: SIM115 - held open: the lock lasts as long
     except OSError:
@@ -62,37 +65,44 @@ def _lock(kind: str, port: int) -> bool:
     except OSError:
         handle.close()
         return False
-    _held[(kind, port)] = handle
+    _held[port] = handle
     while len(_held) > _MAX_HELD:
         _, oldest = _held.popitem(last=False)
         oldest.close()
     return True
 
 
-def _free_port(kind: str, sock_type: int, host: str) -> int:
+def _free_port(kind: str, host: str) -> int:
     high = min(_HIGH, _ephemeral_low())
     rng = random.SystemRandom()
     for _ in range(500):
         port = rng.randrange(_LOW, high)
-        if (kind, port) in _held or not _lock(kind, port):
+        if port in _held or not _lock(port):
             continue
-        with socket.socket(socket.AF_INET, sock_type) as sock:
-            try:
-                sock.bind((host, port))
-            except OSError:
-                continue  # bound by something that does not choose this way
+        if not all(_bindable(host, port, t) for t in (socket.SOCK_DGRAM, socket.SOCK_STREAM)):
+            _held.pop(port).close()  # bound by something that does not choose this way
+            continue
         return port
     raise RuntimeError(f"no free {kind} port in {_LOW}-{high} on {host}")
 
 
+def _bindable(host: str, port: int, sock_type: int) -> bool:
+    with socket.socket(socket.AF_INET, sock_type) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_udp_port(host: str = "127.0.0.1") -> int:
     """A UDP port nobody is bound to now, and that nobody else choosing here will get."""
-    return _free_port("udp", socket.SOCK_DGRAM, host)
+    return _free_port("udp", host)
 
 
 def free_tcp_port(host: str = "127.0.0.1") -> int:
     """A TCP port nothing listens on now, and that nobody else choosing here will get."""
-    return _free_port("tcp", socket.SOCK_STREAM, host)
+    return _free_port("tcp", host)
 
 
 def free_udp_block(
