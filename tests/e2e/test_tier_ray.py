@@ -275,6 +275,11 @@ def test_callers_waiting_in_the_call_queue_scale_the_tier(
         # within the policy's look-back of one with a queued caller).
         assert any(s[2] >= 1 for s in samples[: [s[0] for s in samples].index(2) + 1])
         assert samples[-1][0] == 1
+        # What the node did on each turn, for a failure to show where a call went quiet.
+        turns = [
+            {k: r.get(k) for k in ("call_id", "route", "eot", "barge_in", "error", "stages_ms")}
+            for r in bot.records("turn")
+        ]
         for n, call in enumerate(calls, 1):  # each heard the bot
             heard_ms = voiced_frames(call.received).sum() * FRAME_MS
-            assert heard_ms > 3000, f"caller {n} heard {heard_ms} ms of the bot"
+            assert heard_ms > 3000, (f"caller {n} heard {heard_ms} ms of the bot", turns)
