@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -38,19 +38,6 @@ class MonotonicClock:
 
 #: The clock of every call in production.
 MONOTONIC = MonotonicClock()
-
-
-def later(
-    clock: Clock, delay: float, callback: Callable[..., object], *args: Any
-) -> asyncio.Task[None]:
-    """``callback(*args)`` once ``delay`` seconds have passed on ``clock``, synchronously
-    on the loop (``loop.call_later`` on the call's clock); cancel the task to call it off."""
-
-    async def wait_then_call() -> None:
-        await clock.sleep(max(0.0, delay))
-        callback(*args)
-
-    return asyncio.create_task(wait_then_call(), name="clock-later")
 
 
 async def wait_for(clock: Clock, awaitable: Awaitable[T], seconds: float) -> T:
