@@ -415,19 +415,7 @@ class Decider:
         if second is None:
             return None
         options = (Option(entry=best, score=match.score), second)
-        if any(option.key in self.conversation.asked for option in options):
-            return None
-        return Decision(
-            "ask",
-            "confirm",
-            words,
-            why,
-            heard=heard,
-            intent=best.name,
-            score=round(match.score, 4),
-            say=self._choice_question(options),
-            asks=Asked("choice", words, call_id, score=match.score, options=options),
-        )
+        return self._offer(words, heard, options, why, call_id)
 
     async def _entry_about(self, words: str) -> Retrieved | None:
         """The best knowledge entry retrieved for ``words`` and about them (a failure:
@@ -528,19 +516,27 @@ class Decider:
             Option(topic=best.entry, score=best.score),
             Option(topic=runner.entry, score=runner.score),
         )
-        if any(option.key in self.conversation.asked for option in options):
-            return None
         why = (
             f"choice: knowledge entries {best.entry.topic} and {runner.entry.topic} both near "
             f"({best.score:.2f}, {runner.score:.2f}), neither close enough"
         )
+        return self._offer(words, heard, options, why, call_id)
+
+    def _offer(
+        self, words: str, heard: Heard, options: tuple[Option, Option], why: str, call_id: str
+    ) -> Decision | None:
+        """The two-choice question offering ``options`` (the best first), unless either was
+        offered or asked about already in the call (None)."""
+        if any(option.key in self.conversation.asked for option in options):
+            return None
+        best = options[0]
         return Decision(
             "ask",
             "confirm",
             words,
             why,
             heard=heard,
-            intent=best.entry.topic,
+            intent=best.name,
             score=round(best.score, 4),
             say=self._choice_question(options),
             asks=Asked("choice", words, call_id, score=best.score, options=options),
