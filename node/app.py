@@ -25,6 +25,7 @@ from bot.intents.store import CacheStore, MemoryStore, RedisStore, redis_store
 from bot.knowledge.index import KnowledgeIndex
 from bot.lookups.webhook import Webhooks
 from bot.pipeline.call_port import CallPort
+from bot.pipeline.clock import MONOTONIC
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.session import CallSession, fixed_phrases
 from bot.pipeline.speech_cache import SpeechCache
@@ -134,7 +135,7 @@ class Node:
         queue = self.settings.queue
         if queue.max_active is not None:
             self.lobby = Lobby(
-                CallQueue(queue.max_active, queue.max_waiting),
+                CallQueue(queue.max_active, queue.max_waiting, clock=MONOTONIC.now),
                 queue,
                 self.prompts,
                 self.models.tts,
@@ -144,6 +145,7 @@ class Node:
                     lambda: self.profile, frozenset(self.settings.sip.transfer_targets) or None
                 ),
                 transfer_timeout_s=self.profile.transfer_timeout_s,
+                clock=MONOTONIC,  # the calls' clock
             )
             with unhurried():  # the queue's prompts, made before any call as above
                 await self.lobby.prepare()

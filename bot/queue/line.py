@@ -3,18 +3,20 @@
 Pure asyncio, no audio: ``enter`` gives a caller a slot or a place in line (or nothing when
 the line is full); ``wait`` returns once the caller holds a slot or their time is up;
 ``leave`` gives the slot (or the place in line) back, and a freed slot goes to the caller
-first in line at once.
+first in line at once. Its time is ``clock`` (seconds on a monotonic scale: a
+``bot.pipeline.clock.Clock``'s ``now``, the lobby's own).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
+
+from bot.pipeline.clock import MONOTONIC
 
 TicketState = Literal["waiting", "active", "left"]
 
@@ -44,7 +46,7 @@ class CallQueue:
         max_active: int,
         max_waiting: int,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = MONOTONIC.now,
     ) -> None:
         if max_active < 1 or max_waiting < 0:
             raise ValueError("max_active must be at least 1 and max_waiting at least 0")
@@ -93,7 +95,8 @@ class CallQueue:
 
     async def wait(self, ticket: Ticket, timeout_s: float | None = None) -> bool:
         """True once ``ticket`` holds a slot; False when ``timeout_s`` passed first (the
-        caller is still in line: ``leave`` takes them out) or it left the line."""
+        caller is still in line: ``leave`` takes them out) or it left the line.
+        ``timeout_s`` is real time; the lobby waits without one, its limits on its clock."""
         if ticket.state == "waiting":
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(ticket._granted.wait(), timeout_s)

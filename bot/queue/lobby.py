@@ -10,6 +10,11 @@ drain's limit, a second SIGTERM), every caller still in line is dismissed the sa
 the overflow target, or the apology and a hang-up. Every step is a call-log event
 (``queued``, ``dequeued``, ``queue_timeout``, ``queue_abandoned``, ``queue_full``,
 ``queue_transfer``, ``queue_closed``) and a wait time for the node's metrics.
+
+The lobby's time and its waits (the wait in line, the updates, the longest wait, the hold
+audio's pace, a message's playout, ``close``'s limit) are on the ``Clock`` it is given
+(``bot.pipeline.clock``; ``MONOTONIC`` in production), the same clock as its queue's
+(``CallQueue(clock=clock.now)``), so that a test can move it instead of waiting.
 """
 
 from __future__ import annotations
@@ -17,13 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from bot.callflow import TransferTarget
 from bot.pipeline.call_port import CallPort
+from bot.pipeline.clock import MONOTONIC, Clock, wait_for
 from bot.pipeline.prompts import PromptAudio
 from bot.queue.hold import hold_pattern
 from bot.queue.line import CallQueue, Ticket
@@ -99,10 +104,12 @@ class Lobby:
         on_wait: WaitSink | None = None,
         targets: TargetLookup | None = None,
         transfer_timeout_s: float = OVERFLOW_TIMEOUT_S,
+        clock: Clock = MONOTONIC,
     ) -> None:
         """``on_wait(outcome, seconds)``: each queued caller's wait, as it ends.
         ``targets``: how the overflow target is reached (its mode), and whether it may be
-        at all; unset: a REFER to it."""
+        at all; unset: a REFER to it. ``clock``: the lobby's time and waits, the one
+        ``queue`` reads its time from (``clock.now``)."""
         self.queue = queue
         self.settings = settings
         self._prompts = prompts
@@ -111,6 +118,7 @@ class Lobby:
         self._on_wait = on_wait
         self._targets = targets
         self._transfer_timeout_s = transfer_timeout_s
+        self._clock = clock
         self._rate = prompts.sample_rate
         self.hold = hold_pattern(self._rate, settings.hold_level_db)
         #: Set by ``close``: the callers in line are dismissed.
@@ -134,7 +142,7 @@ class Lobby:
         if here:
             log.info("closing the call queue: dismissing %d callers in line", here)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._empty.wait(), max_s)
+                await wait_for(self._clock, self._empty.wait(), max_s)
         return here
 
     async def prepare(self) -> None:
@@ -199,19 +207,25 @@ class Lobby:
         gone = asyncio.ensure_future(hung_up.wait())
         closing = asyncio.ensure_future(self._closing.wait())
         deadline = ticket.arrived_at + s.max_wait_s
-        next_update = time.monotonic() + s.update_every_s
+        next_update = self._clock.now() + s.update_every_s
         try:
             while True:
-                now = time.monotonic()
+                now = self._clock.now()
                 waiting = ticket.state != "active" and not hung_up.is_set()
                 if waiting and (now >= deadline or self._closing.is_set()):
                     break
-                await asyncio.wait(
-                    {granted, gone, closing},
-                    timeout=max(0.0, min(next_update, deadline) - now),
-                    return_when=asyncio.FIRST_COMPLETED,
+                # Until a slot, a hang-up or the stop, or the next update or the deadline.
+                timer = asyncio.ensure_future(
+                    self._clock.sleep(max(0.0, min(next_update, deadline) - now))
                 )
-                waited = time.monotonic() - ticket.arrived_at
+                try:
+                    await asyncio.wait(
+                        {granted, gone, closing, timer}, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    timer.cancel()
+                now = self._clock.now()
+                waited = now - ticket.arrived_at
                 if hung_up.is_set():
                     self.queue.leave(ticket)  # out of line, or the slot just given back
                     reason = ended_reason[0] if ended_reason else "caller_hangup"
@@ -227,7 +241,7 @@ class Lobby:
                     log.info("call %s: dequeued after %.1f s", call.call_id, waited)
                     self._waited("dequeued", waited)
                     return Admission("dequeued", ticket, waited)
-                if time.monotonic() >= next_update and time.monotonic() < deadline:
+                if next_update <= now < deadline:
                     next_update += s.update_every_s
                     player.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -244,7 +258,7 @@ class Lobby:
         # Waited the longest allowed, or the node stops: the overflow target, or an apology
         # and a hang-up.
         self.queue.leave(ticket)
-        waited = time.monotonic() - ticket.arrived_at
+        waited = self._clock.now() - ticket.arrived_at
         stopping = self._closing.is_set() and waited < s.max_wait_s
         why = f"node stopping, waited {waited:.1f} s" if stopping else f"waited {waited:.1f} s"
         call.clear_playout()
@@ -319,7 +333,7 @@ class Lobby:
         found = self._prompts.find(text)
         if found is not None:
             return found
-        try:
+        try:  # in real time, not on the clock: it bounds the TTS's own work
             return await asyncio.wait_for(self._prompts.add(self._tts, text), SYNTH_TIMEOUT_S)
         except Exception as exc:  # the caller hears hold audio instead of the message
             log.warning("queue message not synthesized (%s): %r", exc, text[:60])
@@ -339,7 +353,7 @@ class Lobby:
                     chunk += self.hold[: piece - len(chunk)]
                 at = (at + piece) % len(self.hold)
                 call.send(chunk)
-            await asyncio.sleep(FEED_EVERY_S)
+            await self._clock.sleep(FEED_EVERY_S)
 
     async def _say(self, call: CallPort, text: str) -> None:
         """Say ``text`` and return once it has played out (bounded by its length)."""
@@ -348,7 +362,7 @@ class Lobby:
             call.send(pcm)
             seconds = len(pcm) / 2 / self._rate
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(call.wait_playout_drained(), seconds + PLAYOUT_GRACE_S)
+                await wait_for(self._clock, call.wait_playout_drained(), seconds + PLAYOUT_GRACE_S)
 
     async def _goodbye(self, call: CallPort, text: str) -> None:
         """Say ``text`` to its end (bounded), then hang up."""
@@ -376,11 +390,11 @@ class Lobby:
 
     def _event(self, call: CallPort, kind: str, detail: str) -> None:
         if self._call_log is not None:
-            self._call_log.event(call.call_id, kind, detail)
+            self._call_log.event(call.call_id, kind, detail, self._clock.now())
 
     def _ended(self, call: CallPort, reason: str) -> None:
         if self._call_log is not None:
-            self._call_log.call_ended(call.call_id, reason)
+            self._call_log.call_ended(call.call_id, reason, self._clock.now())
 
     def _waited(self, outcome: str, seconds: float) -> None:
         if self._on_wait is not None:

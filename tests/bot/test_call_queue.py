@@ -1,13 +1,17 @@
 """The call queue: slots and the line (``CallQueue``), and what a waiting caller hears
-(``Lobby``) on an in-memory call with a scripted TTS."""
+(``Lobby``) on an in-memory call with a scripted TTS.
+
+The lobby and its calls run on a clock the test moves (``FakeClock``), a 20 ms frame at a
+time: the waits in line, the updates, the longest wait and the messages' playout pass
+without being waited for.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -22,8 +26,10 @@ from bot.queue.lobby import AHEAD_FRAMES, Lobby, TargetLookup
 from bot.queue.settings import QueueSettings
 from telephony.events import TransferResult
 from tests.bot.fakes import RATE, MemoryCall, ToneTTS, silence
+from tests.support.clock import FakeClock
 
 DEFAULT = load_profile(DEFAULT_PROFILE)
+T = TypeVar("T")
 
 # -- CallQueue ---------------------------------------------------------------------------
 
@@ -171,28 +177,53 @@ class LogSpy:
 
 
 class LineCall(MemoryCall):
-    """A ``MemoryCall`` whose playout runs on its own (one frame per 20 ms tick)."""
+    """A ``MemoryCall`` on the line's clock, its playout moved by the line's frames."""
 
     remote_uri = "sip:caller@127.0.0.1"
     local_uri = "sip:bot@127.0.0.1"
 
-    def __init__(self, call_id: str, **kw: object) -> None:
-        super().__init__(call_id, **kw)  # type: ignore[arg-type]
-        self.answered_at = time.monotonic()
+    async def pass_time(self, seconds: float) -> None:
+        """Nothing: the line moves the clock, once a frame for all its calls."""
 
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        async def clock() -> None:
-            while True:
-                await self.tick(silence(20))
 
-        task = asyncio.create_task(clock())
+class Line:
+    """The test's clock and its calls. Each 20 ms frame plays one frame out to every call
+    (the callers silent) and then moves the clock on by 20 ms; time passes only as the test
+    runs frames (``run_for``, ``run_until``, ``result``)."""
+
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.calls: list[LineCall] = []
+
+    def call(self, call_id: str, transfer_result: TransferResult | None = None) -> LineCall:
+        call = LineCall(call_id, transfer_result, clock=self.clock)
+        self.calls.append(call)
+        return call
+
+    async def frame(self) -> None:
+        for call in self.calls:
+            await call.tick(silence(20))
+        await self.clock.advance(0.02)
+
+    async def run_for(self, seconds: float) -> None:
+        for _ in range(round(seconds / 0.02)):
+            await self.frame()
+
+    async def run_until(self, cond: Callable[[], bool], what: str, within_s: float = 10.0) -> None:
+        end = self.clock.now() + within_s
+        while not cond():
+            if self.clock.now() >= end:
+                raise AssertionError(f"not within {within_s} s on the calls' clock: {what}")
+            await self.frame()
+
+    async def result(self, work: Awaitable[T], within_s: float = 10.0) -> T:
+        """What ``work`` returns, the frames running until it does (``within_s`` at most)."""
+        task = asyncio.ensure_future(work)
         try:
-            yield
+            await self.run_until(task.done, "the lobby to return", within_s)
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            task.cancel()  # nothing once it is done
+        return task.result()
 
 
 class WordTTS(ToneTTS):
@@ -211,30 +242,24 @@ async def make_lobby(
     settings: QueueSettings,
     log: LogSpy,
     waits: list[tuple[str, float]],
+    line: Line,
     targets: TargetLookup | None = None,
 ) -> tuple[Lobby, WordTTS]:
     tts = WordTTS()
     await tts.load()
     assert settings.max_active is not None
     lobby = Lobby(
-        CallQueue(settings.max_active, settings.max_waiting),
+        CallQueue(settings.max_active, settings.max_waiting, clock=line.clock.now),
         settings,
         PromptAudio(sample_rate=RATE),
         tts,
         call_log=log,
         on_wait=lambda outcome, s: waits.append((outcome, s)),
         targets=targets,
+        clock=line.clock,
     )
     await lobby.prepare()
     return lobby, tts
-
-
-async def until(cond: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what}")
-        await asyncio.sleep(0.02)
 
 
 def heard_hold(call: MemoryCall, lobby: Lobby) -> bool:
@@ -243,7 +268,7 @@ def heard_hold(call: MemoryCall, lobby: Lobby) -> bool:
 
 
 async def test_a_queued_caller_hears_their_place_then_hold_and_gets_the_next_slot() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     settings = QueueSettings(
         max_active=1,
         max_waiting=2,
@@ -252,19 +277,21 @@ async def test_a_queued_caller_hears_their_place_then_hold_and_gets_the_next_slo
         welcome="You are number {position} in line.",
         update="Still number {position}.",
     )
-    lobby, _ = await make_lobby(settings, log, waits)
-    first, second = LineCall("first"), LineCall("second")
-    async with first.running(), second.running():
-        one = await lobby.admit(first)
-        assert one.outcome == "at_once" and one.ticket is not None
-        assert log.answered == []  # a caller with a slot is logged by the call session
-        waiting = asyncio.ensure_future(lobby.admit(second))
-        await until(lambda: heard_hold(second, lobby), "the welcome, then hold audio")
-        update = lobby._prompts.get("Still number 1.")
-        await until(lambda: update in bytes(second.sent), "the update at its interval")
-        assert not waiting.done()
-        lobby.release(one.ticket)  # the first conversation ends
-        two = await asyncio.wait_for(waiting, 5)
+    lobby, _ = await make_lobby(settings, log, waits, line)
+    first, second = line.call("first"), line.call("second")
+    one = await lobby.admit(first)
+    assert one.outcome == "at_once" and one.ticket is not None
+    assert log.answered == []  # a caller with a slot is logged by the call session
+    queued_at = line.clock.now()
+    waiting = asyncio.ensure_future(lobby.admit(second))
+    await line.run_until(lambda: heard_hold(second, lobby), "the welcome, then hold audio")
+    update = lobby._prompts.get("Still number 1.")
+    await line.run_until(lambda: update in bytes(second.sent), "the update at its interval")
+    # At its interval: 1.5 s after the caller was queued, and its 0.3 s heard since.
+    assert 1.8 <= line.clock.now() - queued_at <= 1.9, line.clock.now() - queued_at
+    assert not waiting.done()
+    lobby.release(one.ticket)  # the first conversation ends
+    two = await line.result(waiting, 5)
     assert two.outcome == "dequeued" and two.ticket is not None and two.ticket.state == "active"
     heard = bytes(second.sent)
     assert lobby._prompts.get("You are number 1 in line.") in heard
@@ -281,14 +308,13 @@ async def test_a_queued_caller_hears_their_place_then_hold_and_gets_the_next_slo
 
 
 async def test_after_the_longest_wait_the_caller_hears_the_apology_and_is_hung_up() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     settings = QueueSettings(max_active=1, max_waiting=2, max_wait_s=0.6, update_every_s=30)
-    lobby, _ = await make_lobby(settings, log, waits)
-    first, second = LineCall("first"), LineCall("second")
-    async with first.running(), second.running():
-        assert (await lobby.admit(first)).outcome == "at_once"
-        out = await asyncio.wait_for(lobby.admit(second), 10)
-    assert out.outcome == "timeout" and out.ticket is None and out.waited_s >= 0.6
+    lobby, _ = await make_lobby(settings, log, waits, line)
+    first, second = line.call("first"), line.call("second")
+    assert (await lobby.admit(first)).outcome == "at_once"
+    out = await line.result(lobby.admit(second))
+    assert out.outcome == "timeout" and out.ticket is None and 0.6 <= out.waited_s < 0.7
     assert second.hangups == 1
     goodbye = lobby._prompts.get(settings.timeout)
     assert goodbye in bytes(second.sent), "the apology was not played to its end"
@@ -298,22 +324,21 @@ async def test_after_the_longest_wait_the_caller_hears_the_apology_and_is_hung_u
 
 
 async def test_a_caller_who_hangs_up_in_line_leaves_it() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     settings = QueueSettings(max_active=1, max_waiting=2, max_wait_s=30)
-    lobby, _ = await make_lobby(settings, log, waits)
-    first, second, third = LineCall("first"), LineCall("second"), LineCall("third")
-    async with first.running(), second.running(), third.running():
-        one = await lobby.admit(first)
-        assert one.ticket is not None
-        two = asyncio.ensure_future(lobby.admit(second))
-        three = asyncio.ensure_future(lobby.admit(third))
-        await asyncio.sleep(0.3)
-        assert lobby.queue.waiting == 2
-        await second.end()  # the caller gives up
-        gone = await asyncio.wait_for(two, 5)
-        assert gone.outcome == "abandoned" and lobby.queue.waiting == 1
-        lobby.release(one.ticket)
-        moved_up = await asyncio.wait_for(three, 5)
+    lobby, _ = await make_lobby(settings, log, waits, line)
+    first, second, third = line.call("first"), line.call("second"), line.call("third")
+    one = await lobby.admit(first)
+    assert one.ticket is not None
+    two = asyncio.ensure_future(lobby.admit(second))
+    three = asyncio.ensure_future(lobby.admit(third))
+    await line.run_for(0.3)
+    assert lobby.queue.waiting == 2
+    await second.end()  # the caller gives up
+    gone = await line.result(two, 5)
+    assert gone.outcome == "abandoned" and lobby.queue.waiting == 1
+    lobby.release(one.ticket)
+    moved_up = await line.result(three, 5)
     assert moved_up.outcome == "dequeued"
     assert log.kinds("second") == ["queued", "queue_abandoned"]
     assert log.ended == [("second", "bye")]
@@ -322,28 +347,26 @@ async def test_a_caller_who_hangs_up_in_line_leaves_it() -> None:
 
 
 async def test_a_full_line_answers_with_the_busy_message_and_hangs_up() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     settings = QueueSettings(max_active=1, max_waiting=0)
-    lobby, _ = await make_lobby(settings, log, waits)
-    first, second = LineCall("first"), LineCall("second")
-    async with first.running(), second.running():
-        assert (await lobby.admit(first)).outcome == "at_once"
-        out = await asyncio.wait_for(lobby.admit(second), 10)
+    lobby, _ = await make_lobby(settings, log, waits, line)
+    first, second = line.call("first"), line.call("second")
+    assert (await lobby.admit(first)).outcome == "at_once"
+    out = await line.result(lobby.admit(second))
     assert out.outcome == "full" and second.hangups == 1
     assert lobby._prompts.get(settings.full) in bytes(second.sent)
     assert log.kinds("second") == ["queue_full"] and log.ended == [("second", "queue_full")]
 
 
 async def test_the_overflow_target_takes_a_caller_who_waited_too_long() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     settings = QueueSettings(
         max_active=1, max_waiting=1, max_wait_s=0.3, overflow_target="sip:desk@127.0.0.1"
     )
-    lobby, _ = await make_lobby(settings, log, waits)
-    first, second = LineCall("first"), LineCall("second")
-    async with first.running(), second.running():
-        await lobby.admit(first)
-        out = await asyncio.wait_for(lobby.admit(second), 10)
+    lobby, _ = await make_lobby(settings, log, waits, line)
+    first, second = line.call("first"), line.call("second")
+    await lobby.admit(first)
+    out = await line.result(lobby.admit(second))
     assert out.outcome == "transferred"
     assert [t for t, _, _ in second.transfers] == ["sip:desk@127.0.0.1"]
     # The overflow message played to its end before the REFER (hold audio after it).
@@ -354,36 +377,34 @@ async def test_the_overflow_target_takes_a_caller_who_waited_too_long() -> None:
 
 
 async def test_a_failed_overflow_transfer_ends_with_the_apology() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     settings = QueueSettings(
         max_active=1, max_waiting=1, max_wait_s=0.3, overflow_target="sip:desk@127.0.0.1"
     )
-    lobby, _ = await make_lobby(settings, log, waits)
-    first = LineCall("first")
-    second = LineCall("second", transfer_result=TransferResult(False, 486, "Busy Here"))
-    async with first.running(), second.running():
-        await lobby.admit(first)
-        out = await asyncio.wait_for(lobby.admit(second), 10)
+    lobby, _ = await make_lobby(settings, log, waits, line)
+    first = line.call("first")
+    second = line.call("second", transfer_result=TransferResult(False, 486, "Busy Here"))
+    await lobby.admit(first)
+    out = await line.result(lobby.admit(second))
     assert out.outcome == "timeout" and second.hangups == 1
     assert log.kinds("second") == ["queued", "transfer", "transfer_failed", "queue_timeout"]
     assert lobby._prompts.get(settings.timeout) in bytes(second.sent)
 
 
 async def test_closing_dismisses_each_caller_in_line_with_the_apology() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     settings = QueueSettings(max_active=1, max_waiting=2, max_wait_s=60)
-    lobby, _ = await make_lobby(settings, log, waits)
-    first, second, third = LineCall("first"), LineCall("second"), LineCall("third")
-    async with first.running(), second.running(), third.running():
-        one = await lobby.admit(first)
-        assert one.ticket is not None
-        two = asyncio.ensure_future(lobby.admit(second))
-        three = asyncio.ensure_future(lobby.admit(third))
-        await until(lambda: lobby.queue.waiting == 2, "both in line")
-        assert await lobby.close() == 2  # returns once both heard the apology
-        assert two.done() and three.done()
-        lobby.release(one.ticket)  # the conversation ends after: its slot goes to nobody
-        outcomes = [two.result().outcome, three.result().outcome]
+    lobby, _ = await make_lobby(settings, log, waits, line)
+    first, second, third = line.call("first"), line.call("second"), line.call("third")
+    one = await lobby.admit(first)
+    assert one.ticket is not None
+    two = asyncio.ensure_future(lobby.admit(second))
+    three = asyncio.ensure_future(lobby.admit(third))
+    await line.run_until(lambda: lobby.queue.waiting == 2, "both in line")
+    assert await line.result(lobby.close(), 20) == 2  # returns once both heard the apology
+    assert two.done() and three.done()
+    lobby.release(one.ticket)  # the conversation ends after: its slot goes to nobody
+    outcomes = [two.result().outcome, three.result().outcome]
     assert outcomes == ["closed", "closed"]
     goodbye = lobby._prompts.get(settings.timeout)
     for call in (second, third):
@@ -398,17 +419,16 @@ async def test_closing_dismisses_each_caller_in_line_with_the_apology() -> None:
 
 
 async def test_closing_sends_the_callers_in_line_to_the_overflow_target() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     target = "sip:desk@127.0.0.1"
     settings = QueueSettings(max_active=1, max_waiting=1, max_wait_s=60, overflow_target=target)
-    lobby, _ = await make_lobby(settings, log, waits)
-    first, second = LineCall("first"), LineCall("second")
-    async with first.running(), second.running():
-        await lobby.admit(first)
-        waiting = asyncio.ensure_future(lobby.admit(second))
-        await until(lambda: lobby.queue.waiting == 1, "in line")
-        await lobby.close()
-        out = waiting.result()
+    lobby, _ = await make_lobby(settings, log, waits, line)
+    first, second = line.call("first"), line.call("second")
+    await lobby.admit(first)
+    waiting = asyncio.ensure_future(lobby.admit(second))
+    await line.run_until(lambda: lobby.queue.waiting == 1, "in line")
+    await line.result(lobby.close(), 20)
+    out = waiting.result()
     assert out.outcome == "transferred" and [t for t, _, _ in second.transfers] == [target]
     assert log.kinds("second") == ["queued", "transfer", "queue_transfer"]
     assert log.ended == [("second", "transferred")]
@@ -417,14 +437,13 @@ async def test_closing_sends_the_callers_in_line_to_the_overflow_target() -> Non
 
 
 async def test_a_full_line_goes_to_the_overflow_target_when_one_is_set() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     target = "sip:desk@127.0.0.1"
     settings = QueueSettings(max_active=1, max_waiting=0, overflow_target=target)
-    lobby, _ = await make_lobby(settings, log, waits)
-    first, second = LineCall("first"), LineCall("second")
-    async with first.running(), second.running():
-        await lobby.admit(first)
-        out = await asyncio.wait_for(lobby.admit(second), 10)
+    lobby, _ = await make_lobby(settings, log, waits, line)
+    first, second = line.call("first"), line.call("second")
+    await lobby.admit(first)
+    out = await line.result(lobby.admit(second))
     assert out.outcome == "transferred" and second.hangups == 1
     assert log.kinds("second") == ["queue_full", "transfer", "queue_transfer"]
     assert lobby._prompts.get(settings.full) not in bytes(second.sent)
@@ -432,23 +451,22 @@ async def test_a_full_line_goes_to_the_overflow_target_when_one_is_set() -> None
 
 
 async def test_an_overflow_target_in_bridge_mode_is_bridged_until_a_side_hangs_up() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     target = "sip:desk@127.0.0.1"
     settings = QueueSettings(max_active=1, max_waiting=1, max_wait_s=0.3, overflow_target=target)
 
     def bridge(uri: str) -> TransferTarget:
         return TransferTarget(uri=uri, mode="bridge")
 
-    lobby, _ = await make_lobby(settings, log, waits, targets=bridge)
-    first, second = LineCall("first"), LineCall("second")
-    async with first.running(), second.running():
-        await lobby.admit(first)
-        waiting = asyncio.ensure_future(lobby.admit(second))
-        await until(lambda: bool(second.bridges), "the bridge to the overflow target")
-        await asyncio.sleep(0.3)
-        assert not waiting.done()  # the caller is with the agent
-        await second.end()
-        out = await asyncio.wait_for(waiting, 5)
+    lobby, _ = await make_lobby(settings, log, waits, line, targets=bridge)
+    first, second = line.call("first"), line.call("second")
+    await lobby.admit(first)
+    waiting = asyncio.ensure_future(lobby.admit(second))
+    await line.run_until(lambda: bool(second.bridges), "the bridge to the overflow target")
+    await line.run_for(0.3)
+    assert not waiting.done()  # the caller is with the agent
+    await second.end()
+    out = await line.result(waiting, 5)
     assert out.outcome == "transferred" and second.transfers == [] and second.hangups == 0
     assert log.kinds("second") == [
         "queued",
@@ -461,16 +479,15 @@ async def test_an_overflow_target_in_bridge_mode_is_bridged_until_a_side_hangs_u
 
 
 async def test_an_overflow_target_off_the_operators_list_is_refused() -> None:
-    log, waits = LogSpy(), []
+    log, waits, line = LogSpy(), [], Line()
     settings = QueueSettings(
         max_active=1, max_waiting=1, max_wait_s=0.3, overflow_target="sip:desk@127.0.0.1"
     )
     lookup = overflow_targets(lambda: DEFAULT, frozenset({"sip:other@127.0.0.1"}))
-    lobby, _ = await make_lobby(settings, log, waits, targets=lookup)
-    first, second = LineCall("first"), LineCall("second")
-    async with first.running(), second.running():
-        await lobby.admit(first)
-        out = await asyncio.wait_for(lobby.admit(second), 10)
+    lobby, _ = await make_lobby(settings, log, waits, line, targets=lookup)
+    first, second = line.call("first"), line.call("second")
+    await lobby.admit(first)
+    out = await line.result(lobby.admit(second))
     assert out.outcome == "timeout" and second.transfers == [] and second.bridges == []
     assert log.kinds("second") == ["queued", "transfer_refused", "queue_timeout"]
 
