@@ -1,12 +1,40 @@
-"""Typed events a call surfaces to asyncio, in arrival order."""
+"""Typed events a call surfaces to asyncio, in arrival order, and the frame kinds they are.
+
+The caller's audio and keys are frames of the bot's call pipeline as they come off the line
+(``bot.pipeline.frames`` builds its own frames on the same bases): one type from the media
+port or the worker link to the turn detector, never re-wrapped. A ``SystemFrame`` is handled
+at once, ahead of queued work; a ``DataFrame`` is processed in order and dropped when the
+caller interrupts the bot (``bot.pipeline.processor.Processor``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 
+@dataclass(frozen=True)
+class Frame:
+    """Base of every frame of a call: the line's events and the pipeline's own."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class SystemFrame(Frame):
+    """Handled immediately, never dropped."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True)
+class DataFrame(Frame):
+    """Processed in order; discarded on interruption."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
-class AudioIn:
+class AudioIn(DataFrame):
     """One 20 ms frame of caller audio: PCM16 LE mono at the endpoint's sample rate."""
 
     pcm: bytes
@@ -14,7 +42,7 @@ class AudioIn:
 
 
 @dataclass(frozen=True, slots=True)
-class DtmfIn:
+class DtmfIn(SystemFrame):
     """A DTMF digit (RFC 4733 telephone-event, or SIP INFO)."""
 
     digit: str

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from bot.pipeline.frames import CallerAudio, EndOfTurn, Interrupt, LineHeld, Transcript
+from bot.pipeline.frames import AudioIn, EndOfTurn, Interrupt, LineHeld, Transcript
 from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Collector
 from bot.pipeline.speculation import Speculator
@@ -69,7 +69,7 @@ async def hear_call(
     turns: list[HeardTurn] = []
     for n, start in enumerate(range(0, len(pcm) - frame + 1, frame)):
         at = 10.0 + n * FRAME_MS / 1000.0
-        await detector.process(CallerAudio(pcm=pcm[start : start + frame], at=at))
+        await detector.process(AudioIn(pcm=pcm[start : start + frame], at=at))
         await speculator.settle()
         while sink.frames:
             got = sink.frames.pop(0)

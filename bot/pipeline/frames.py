@@ -16,43 +16,42 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from bot.pipeline.turn import Turn
+from telephony.events import AudioIn, DataFrame, DtmfIn, Frame, SystemFrame
 
 if TYPE_CHECKING:
     from bot.pipeline.deciding.decision import Decision
 
 
-@dataclass(frozen=True)
-class Frame:
-    """Base of all frames."""
-
-
-@dataclass(frozen=True)
-class SystemFrame(Frame):
-    """Handled immediately, never dropped."""
-
-
-@dataclass(frozen=True)
-class DataFrame(Frame):
-    """Processed in order; discarded on interruption."""
+__all__ = [
+    "AnswerPending",
+    "AudioIn",
+    "Bridged",
+    "CallAction",
+    "CallFinished",
+    "CollectNumber",
+    "Collected",
+    "Collecting",
+    "DataFrame",
+    "DtmfIn",
+    "EndOfTurn",
+    "Frame",
+    "Interrupt",
+    "LineHeld",
+    "PlayAudio",
+    "QuestionWaiting",
+    "ResponseDone",
+    "Speak",
+    "StageFailed",
+    "SystemFrame",
+    "Transcript",
+    "UserStartedSpeaking",
+    "UserStoppedSpeaking",
+]
 
 
 # -- from the caller ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CallerAudio(DataFrame):
-    """20 ms of the caller's audio, 16-bit mono PCM."""
-
-    pcm: bytes
-    at: float
-
-
-@dataclass(frozen=True)
-class Dtmf(SystemFrame):
-    """A keypad digit the caller pressed (RFC 4733)."""
-
-    digit: str
-    at: float
+# The caller's 20 ms of audio (``AudioIn``, a data frame) and keys (``DtmfIn``, a system
+# frame) are the line's own events (``telephony.events``), taken as they come.
 
 
 @dataclass(frozen=True)

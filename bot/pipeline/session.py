@@ -12,7 +12,7 @@ from bot.lookups.webhook import Webhooks
 from bot.pipeline.call_port import CallPort
 from bot.pipeline.clock import Clock
 from bot.pipeline.context import CallContext
-from bot.pipeline.frames import CallerAudio, CallFinished, Dtmf, PlayAudio
+from bot.pipeline.frames import CallFinished, DataFrame, PlayAudio
 from bot.pipeline.pipeline import Pipeline, Stage
 from bot.pipeline.prompts import PromptAudio
 from bot.pipeline.speculation import Speculator
@@ -208,6 +208,20 @@ class CallSession:
         self._event("handoff_summary", text)
         return b"".join(chunks)
 
+    def _opening(self) -> list[DataFrame]:
+        """What the call says on answer, in order: the recording announcement (before
+        anything else), the greeting, the first menu's prompt when it is announced."""
+        ctx, profile = self.context, self._profile
+        frames: list[DataFrame] = []
+        announcement = profile.recording.announcement
+        if self._recording is not None and announcement is not None:
+            frames.append(ctx.say(None, announcement))
+        greeting = self._prompts.get(profile.greeting)
+        frames.append(PlayAudio(turn=None, pcm=greeting, text=profile.greeting))
+        if profile.menus and profile.menus[0].announce:
+            frames.append(ctx.say(None, profile.menus[0].prompt))
+        return frames
+
     async def run(self) -> None:
         """Greet the caller, then converse until the call ends."""
         if self._call_log is not None:
@@ -218,36 +232,19 @@ class CallSession:
                 answered_at=self.call.answered_at,
                 recording=self._recording,
             )
-        pipeline, ctx = self.pipeline, self.context
-        speaker, control, collector = self.speaker, self.control, self.collector
+        pipeline, ctx, control = self.pipeline, self.context, self.control
         pipeline.start()
-        announcement = self._profile.recording.announcement
-        if self._recording is not None and announcement is not None:
-            await speaker.put(ctx.say(None, announcement))  # before anything else
-        greeting = self._prompts.get(self._profile.greeting)
-        await speaker.put(PlayAudio(turn=None, pcm=greeting, text=self._profile.greeting))
-        menus = self._profile.menus
-        if menus and menus[0].announce:
-            await speaker.put(ctx.say(None, menus[0].prompt))
+        for frame in self._opening():
+            await pipeline.put(frame)  # through every stage to the speaker, ahead of the caller
         log.info("call %s: greeting queued", self.call.call_id)
         reason = "ended"
         try:
             async for event in self.call.receive():
                 if control.hears(event):
                     continue  # the post-call question's answer: not for the conversation
-                if isinstance(event, AudioIn | DtmfIn) and control.holding:
-                    continue  # on hold for, or with, an agent: not for the bot
-                if isinstance(event, AudioIn):
-                    await pipeline.put(CallerAudio(pcm=event.pcm, at=event.at))
-                elif isinstance(event, DtmfIn):
-                    # The digit may be a PIN or a card number: only at DEBUG, and masked
-                    # while a sensitive number is being collected.
-                    digit = MASK if collector.masking else event.digit
-                    log.info("call %s: dtmf received", self.call.call_id)
-                    log.debug("call %s: dtmf %s", self.call.call_id, digit)
-                    if self._call_log is not None:
-                        self._call_log.event(self.call.call_id, "dtmf", digit, event.at)
-                    await pipeline.put(Dtmf(digit=event.digit, at=event.at))
+                if isinstance(event, AudioIn | DtmfIn):
+                    if not control.holding:  # on hold for, or with, an agent: not for the bot
+                        await pipeline.put(event)
                 elif isinstance(event, CallEnded):
                     reason = event.reason
                     if control.bridged:

@@ -16,7 +16,7 @@ from bot.pipeline.frames import (
     CallAction,
     CallFinished,
     DataFrame,
-    Dtmf,
+    DtmfIn,
     Frame,
     LineHeld,
     Speak,
@@ -92,7 +92,8 @@ async def test_a_quiet_caller_is_asked_then_hung_up_on() -> None:
     assert rig.spoken() == []
     await rig.clock.advance(0.9)  # 1.4 s quiet
     assert rig.spoken() == [limits.silence_prompt]
-    await rig.timer.put(Dtmf(digit="5", at=rig.clock()))  # a key: the count starts again
+    # a key: the count starts again
+    await rig.timer.put(DtmfIn(digit="5", duration_ms=100, at=rig.clock()))
     await rig.clock.advance(1.4)
     assert rig.spoken() == [limits.silence_prompt] * 2
     await rig.clock.advance(1.4)

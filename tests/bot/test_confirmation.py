@@ -18,7 +18,7 @@ from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.frames import (
     CallAction,
     DataFrame,
-    Dtmf,
+    DtmfIn,
     Frame,
     PlayAudio,
     ResponseDone,
@@ -274,7 +274,7 @@ async def say(router: Router, out: Collector, text: str) -> tuple[Turn, list[Fra
 
 async def press(router: Router, out: Collector, digit: str) -> list[Frame]:
     before = len(out.frames)
-    await router.put(Dtmf(digit=digit, at=0.0))
+    await router.put(DtmfIn(digit=digit, duration_ms=100, at=0.0))
     for _ in range(200):
         if any(isinstance(f, ResponseDone | Transcript) for f in out.frames[before:]):
             break
@@ -300,7 +300,7 @@ async def test_the_question_may_be_answered_on_the_keypad() -> None:
     assert not any(isinstance(f, PlayAudio) for f in frames)
     # With no question waiting, a key is passed on untouched.
     frames = await press(router, out, "1")
-    assert [type(f) for f in frames] == [Dtmf]
+    assert [type(f) for f in frames] == [DtmfIn]
 
 
 async def test_the_honest_fallbacks_offer_is_not_answered_by_a_key() -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.pipeline.frames import CallerAudio, EndOfTurn, Interrupt, LineHeld, Transcript
+from bot.pipeline.frames import AudioIn, EndOfTurn, Interrupt, LineHeld, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.stages.router import Router
 from bot.pipeline.stages.transcriber import Transcriber
@@ -41,7 +41,7 @@ async def two_turns(
     ep.link(sink)
     pcm = tone(600) + silence(gap_ms) + tone(600) + silence(400)
     for n, i in enumerate(range(0, len(pcm), FRAME_BYTES)):
-        await ep.process(CallerAudio(pcm=pcm[i : i + FRAME_BYTES], at=10.0 + 0.02 * n))
+        await ep.process(AudioIn(pcm=pcm[i : i + FRAME_BYTES], at=10.0 + 0.02 * n))
         ended[:] = [f.turn for f in sink.frames if isinstance(f, EndOfTurn)]
         if bot_answers and ended:  # the bot answers: the speaker tells it has the line
             await ep.put_upstream(LineHeld(held=True, by="speaker"))
@@ -137,7 +137,7 @@ async def test_a_bot_starting_to_talk_mid_turn_is_stopped_and_the_turn_goes_on()
         now[0] = 10.0 + 0.02 * n
         talking = bool(ended) and now[0] >= bot_from[0]
         await ep.put_upstream(LineHeld(held=talking, by="speaker"))
-        await ep.process(CallerAudio(pcm=pcm[i : i + FRAME_BYTES], at=now[0]))
+        await ep.process(AudioIn(pcm=pcm[i : i + FRAME_BYTES], at=now[0]))
         ended[:] = [f.turn for f in sink.frames if isinstance(f, EndOfTurn)]
     interrupts = [f for f in sink.frames if isinstance(f, Interrupt)]
     assert len(interrupts) == 1

@@ -10,8 +10,8 @@ import pytest_asyncio
 
 from bot.callflow import CollectorConfig
 from bot.pipeline.frames import (
+    AudioIn,
     CallAction,
-    CallerAudio,
     DataFrame,
     EndOfTurn,
     Frame,
@@ -255,7 +255,7 @@ async def drive(
         frame = pcm[i : i + FRAME_BYTES]
         silent_ms = silent_ms + 20 if not any(frame) else 0
         before = sum(isinstance(f, EndOfTurn) for f in sink.frames)
-        await ep.process(CallerAudio(pcm=frame, at=10.0 + i / 16000))
+        await ep.process(AudioIn(pcm=frame, at=10.0 + i / 16000))
         await spec.settle()
         if sum(isinstance(f, EndOfTurn) for f in sink.frames) > before:
             ends.append(silent_ms)

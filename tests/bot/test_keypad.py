@@ -12,7 +12,7 @@ from bot.pipeline.frames import (
     CallAction,
     Collected,
     DataFrame,
-    Dtmf,
+    DtmfIn,
     Frame,
     Interrupt,
     LineHeld,
@@ -104,7 +104,7 @@ class Rig:
 
     async def keys(self, digits: str) -> None:
         for d in digits:
-            await self.collector.put(Dtmf(digit=d, at=time.monotonic()))
+            await self.collector.put(DtmfIn(digit=d, duration_ms=100, at=time.monotonic()))
 
     async def settle(self, s: float = 0.05) -> None:
         await asyncio.sleep(s)
@@ -116,7 +116,7 @@ class Rig:
 async def test_keys_pass_through_until_a_number_is_asked_for() -> None:
     rig = Rig(ORDER)
     await rig.keys("1")
-    assert [type(f) for f in rig.out.frames] == [Dtmf]
+    assert [type(f) for f in rig.out.frames] == [DtmfIn]
     await rig.collector.begin("order_number")
     await rig.keys("12345")
     await rig.settle()
@@ -129,7 +129,7 @@ async def test_keys_pass_through_until_a_number_is_asked_for() -> None:
     assert rig.of(ResponseDone) == []  # the lookup answers it
     assert rig.collector.collecting is None
     await rig.keys("9")  # after the number: passes on again
-    assert isinstance(rig.out.frames[-1], Dtmf)
+    assert isinstance(rig.out.frames[-1], DtmfIn)
     await rig.collector.stop()
 
 
@@ -199,10 +199,13 @@ async def test_wrong_length_is_reprompted_then_given_up() -> None:
     assert spoken(rig.out.frames)[-1] == ORDER.give_up
     assert rig.of(Collected) == []
     assert rig.collector.collecting is None
-    assert [k for k, _ in rig.events] == [
-        "collect_started",
-        "collect_retry",
-        "collect_failed",
+    assert rig.events == [
+        ("collect_started", "order_number"),
+        ("dtmf", "1"),  # each key the caller pressed, in the call log
+        ("dtmf", "2"),
+        ("dtmf", "#"),
+        ("collect_retry", "order_number: attempt 2"),
+        ("collect_failed", "order_number"),
     ]
     await rig.collector.stop()
 
@@ -237,6 +240,7 @@ async def test_a_key_over_the_prompt_cuts_it_and_a_long_enough_number_is_taken_o
     # A sensitive number is never read back, and never in an event.
     assert "4321" not in " ".join(spoken(rig.out.frames))
     assert all("4321" not in detail for _, detail in rig.events)
+    assert [d for k, d in rig.events if k == "dtmf"] == [MASK] * 4  # each key, masked
     await rig.collector.stop()
 
 
@@ -328,7 +332,7 @@ class MenuRig:
         self.line.tell(LineHeld(held=on, by="speaker"))
 
     async def key(self, digit: str) -> None:
-        await self.menu.put(Dtmf(digit=digit, at=time.monotonic()))
+        await self.menu.put(DtmfIn(digit=digit, duration_ms=100, at=time.monotonic()))
 
 
 async def test_menu_options_say_act_collect_and_open_submenus() -> None:
@@ -372,7 +376,7 @@ async def test_while_a_question_waits_1_and_2_answer_it_and_other_keys_stay_the_
     await rig.key("1")
     await rig.key("2")
     # Passed on to the Router as keys, not carried out as menu options.
-    assert [f.digit for f in rig.out.frames if isinstance(f, Dtmf)] == ["1", "2"]
+    assert [f.digit for f in rig.out.frames if isinstance(f, DtmfIn)] == ["1", "2"]
     assert spoken(rig.out.frames) == [] and rig.collects == []
     assert ("confirm_key", "1") in rig.events
     await rig.key("0")
@@ -381,7 +385,7 @@ async def test_while_a_question_waits_1_and_2_answer_it_and_other_keys_stay_the_
     rig.confirming = False
     await rig.key("1")
     assert spoken(rig.out.frames) == ["Orders."] and rig.collects == ["order_number"]
-    assert not any(isinstance(f, Dtmf) for f in rig.out.frames)
+    assert not any(isinstance(f, DtmfIn) for f in rig.out.frames)
 
 
 def test_profile_refuses_call_flows_that_name_what_does_not_exist() -> None:

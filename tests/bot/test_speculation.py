@@ -17,7 +17,7 @@ from bot.intents.store import CacheEntry
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.deciding.decider import Decider
 from bot.pipeline.deciding.decision import Decision
-from bot.pipeline.frames import CallerAudio, EndOfTurn, Transcript
+from bot.pipeline.frames import AudioIn, EndOfTurn, Transcript
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing
 from bot.pipeline.speculation import Speculation, Speculator, looks_complete
@@ -119,7 +119,7 @@ async def drive(
     for i in range(0, len(pcm), FRAME_BYTES):
         frame = pcm[i : i + FRAME_BYTES]
         silent_ms = silent_ms + 20 if not any(frame) else 0
-        await ep.process(CallerAudio(pcm=frame, at=10.0 + i / 16000))
+        await ep.process(AudioIn(pcm=frame, at=10.0 + i / 16000))
         await spec.settle()  # the pass finishes within the frame (a fast model)
         if ended_at_ms is None and any(isinstance(f, EndOfTurn) for f in sink.frames):
             ended_at_ms = silent_ms

@@ -1,5 +1,5 @@
 from bot.pipeline.frames import (
-    CallerAudio,
+    AudioIn,
     EndOfTurn,
     Interrupt,
     LineHeld,
@@ -12,9 +12,9 @@ from bot.profile import EndpointingConfig
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, silence, tone
 
 
-def frames(pcm: bytes, start: float) -> list[CallerAudio]:
+def frames(pcm: bytes, start: float) -> list[AudioIn]:
     return [
-        CallerAudio(pcm=pcm[i : i + FRAME_BYTES], at=start + 0.02 * (i // FRAME_BYTES))
+        AudioIn(pcm=pcm[i : i + FRAME_BYTES], at=start + 0.02 * (i // FRAME_BYTES))
         for i in range(0, len(pcm), FRAME_BYTES)
     ]
 

@@ -13,7 +13,7 @@ from bot.pipeline.clock import MONOTONIC, Clock
 from bot.pipeline.frames import (
     CallAction,
     CallFinished,
-    Dtmf,
+    DtmfIn,
     ResponseDone,
     SystemFrame,
     UserStartedSpeaking,
@@ -114,7 +114,7 @@ class CallTimer(Processor):
         await super().stop()
 
     async def process_system(self, frame: SystemFrame) -> None:
-        if isinstance(frame, UserStartedSpeaking | Dtmf):
+        if isinstance(frame, UserStartedSpeaking | DtmfIn):
             self._caller_speaking = isinstance(frame, UserStartedSpeaking)
             self._caller_active()
         elif isinstance(frame, UserStoppedSpeaking):

@@ -16,7 +16,7 @@ from bot.pipeline.frames import (
     Collecting,
     CollectNumber,
     DataFrame,
-    Dtmf,
+    DtmfIn,
     Frame,
     Interrupt,
     ResponseDone,
@@ -39,14 +39,15 @@ MASK = "[masked]"
 
 #: Makes the frame that says ``text`` for ``turn`` (ready audio when there is some).
 Say = Callable[[Turn | None, str], DataFrame]
-#: Told of what the collector did: the event's kind and detail (never the digits).
+#: Told of what the collector did: the event's kind and detail (a key the caller pressed,
+#: masked while a sensitive number is collected; never a collected number's digits).
 EventSink = Callable[[str, str], None]
 
 _POLL_S = 0.1
 
 
 class DigitCollector(Processor):
-    """Takes the caller's keys (``Dtmf``) or spoken digits while a number is asked for.
+    """Takes the caller's keys (``DtmfIn``) or spoken digits while a number is asked for.
 
     ``begin`` starts a collector of the profile: its prompt is said, then each key is
     taken until ``max_length`` digits or the ``terminator``; a turn whose words hold digits
@@ -137,9 +138,18 @@ class DigitCollector(Processor):
         await super().process_upstream(frame)
 
     async def process_system(self, frame: SystemFrame) -> None:
-        if isinstance(frame, Dtmf) and self._active is not None:
-            await self._key(self._active, frame)
-            return
+        if isinstance(frame, DtmfIn):
+            # Every key the conversation gets is a call event here, where it is known
+            # whether it is part of a sensitive number (a PIN, a card): masked then, and
+            # the digit itself only at DEBUG in the log.
+            digit = MASK if self.masking else frame.digit
+            log.info("call %s: dtmf received", self._call_id)
+            log.debug("call %s: dtmf %s", self._call_id, digit)
+            if self._on_event is not None:
+                self._on_event("dtmf", digit)
+            if self._active is not None:
+                await self._key(self._active, frame)
+                return
         if isinstance(frame, CallFinished):
             self._stop_watch()
         await super().process_system(frame)
@@ -168,7 +178,7 @@ class DigitCollector(Processor):
         else:
             await self._retry(cfg, frame.turn)
 
-    async def _key(self, cfg: CollectorConfig, frame: Dtmf) -> None:
+    async def _key(self, cfg: CollectorConfig, frame: DtmfIn) -> None:
         if self.line.held:
             await self.push(Interrupt(at=frame.at))  # the caller knows the number already
         self._last_key = self._clock.now()

@@ -13,7 +13,7 @@ from bot.intents.confirm import KEY_ANSWERS
 from bot.pipeline.frames import (
     CallAction,
     DataFrame,
-    Dtmf,
+    DtmfIn,
     Frame,
     Interrupt,
     QuestionWaiting,
@@ -123,12 +123,12 @@ class KeypadMenu(Processor):
         await super().process_upstream(frame)
 
     async def process_system(self, frame: SystemFrame) -> None:
-        if isinstance(frame, Dtmf):
+        if isinstance(frame, DtmfIn):
             await self._key(frame)
             return
         await super().process_system(frame)
 
-    async def _key(self, frame: Dtmf) -> None:
+    async def _key(self, frame: DtmfIn) -> None:
         if len(frame.digit) != 1 or frame.digit not in KEYS:
             self.malformed_keys += 1
             self._event("dtmf_ignored", "not a keypad key")

@@ -15,7 +15,7 @@ from bot.pipeline.deciding.decision import Decision
 from bot.pipeline.frames import (
     CallAction,
     DataFrame,
-    Dtmf,
+    DtmfIn,
     PlayAudio,
     QuestionWaiting,
     ResponseDone,
@@ -95,12 +95,12 @@ class Router(Processor):
 
     async def process_system(self, frame: SystemFrame) -> None:
         keys = KEY_ANSWERS.keys() | KEY_CHOICES.keys()
-        if isinstance(frame, Dtmf) and frame.digit in keys and self.confirming():
+        if isinstance(frame, DtmfIn) and frame.digit in keys and self.confirming():
             await self._key(frame)
             return
         await super().process_system(frame)
 
-    async def _key(self, frame: Dtmf) -> None:
+    async def _key(self, frame: DtmfIn) -> None:
         """The caller answered the question on the keypad: a turn of its own, decided as
         the words would be."""
         asked = self._conversation.waiting

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from bot.pipeline.frames import (
-    CallerAudio,
+    AudioIn,
     CallFinished,
     Collecting,
     DataFrame,
@@ -182,7 +182,7 @@ class TurnDetector(Processor):
             self._vad.close()
 
     async def process(self, frame: DataFrame) -> None:
-        if not isinstance(frame, CallerAudio):
+        if not isinstance(frame, AudioIn):
             await self.push(frame)
             return
         voiced = self._vad.push(frame.pcm) >= self._cfg.vad_threshold
@@ -197,7 +197,7 @@ class TurnDetector(Processor):
         else:
             await self._listening(frame, voiced)
 
-    async def _listening(self, frame: CallerAudio, voiced: bool) -> None:
+    async def _listening(self, frame: AudioIn, voiced: bool) -> None:
         self._preroll.append(frame.pcm)
         self._voiced_run_ms = self._voiced_run_ms + self._frame_ms if voiced else 0
         bot_talking = self.line.held
@@ -240,7 +240,7 @@ class TurnDetector(Processor):
             return None
         return last
 
-    async def _in_turn(self, frame: CallerAudio, voiced: bool) -> None:
+    async def _in_turn(self, frame: AudioIn, voiced: bool) -> None:
         self._audio += frame.pcm
         self._turn_ms += self._frame_ms
         if voiced:
