@@ -25,11 +25,15 @@ The rule, in order (each step is the first that applies):
 2. The intent cache: a sure match answers, a near one is asked about (once a call), or,
    with another thing as near, offered with it in one question (``_choice``: the rule).
    Words that match nothing are tried as a turn's own words (a second request said over
-   the bot), as a follow-up joined to the question answered before ("and the fast one?"),
-   as a detail of the last answer ("is the label free?"), against the answers given
-   earlier in the call (``_recall``: "what was the standard price again?"), and, where
-   worth it, in the second recognizer's words (``hear``: "I like a refund." for "I like a
-   reefer").
+   the bot), as a follow-up joined to the question answered before ("and the fast one?",
+   unless an answer before that one said the words it did not), as a detail of the last
+   answer ("is the label free?"), and against the answers given earlier in the call
+   (``_recall``: "can I get that for free?"). Words that match nothing surely and ask for
+   part of an answer of the call again get the sentences of the latest answer that give
+   it (``_asked_again``: "how long was it again?" after the warranty, a question about
+   returns before), never a guess: when no answer said it, the decision goes on and
+   answers with none of them. Words that still lead nowhere are tried, where worth it, in
+   the second recognizer's words (``hear``: "I like a refund." for "I like a reefer").
 3. The knowledge base, as the operator wrote it: an attempt at the bot's instructions is
    declined, small talk gets its fixed reply, an entry about the words is said as written
    (or asked about when it is less close, in extractive mode, or offered with the runner-up
@@ -68,6 +72,8 @@ from bot.pipeline.language.follow_up import (
     follows_up,
     new_words,
     sentence_about,
+    sentences_asked,
+    unsaid,
 )
 from bot.pipeline.rehear import leads_somewhere, other_words, worth_hearing_again
 from bot.profile import IntentConfig
@@ -214,12 +220,15 @@ class Decider:
             return await self._knowledge(words, why="the intent lookup failed")
         spent["intent_lookup"] = found.lookup_ms
         heard: Heard = "first"
+        #: The answers of the call that the words ask for part of again, and that did not
+        #: say it: none of them is the answer (nor asked about) on these words.
+        unsaid_by: set[str] = set()
         if not leads_somewhere(found.match) and own_words:
             found, words, heard = await self._instead(found, words, own_words, "own", heard)
         if found.match.route not in ("exact", "semantic"):
             found = await self._follow_up(previous, words, found)
         if found.match.route == "none":
-            detail = _about_last_answer(previous, words)
+            detail = _about_last_answer(previous, words, self.conversation.answered)
             if detail is not None and previous is not None:
                 return Decision(
                     "answer",
@@ -233,6 +242,14 @@ class Decider:
             recalled = await self._recall(previous, words, heard)
             if recalled is not None:
                 return recalled
+        if found.match.route not in ("exact", "semantic"):
+            # Asked again for what an answer of the call said: that answer, not a question
+            # about an intent the words are only near.
+            again = self._asked_again(words, heard)
+            if again is not None:
+                return again
+            unsaid_by = self._not_said(words)
+        asked = words
         unheard = False
         if hear is not None and not leads_somewhere(found.match) and await self._worth(words):
             second = await hear()
@@ -241,6 +258,9 @@ class Decider:
             if other is not None:
                 found, words, heard = await self._instead(found, words, other, "second", heard)
         decision = await self._from_intent(found, words, heard, call_id)
+        if unsaid_by and decision.words == asked and _about(decision) in unsaid_by:
+            why = f"asked again for what {_about(decision)} did not say"
+            decision = self._unsure(decision.words, heard, why)
         return replace(decision, unheard=True) if unheard else decision
 
     async def _from_intent(self, found: Lookup, words: str, heard: Heard, call_id: str) -> Decision:
@@ -620,7 +640,10 @@ class Decider:
         part of that answer again ("what was the normal price again?") are answered by
         that intent on a joined question about it too, unless the words alone are worth a
         question about another intent, or the intent acts (a transfer, a hang-up is done on
-        a sure match or a "yes" only)."""
+        a sure match or a "yes" only), or the answer did not say what they ask for
+        (``sentences_asked``: "how long was it again?" after the delivery prices). Not when
+        an answer given before it says the words of the follow-up's own that this one does
+        not (``_said_before``)."""
         if (
             previous is None
             or previous.intent is None
@@ -630,7 +653,11 @@ class Decider:
             return found
         context = f"{previous.transcript} {previous.answer}"
         again = asks_again(text, context)
+        if again and sentences_asked(text, previous.answer, previous.transcript) is None:
+            return found  # asked again for what it did not say
         if not again and not follows_up(text, context):
+            return found
+        if self._said_before(text, context, previous.intent):
             return found
         try:
             joined = await self.lookups.intent(f"{previous.transcript} {text}")
@@ -656,12 +683,13 @@ class Decider:
     async def _recall(self, previous: Said | None, words: str, heard: Heard) -> Decision | None:
         """Words that match no intent, asking about an answer given earlier in the call
         (``Conversation.answered``, the latest first; the last turn's own is the follow-up
-        steps before this): a detail of that answer ("What was the standard price
-        again?": its sentence), or a follow-up that, joined to the words that asked for it,
-        finds that same intent or entry again ("Can I get that for free?"). Only what was
-        answered: a follow-up that none of them answers goes on to the knowledge base, and
-        with nothing there, to the honest "not sure". Words that retrieve an entry alone
-        are a request of their own."""
+        steps before this): a detail of that answer ("Is the label free?": its sentence),
+        part of it asked for again ("What was the standard price again?": the sentences
+        that give it, ``sentences_asked``; none: not that answer), or a follow-up that,
+        joined to the words that asked for it, finds that same intent or entry again ("Can
+        I get that for free?"). Only what was answered: a follow-up that none of them
+        answers goes on to the knowledge base, and with nothing there, to the honest "not
+        sure". Words that retrieve an entry alone are a request of their own."""
         answered = list(self.conversation.answered)
         if answered and previous is not None and previous.intent == answered[-1].name:
             answered.pop()
@@ -682,8 +710,11 @@ class Decider:
                 return Decision("answer", "repeat", words, f"a detail of {earlier.name}, "
                                 "answered earlier in the call", heard=heard,
                                 intent=earlier.name, say=detail)  # fmt: skip
-        again = asks_again(words, context)
-        if not again and not follows_up(words, context):
+        if asks_again(words, context):
+            # Part of it asked for again: the sentences that give it, or, when it gave
+            # nothing of the kind, not this answer.
+            return _part_again(earlier, words, heard)
+        if not follows_up(words, context):
             return None
         joined = f"{earlier.words} {words}"
         if not earlier.intent:
@@ -706,13 +737,47 @@ class Decider:
         match, entry = looked.match, looked.entry
         if entry is None or entry.name != earlier.name:
             return None
-        sure = match.route in ("exact", "semantic") and match.intent == earlier.name
-        recalled = again and match.route == "confirm" and entry.action is None
-        if not sure and not recalled:
+        if match.route not in ("exact", "semantic") or match.intent != earlier.name:
             return None
-        return Decision("answer", "semantic" if recalled else match.route, words, why,
-                        heard=heard, intent=entry.name, score=round(match.score, 4),
-                        say=entry.answer, entry=entry)  # fmt: skip
+        return Decision("answer", match.route, words, why, heard=heard, intent=entry.name,
+                        score=round(match.score, 4), say=entry.answer, entry=entry)  # fmt: skip
+
+    def _said_before(self, text: str, context: str, last: str) -> bool:
+        """Whether the follow-up ``text`` is about an answer given before the last one
+        (``last``: its intent or entry; ``context``: its question and answer): the last
+        one says not every word of the follow-up's own, an earlier one says them all ("And
+        the fast one?" after the delivery prices, then the opening hours)."""
+        if not unsaid(text, context):
+            return False
+        return any(
+            not unsaid(text, f"{earlier.words} {earlier.answer}")
+            for earlier in self.conversation.answered
+            if earlier.name != last
+        )
+
+    def _asked_again(self, words: str, heard: Heard) -> Decision | None:
+        """Words asking for part of an answer given in the call again ("Remind me what the
+        regular one costs?", "How long was it again?") that no follow-up step before
+        answered: the sentences of the latest such answer that give what they ask for
+        (``sentences_asked``), the operator's words as said, never a guess. None: no answer
+        of the call gives it (the decision goes on, and answers none of those that did not
+        say it: ``_not_said``)."""
+        for earlier in reversed(self.conversation.answered):
+            if asks_again(words, f"{earlier.words} {earlier.answer}"):
+                decision = _part_again(earlier, words, heard)
+                if decision is not None:
+                    return decision
+        return None
+
+    def _not_said(self, words: str) -> set[str]:
+        """The intents and entries answered in the call that ``words`` ask for part of
+        again (``asks_again``) and that did not say it (``sentences_asked``)."""
+        return {
+            earlier.name
+            for earlier in self.conversation.answered
+            if asks_again(words, f"{earlier.words} {earlier.answer}")
+            and sentences_asked(words, earlier.answer, earlier.words) is None
+        }
 
     async def _worth(self, words: str) -> bool:
         """Words that matched no intent are worth a second hearing: not small talk, and no
@@ -741,17 +806,42 @@ def _purpose(
     return None
 
 
-def _about_last_answer(previous: Said | None, text: str) -> str | None:
-    """The sentence of the intent's answer given on ``previous`` that short words about part
-    of it ask for ("Is the label free?" after "... print the free return label."); None:
-    not such words. The same request again is not about a detail."""
-    if (
-        previous is None
-        or previous.intent is None
-        or previous.route not in _ANSWERED
-        or not previous.answer
-        or not about_last_answer(text, previous.answer)
-        or not new_words(text, previous.transcript)
-    ):
+def _about(decision: Decision) -> str | None:
+    """The intent or knowledge entry a decision answers, asks about or words."""
+    if decision.intent is None and decision.knowledge:
+        return decision.knowledge[0].entry.topic
+    return decision.intent
+
+
+def _part_again(earlier: Answered, words: str, heard: Heard) -> Decision | None:
+    """The sentences of ``earlier``'s answer that ``words``, asking for part of it again,
+    ask for (``sentences_asked``), said as the operator wrote them; None: that answer gave
+    nothing of the kind."""
+    said = sentences_asked(words, earlier.answer, earlier.words)
+    if said is None:
         return None
-    return sentence_about(text, previous.answer)
+    why = f"asked again for {earlier.name}, answered earlier in the call"
+    return Decision("answer", "repeat", words, why, heard=heard, intent=earlier.name, say=said)
+
+
+def _about_last_answer(
+    previous: Said | None, text: str, answered: Sequence[Answered] = ()
+) -> str | None:
+    """The sentence of the answer given on ``previous`` (an intent's, or a knowledge
+    entry's as the call remembers it in ``answered``: the operator's words) that short
+    words about part of it ask for ("Is the label free?" after "... print the free return
+    label."; "Where do I start a claim?" after the warranty entry); None: not such words.
+    The same request again is not about a detail."""
+    if previous is None or previous.intent is None:
+        return None
+    answer, asked = previous.answer, previous.transcript
+    if previous.route == "knowledge":
+        entry = next((a for a in answered if a.name == previous.intent), None)
+        if entry is None:
+            return None
+        answer, asked = entry.answer, entry.words
+    elif previous.route not in _ANSWERED:
+        return None
+    if not answer or not about_last_answer(text, answer) or not new_words(text, asked):
+        return None
+    return sentence_about(text, answer)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from bot.answers.guard import closest_sentence, stems
 from bot.answers.small_talk import is_small_talk
+from bot.answers.text import sentences, words_of
 
 if TYPE_CHECKING:
     from bot.knowledge.index import KnowledgeIndex, Retrieved
@@ -43,7 +44,8 @@ _FUNCTION = frozenset((
     "can", "could", "should", "to", "of", "for", "on", "in", "at", "by", "with", "from",
     "i", "you", "we", "me", "my", "your", "our", "there", "please", "just", "much", "many",
     "which", "who", "where", "when", "why", "tell", "know", "say", "said", "again", "more",
-    "any", "some", "all", "its", "it's", "what's", "i'm", "not", "no", "yes", "ok", "okay",
+    "any", "some", "all", "its", "it's", "what's", "i'm", "i've", "i'd", "i'll", "you're",
+    "you've", "not", "no", "yes", "ok", "okay",
 )) | _REFERRING  # fmt: skip
 
 
@@ -106,6 +108,7 @@ _DETAIL = frozenset((
 _ASIDE = frozenset((
     "sorry", "have", "has", "had", "get", "got", "take", "takes", "took", "need", "mentioned",
     "told", "remind", "think", "thought", "wait", "hang", "on", "like", "mean", "meant",
+    "lasts", "lasted",
 ))  # fmt: skip
 
 
@@ -121,6 +124,101 @@ def asks_again(text: str, context: str) -> bool:
     if _RECALL.search(" ".join(words)) is None:
         return False
     return all(word in _DETAIL or word in _ASIDE for word in new_words(text, context))
+
+
+#: Words a caller may use for one of an answer's options, and the words an answer may say it
+#: with: "the fast one", "the quick one" for "Express delivery ..."; "the normal price" for
+#: "Standard delivery ...".
+_SAME = (
+    words_of("fast faster fastest quick quicker quickest express expedited rush speedy"),
+    words_of("normal standard regular usual basic ordinary slow slower slowest"),
+)
+#: What a sentence says to state an amount, a length of time, a time of day or of the week.
+_AMOUNT = words_of(
+    "cost costs price prices fee fees charge charges dollar dollars cent cents pound pounds "
+    "euro euros free"
+)
+_LENGTH = words_of("minute minutes hour hours day days week weeks month months year years")
+_CLOCK = words_of(
+    "morning afternoon evening noon midnight am pm monday tuesday wednesday thursday friday "
+    "saturday sunday weekday weekdays weekend weekends"
+)
+#: Words for which of an answer's options or steps: they name no detail of their own.
+_ORDER = words_of("first next last step steps option options")
+_DAYS = words_of("day days monday tuesday wednesday thursday friday saturday sunday")
+#: The words a caller names a kind of detail with, and what a sentence that gives it says:
+#: "what was the *price* again?" asks for a sentence with an amount, "how *long* did you
+#: say?" for one with a length of time, "how many *weeks*?" for one in weeks, "what were
+#: the *hours*?" for one with a time of day (not "a 1 year warranty").
+_KINDS: dict[str, frozenset[str]] = {
+    **dict.fromkeys(
+        ("price", "prices", "cost", "costs", "fee", "fees", "charge", "charges", "amount",
+         "total", "much", "cheap", "cheaper", "cheapest", "expensive"),
+        _AMOUNT,
+    ),
+    **dict.fromkeys(("long", "soon"), _LENGTH),
+    **dict.fromkeys(("time", "times", "deadline", "until", "date"), _LENGTH | _CLOCK),
+    **dict.fromkeys(("hour", "hours"), _CLOCK | {"hour", "hours"}),
+    **dict.fromkeys(("day", "days"), _DAYS),
+    **{unit: words_of(f"{unit.rstrip('s')} {unit.rstrip('s')}s")
+       for unit in ("minute", "minutes", "week", "weeks", "month", "months", "year", "years")},
+}  # fmt: skip
+
+
+def _same(word: str) -> frozenset[str]:
+    """The words of the same option as ``word`` (``_SAME``), none when it names none."""
+    return next((kind for kind in _SAME if word in kind), frozenset())
+
+
+def unsaid(text: str, context: str) -> list[str]:
+    """The topic words of ``text`` that ``context`` (a question answered and its answer)
+    says neither as written, nor in a word for the same option, nor (a word for a kind of
+    detail) in a word that gives one: "and the fast one?" after the delivery prices ("...
+    Express delivery costs ...") brings none, after the opening hours "fast"."""
+    said = set(_WORD.findall(context.lower()))
+    return [
+        word
+        for word in new_words(text, context)
+        if word not in _ASIDE
+        and not _same(word) & said
+        and not _KINDS.get(word, frozenset()) & said
+    ]
+
+
+def sentences_asked(text: str, answer: str, question: str = "") -> str | None:
+    """The sentences of ``answer`` (to ``question``) that words asking for part of it again
+    (``asks_again``) ask for: those that give every kind of detail the words name (an
+    amount for "price", a length of time for "how long"), in the answer's word for the
+    option they name ("normal" for "Standard ...") and with every other word of theirs the
+    answer says; the whole answer when the words name nothing of it. None: no sentence
+    gives what they ask for, or they name a thing neither the answer nor its question said
+    ("which countries was it?" after the delivery prices)."""
+    known = stems(answer)
+    topic = stems(question)
+    needs: list[frozenset[str]] = []
+    topics: set[str] = set()
+    said = _WORD.findall(text.lower())
+    for at, word in enumerate(said):
+        if _same(word):
+            needs.append(_same(word))
+        elif at and said[at - 1] == "many" and word in _KINDS:
+            # A count: "how many days" asks for days, not for weekdays.
+            needs.append(frozenset((word, word.rstrip("s"), f"{word.rstrip('s')}s")))
+        elif word in _KINDS:
+            needs.append(_KINDS[word] | {word})
+        elif word in _FUNCTION or word in _ASIDE or word in _ORDER:
+            continue
+        elif stems(word) <= known:
+            topics |= stems(word)
+        elif not stems(word) <= topic:
+            return None
+    kept = [
+        sentence
+        for sentence in sentences(answer)
+        if all(need & set(_WORD.findall(sentence.lower())) for need in needs)
+        and topics <= stems(sentence)
+    ]
+    return " ".join(kept) if kept else None
 
 
 def is_follow_up(text: str) -> bool:
