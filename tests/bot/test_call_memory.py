@@ -85,6 +85,10 @@ CALLS = [
     (["How much does delivery cost?"], "Remind me what the regular one costs?",
      "delivery_cost", None),
     (["Can I send something back?"], "How many days did you say?", "returns", None),
+    # The last answer found again joined to its question, near another intent too: no
+    # question offering both in its place.
+    (["I want to send a lamp back to you."], "How long did you say I've got?", "returns",
+     None),
     # A knowledge entry's answer, the last one or one before it.
     (["Is there a warranty?"], "How long did you say it was?", "warranty", A_YEAR),
     (["Is there a warranty?", "When are you open?"], "Remind me how long it lasts?",

@@ -675,9 +675,9 @@ class Decider:
             and not elsewhere
             and joined.entry.action is None
         ):
-            return replace(
-                joined, match=replace(joined.match, route="semantic", intent=previous.intent)
-            )
+            # Answered: no reason left for a question (a choice of two) in its place.
+            match = replace(joined.match, route="semantic", intent=previous.intent, reason="")
+            return replace(joined, match=match)
         return found
 
     async def _recall(self, previous: Said | None, words: str, heard: Heard) -> Decision | None:
