@@ -345,6 +345,68 @@ async def test_a_finished_sentence_heard_again_the_same_ends_early_and_is_not_he
     assert again.calls == 1
 
 
+async def test_words_a_knowledge_entry_answers_are_not_heard_again_in_the_pause(
+    knowledge: KnowledgeIndex,
+) -> None:
+    # An answer in the operator's words to a finished question: the turn ends at the
+    # finished sentence's silence, with no second recognizer's pass before it (under load
+    # that pass queued behind other calls' and the turn waited as for a fragment).
+    asr, again, rehearing = two_pass("Can I pay with PayPal?", "Can I pay with PayPal?")
+    frames, ended_at, spec = await drive(
+        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing, knowledge=knowledge
+    )
+    end = turn_of(frames)
+    assert again.calls == 0
+    assert end.turn.eot_reason == "early" and ended_at == 300
+    result = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
+    assert result is not None and result.decision is not None
+    assert (result.decision.kind, result.decision.intent) == ("answer", "payment_methods")
+    assert result.second is None and not result.decision.unheard
+
+
+async def test_words_the_bot_would_only_ask_or_be_unsure_about_are_heard_again_in_the_pause(
+    knowledge: KnowledgeIndex,
+) -> None:
+    # Not an answer: the pause's reading compares the two hearings, as before.
+    for first, lookup in (
+        ("My parcel arrived damaged.", FakeLookup("My parcel arrived damaged.", route="confirm")),
+        ("What is your fax number?", FakeLookup(None)),
+    ):
+        asr, again, rehearing = two_pass(first, first)
+        await drive(
+            tone(600) + silence(1700), asr, lookup, rehearing=rehearing, knowledge=knowledge
+        )
+        assert again.calls == 1, first
+
+
+@pytest.mark.parametrize(
+    ("decision", "text", "alone"),
+    [
+        (Decision("answer", "knowledge", "Can I pay with PayPal?", "entry"), None, True),
+        (Decision("answer", "small_talk", "Thank you.", "small talk"), None, True),
+        # joined to the turn before: "Could you take it?" of "Could you check if | ..."
+        (
+            Decision("answer", "semantic", "Where is it? Could you take it?", "joined"),
+            "Could you take it?",
+            False,
+        ),
+        (
+            Decision("answer", "knowledge", "Can I pay with PayPal?", "entry", heard="second"),
+            "Can I pay with people?",
+            False,
+        ),
+        (Decision("answer", "knowledge", "Can I pay with PayPal", "entry"), None, False),
+        (Decision("answer", "repeat", "How much was it?", "a detail"), None, False),
+        (Decision("ask", "confirm", "Can I pay with PayPal?", "near"), None, False),
+        (Decision("unsure", "fallback", "What is your fax number?", "nothing"), None, False),
+    ],
+)
+def test_only_an_answer_to_the_finished_words_alone_skips_the_second_hearing(
+    decision: Decision, text: str | None, alone: bool
+) -> None:
+    assert Speculator._answers_alone(decision, text or decision.words) is alone
+
+
 async def test_words_an_intent_answers_or_that_dangle_are_not_heard_again() -> None:
     asr, again, rehearing = two_pass("Where's my parcel?", "Where is my parcel?")
     frames, _, _ = await drive(
