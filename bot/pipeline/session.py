@@ -241,10 +241,9 @@ class CallSession:
         try:
             async for event in self.call.receive():
                 if control.hears(event):
-                    continue  # the post-call question's answer: not for the conversation
+                    continue  # on hold, with an agent, or the post-call question's answer
                 if isinstance(event, AudioIn | DtmfIn):
-                    if not control.holding:  # on hold for, or with, an agent: not for the bot
-                        await pipeline.put(event)
+                    await pipeline.put(event)
                 elif isinstance(event, CallEnded):
                     reason = event.reason
                     if control.bridged:

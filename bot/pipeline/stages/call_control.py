@@ -234,9 +234,15 @@ class CallControl(Processor):
         await self.hold_line(self.holding or self.closing)
 
     def hears(self, event: object) -> bool:
-        """Takes the caller's keys and audio once the post-call question is asked (its
-        answer; after it, nothing is for the conversation any more). False: not taken."""
-        if not self.closing or not isinstance(event, AudioIn | DtmfIn):
+        """Takes the caller's keys and audio that are not for the conversation: everything
+        while the caller is on hold for, or with, an agent (dropped), and once the
+        post-call question is asked, its answer (after it, nothing is for the conversation
+        any more). False: not taken, the conversation's."""
+        if not isinstance(event, AudioIn | DtmfIn):
+            return False
+        if self.holding:
+            return True
+        if not self.closing:
             return False
         if isinstance(event, DtmfIn):
             if self._key is None and event.digit in KEY_ANSWERS:
