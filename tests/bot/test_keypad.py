@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -27,6 +26,7 @@ from bot.pipeline.stages.digit_collector import MASK, DigitCollector
 from bot.pipeline.stages.keypad_menu import KeypadMenu
 from bot.pipeline.turn import Turn
 from bot.profile import IntentConfig
+from tests.support.clock import FakeClock
 
 ORDER = CollectorConfig(
     name="order_number",
@@ -81,6 +81,7 @@ class Rig:
 
     def __init__(self, *collectors: CollectorConfig) -> None:
         self.line = LineState()
+        self.clock = FakeClock()
         self.events: list[tuple[str, str]] = []
         self.out = Collector()
         self.collector = DigitCollector(
@@ -89,6 +90,7 @@ class Rig:
             say=say,
             line=self.line,
             on_event=lambda kind, detail: self.events.append((kind, detail)),
+            clock=self.clock,
         )
         self.collector.link(self.out)
         self.collector.start()
@@ -104,10 +106,10 @@ class Rig:
 
     async def keys(self, digits: str) -> None:
         for d in digits:
-            await self.collector.put(DtmfIn(digit=d, duration_ms=100, at=time.monotonic()))
+            await self.collector.put(DtmfIn(digit=d, duration_ms=100, at=self.clock.now()))
 
     async def settle(self, s: float = 0.05) -> None:
-        await asyncio.sleep(s)
+        await self.clock.advance(s)
 
     def of(self, kind: type[Frame]) -> list[Frame]:
         return [f for f in self.out.frames if isinstance(f, kind)]
@@ -214,12 +216,12 @@ async def test_quiet_after_the_prompt_is_reprompted_then_given_up() -> None:
     rig = Rig(ORDER)
     rig.speaking = True  # the prompt plays: the timeout has not started
     await rig.collector.begin("order_number")
-    await asyncio.sleep(1.0)
+    await rig.clock.advance(1.0)
     assert spoken(rig.out.frames) == [ORDER.prompt]
     rig.speaking = False
-    await asyncio.sleep(0.9)  # 0.6 s of quiet: asked again
+    await rig.clock.advance(0.9)  # 0.6 s of quiet: asked again
     assert spoken(rig.out.frames) == [ORDER.prompt, ORDER.reprompt, ORDER.prompt]
-    await asyncio.sleep(0.9)
+    await rig.clock.advance(0.9)
     assert spoken(rig.out.frames)[-1] == ORDER.give_up
     assert rig.collector.collecting is None
     await rig.collector.stop()
@@ -233,7 +235,7 @@ async def test_a_key_over_the_prompt_cuts_it_and_a_long_enough_number_is_taken_o
     rig.speaking = False
     await rig.keys("321")
     assert len(rig.of(Interrupt)) == 1
-    await asyncio.sleep(1.0)  # no terminator: four digits are enough once quiet
+    await rig.clock.advance(1.0)  # no terminator: four digits are enough once quiet
     frame = rig.of(Collected)[0]
     assert isinstance(frame, Collected) and frame.value == "4321" and frame.sensitive
     assert len(rig.of(ResponseDone)) == 1  # no lookup: answered here
