@@ -66,8 +66,6 @@ class Speculation:
     #: "Can you hack it?"). The end of turn reads these words too; the decision takes them
     #: where they lead somewhere.
     second: str | None = None
-    #: Whether the second recognizer was asked (its words, or its failure: ``second``).
-    reheard: bool = False
     no_speech_prob: float = 1.0
     #: Time inside each model call of the pass (``asr``...).
     model_ms: dict[str, float] = field(default_factory=dict)
@@ -257,61 +255,25 @@ class Speculator:
     async def _decide(
         self, spec: Speculation, audio: bytes, text: str, timings: StageTimings
     ) -> None:
-        """Look the words up and decide them, hearing them again where worth it: when the
-        decision asks for it (words that lead nowhere), and, for the end of the turn's
-        sake, words the bot would not answer outright (a question, "not sure", the model)."""
+        """Look the words up, hear them again where worth it, and decide them."""
         decider = self._decider
         if decider is not None and decider.lookups.cache is not None:
             try:
                 spec.lookup = await decider.lookups.intent(text)
             except ProviderError as exc:
                 log.debug("speculative lookup failed: %s", exc)
-        if decider is None:
-            await self._hear_again(spec, audio, text, timings)
-            return  # heard, not decided
-        if self._current is not spec:
-            return  # the caller spoke again
+        if self._worth_hearing_again(spec, text):
+            assert self._rehearing is not None
+            spec.second = await self._rehearing.hear(audio, timings=timings)
+        if decider is None or self._current is not spec:
+            return  # nothing to decide, or the caller spoke again
         spec.version = decider.conversation.version
+        second = spec.second
 
         async def heard_again() -> str | None:
-            await self._hear_again(spec, audio, text, timings)
-            return spec.second
+            return second
 
         spec.decision = await decider.decide(text, call_id=self._call_id, hear=heard_again)
-        if not self._answers_alone(spec.decision, text) and self._current is spec:
-            # Words the bot would only ask about or could not answer, words with no end
-            # heard, or words answered only with the turn before: the pause's reading
-            # compares the two hearings (a fragment the first one made a sentence of waits
-            # for the caller).
-            await self._hear_again(spec, audio, text, timings)
-
-    @staticmethod
-    def _answers_alone(decision: Decision, text: str) -> bool:
-        """A knowledge entry or small talk's reply to the words as first heard, alone, in
-        a finished sentence: no second hearing is needed. The turn ends at the finished
-        sentence's silence without the second recognizer's pass before it, which under
-        load queued behind the other calls' passes (an intent's answer to the words alone
-        is not heard again either, ``_worth_hearing_again``). A follow-up joined to the turn
-        before is heard again: a fragment ("Could you take it?" of "Could you check if |
-        my refund ...") joins an earlier request as easily as a whole one."""
-        return (
-            decision.kind == "answer"
-            and decision.route in ("knowledge", "small_talk")
-            and decision.heard == "first"
-            and decision.words == text
-            and judge(text) == "finished"
-        )
-
-    async def _hear_again(
-        self, spec: Speculation, audio: bytes, text: str, timings: StageTimings
-    ) -> None:
-        """The second recognizer's words for the pass (``spec.second``), once, where worth
-        it (``_worth_hearing_again``)."""
-        if spec.reheard or not self._worth_hearing_again(spec, text):
-            return
-        assert self._rehearing is not None
-        spec.reheard = True
-        spec.second = await self._rehearing.hear(audio, timings=timings)
 
     def _worth_hearing_again(self, spec: Speculation, text: str) -> bool:
         """Words that read as finished (or say neither) that no intent answers, and no
