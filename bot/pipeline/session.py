@@ -150,10 +150,6 @@ class CallSession:
         return self.pipeline.stage(Transcriber)
 
     @property
-    def collector(self) -> DigitCollector:
-        return self.pipeline.stage(DigitCollector)
-
-    @property
     def menu(self) -> KeypadMenu:
         return self.pipeline.stage(KeypadMenu)
 
