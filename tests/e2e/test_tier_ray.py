@@ -31,7 +31,7 @@ from serve.scale.load import load_board
 from serve.scale.policy import CALL_QUEUE_DEPTH, CALLS_IN_FLIGHT
 from serve.scale.settings import DeploymentSettings, TierSettings
 from serve.timing import StageTimings
-from testkit.botproc import run_bot
+from testkit.botproc import BotProcess, run_bot
 from testkit.voices import speak, write_wav
 from testkit.wire import FRAME_MS, segments, voiced_frames
 from tests.support.baresip import BaresipCall, baresip_call
@@ -146,6 +146,19 @@ def caller_wav(path: Path, voice: str) -> Path:
     return path
 
 
+def turn_lines(bot: BotProcess) -> list[dict[str, object]]:
+    """What the node did on each turn, with what it heard, and its warnings: for a
+    failure's message."""
+    heard = {(r["call_id"], r["turn"]): r["transcript"] for r in bot.records("turn_text")}
+    keys = ("call_id", "turn", "route", "eot", "barge_in", "filler", "error", "stages_ms")
+    turns: list[dict[str, object]] = [
+        {**{k: r.get(k) for k in keys}, "heard": heard.get((r["call_id"], r["turn"]))}
+        for r in bot.records("turn")
+    ]
+    warnings = [{"line": line} for line in bot.lines if '"WARNING"' in line or '"ERROR"' in line]
+    return turns + warnings[-20:]
+
+
 def heard_after_last_question(call: BaresipCall) -> float:
     """Seconds of voiced audio the caller heard after the end of its last question."""
     spoke = segments(voiced_frames(call.sent), max_gap_ms=600)
@@ -199,7 +212,12 @@ def test_calls_through_the_tier_scale_it_and_outlive_a_replica(
         assert killed, "no replica was killed"
         for call in calls:
             # Asked after the replica was killed, the third question was still answered.
-            assert heard_after_last_question(call) >= 0.5, "no answer after the replica died"
+            assert heard_after_last_question(call) >= 0.5, (
+                "no answer after the replica died",
+                killed,
+                seen,
+                turn_lines(bot),
+            )
         ended = [line for line in bot.lines if " ended: " in line]
         assert len(ended) == 2, ended
         assert all("error" not in line for line in ended), ended
