@@ -64,6 +64,7 @@ START_TIMEOUT_S = 20.0
 RESTART_BACKOFF_S = 0.5
 RESTART_BACKOFF_MAX_S = 10.0
 STABLE_AFTER_S = 30.0  # a worker up this long resets the restart backoff
+START_TRIES = 2  # a worker's tries at the node's start
 # Workers send stats every second: one silent this long is hung, and is killed (restarted).
 HEARTBEAT_TIMEOUT_S = 10.0
 MIN_RTP_PORTS_PER_CALL = 4  # RTP + RTCP, and room for pjsua to skip a busy pair
@@ -348,7 +349,7 @@ class SipServer:
         self._front = front
         try:
             await self._listen_streams(front)
-            await asyncio.gather(*(self._spawn(slot) for slot in self._slots))
+            await asyncio.gather(*(self._first_spawn(slot) for slot in self._slots))
         except BaseException:
             await self.stop()
             raise
@@ -528,6 +529,19 @@ class SipServer:
             }
         )
 
+    async def _first_spawn(self, slot: WorkerSlot) -> None:
+        """Start the worker of ``slot`` at the node's start; one that exits before it is
+        ready (its SIP port, free when picked, taken by another process before the worker
+        bound it) gets one more try on a newly picked port."""
+        for tries_left in reversed(range(START_TRIES)):
+            try:
+                await self._spawn(slot)
+                return
+            except EndpointError as exc:
+                if not tries_left or self._stopping:
+                    raise
+                log.error("%s: starting it again", exc)
+
     async def _spawn(self, slot: WorkerSlot) -> None:
         """Start the worker of ``slot`` and wait until its SIP port is known."""
         loop = asyncio.get_running_loop()
@@ -568,7 +582,11 @@ class SipServer:
         except (TimeoutError, EndpointError) as exc:
             if w.proc.returncode is None:
                 w.proc.kill()
-            raise EndpointError(f"worker {slot.index} did not start: {exc}") from exc
+            rc = await w.proc.wait()
+            raise EndpointError(
+                f"worker {slot.index} (pid {w.pid}, port {cfg.port}) did not start: {exc}"
+                f" (exit status {rc})"
+            ) from exc
         w.pid = ready.pid
         w.started_at = time.monotonic()
         w.up = True

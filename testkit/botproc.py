@@ -69,10 +69,12 @@ class BotProcess:
 
 @contextmanager
 def run_bot(
-    *, env: dict[str, str] | None = None, profile: Path | None = None, timeout_s: float = 180
+    *, env: dict[str, str] | None = None, profile: Path | None = None, timeout_s: float = 300
 ) -> Iterator[BotProcess]:
     """Start ``switchboard run`` on a free port; stop it after (SIGTERM: drain; a second
-    SIGTERM 5 s later: at once; SIGKILL if it still runs 15 s after that)."""
+    SIGTERM 5 s later: at once; SIGKILL if it still runs 15 s after that). ``timeout_s``
+    bounds the start: about 40 s alone on 2 cores, over 3 minutes for a profile of its own
+    (its phrases not in the speech cache) beside three busy test processes."""
     port = free_udp_port()
     data_dir = tempfile.TemporaryDirectory(prefix="switchboard-bench-")
     full_env = {
@@ -112,7 +114,8 @@ def run_bot(
         deadline = time.monotonic() + timeout_s
         while not ready.wait(0.2):
             if proc.poll() is not None or time.monotonic() > deadline:
-                tail = "\n".join(bot.lines[-30:])
+                # The worker processes' own errors come before the node's traceback.
+                tail = "\n".join(bot.lines[-80:])
                 raise RuntimeError(f"bot did not become ready (rc={proc.poll()}):\n{tail}")
         yield bot
     finally:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from telephony import CallEnded, DtmfIn
+from telephony import CallEnded, DtmfIn, server
 from telephony.dialer import DialGate, dial
 from telephony.floodguard import FrontLimits
 from telephony.remote_call import RemoteCall
@@ -480,3 +480,30 @@ async def test_workers_die_with_their_parent(tmp_path: Path) -> None:
         proc.kill()  # our own child, by PID: its workers must follow
         await proc.wait()
     await wait_until(lambda: not any(alive(p) for p in pids), timeout_s=10, what="workers gone")
+
+
+async def test_a_worker_whose_port_was_taken_before_it_bound_is_started_again(
+    make_node: Any, hears_own_tone: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The port a worker is given is free when the node picks it; another process can bind
+    it before the worker does. That worker exits at once: the node starts it again on a new
+    port instead of failing to start."""
+    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    taken.bind(("127.0.0.1", 0))
+    given: list[int] = []
+    pick = server.free_port_outside
+
+    def first_taken(host: str, avoid: range, tries: int = 64) -> int:
+        given.append(taken.getsockname()[1] if not given else pick(host, avoid, tries))
+        return given[-1]
+
+    monkeypatch.setattr(server, "free_port_outside", first_taken)
+    calls = Calls()
+    calls.echo = True
+    try:
+        async with make_node(calls, max_calls=2) as node:
+            assert len(given) == node.workers + 1, given  # one try more, for the first
+            assert len(node.worker_pids) == node.workers
+            hears_own_tone(await dial_tone(node.config.port, 600.0), 600.0)
+    finally:
+        taken.close()
