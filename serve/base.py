@@ -206,10 +206,32 @@ class Provider(abc.ABC):
             return exc
         return ProviderError(f"{self.name} failed: {exc!r}")
 
+    def _limit(self) -> float:
+        """A try's bound: ``timeout_s`` (``WARMUP_TIMEOUT_S`` in ``warm``)."""
+        return max(self.timeout_s, WARMUP_TIMEOUT_S) if _warming.get() else self.timeout_s
+
+    async def _next_item(self, get: Callable[[], Awaitable[T]]) -> T:
+        """A stream's next item, under the bound of its first: a model that stops sending
+        mid-answer (a replica lost without word yet, a hung worker) fails the stream, which
+        the call hears as what it has said so far or the apology, never as a silence that
+        lasts. Not retried: part of the answer may be out."""
+        limit = self._limit()
+        deadline = asyncio.timeout(limit)
+        try:
+            async with deadline:
+                return await get()
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            self._metrics.timeouts += 1
+            raise ProviderTimeout(
+                f"{self.name} stalled: no more of the stream after {limit:g}s", retryable=False
+            ) from None
+
     async def _attempt(self, work: Callable[[], Awaitable[T]]) -> T:
         """One try of ``work`` under ``timeout_s`` (``WARMUP_TIMEOUT_S`` in ``warm``), with
         library errors wrapped."""
-        limit = max(self.timeout_s, WARMUP_TIMEOUT_S) if _warming.get() else self.timeout_s
+        limit = self._limit()
         deadline = asyncio.timeout(limit)
         try:
             async with deadline:
@@ -296,8 +318,9 @@ class Provider(abc.ABC):
     ) -> AsyncGenerator[T, None]:
         """Run blocking iterator ``make_iter()`` on a worker thread and yield its items.
 
-        ``timeout_s`` and retries apply to the first item. Closing or cancelling the consumer
-        sets the stop event: the worker stops after the item it is computing.
+        ``timeout_s`` and retries apply to the first item, ``timeout_s`` alone to each
+        later one (``_next_item``). Closing or cancelling the consumer sets the stop event:
+        the worker stops after the item it is computing.
         """
         loop = asyncio.get_running_loop()
         started = time.monotonic()
@@ -317,7 +340,7 @@ class Provider(abc.ABC):
             while not isinstance(item, _End):
                 yield item
                 try:
-                    item = await pipe.get()
+                    item = await self._next_item(pipe.get)
                 except ProviderError:
                     self._metrics.errors += 1
                     raise
@@ -347,7 +370,8 @@ class Provider(abc.ABC):
         timings: StageTimings | None,
     ) -> AsyncGenerator[T, None]:
         """As ``_stream`` for an asynchronous stream (a remote model's): ``timeout_s`` and
-        retries apply to opening it and its first item; closing the consumer closes it."""
+        retries apply to opening it and its first item, ``timeout_s`` alone to each later
+        one; closing the consumer closes it."""
         started = time.monotonic()
 
         async def first() -> tuple[AsyncIterator[T], T | _End]:
@@ -366,7 +390,7 @@ class Provider(abc.ABC):
             while not isinstance(item, _End):
                 yield item
                 try:
-                    item = await anext(items)
+                    item = await self._next_item(lambda: anext(items))
                 except StopAsyncIteration:
                     break
                 except ProviderError:

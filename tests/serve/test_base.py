@@ -268,6 +268,21 @@ async def test_llm_error_mid_stream_is_wrapped_and_not_retried() -> None:
     assert llm.metrics()["errors"] == 1
 
 
+async def test_llm_stream_that_stops_mid_answer_fails_within_the_timeout() -> None:
+    # A token 0.5 s after the one before, where a try is bound to 0.1 s: the stream fails
+    # after the first token instead of waiting on (the caller would hear a silence).
+    llm = await loaded(FakeLLM(tokens=5, token_s=0.5, timeout_s=0.1, retries=1))
+    seen: list[str] = []
+    with pytest.raises(ProviderTimeout, match="stalled"):
+        async for piece in llm.stream(PROMPT):
+            seen.append(piece)
+    assert seen == ["t0"]
+    assert llm.calls == 1  # not retried: part of the answer was out
+    m = llm.metrics()
+    assert (m["timeouts"], m["errors"], m["retries"]) == (1, 1, 0)
+    assert await asyncio.to_thread(llm.stopped.wait, 2.0)  # the worker was told to stop
+
+
 async def test_llm_warmup_resets_metrics() -> None:
     llm = await loaded(FakeLLM())
     await llm.warmup()

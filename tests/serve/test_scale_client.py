@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -60,8 +61,9 @@ class _Handle:
 
 
 class _Response:
-    def __init__(self, *, refuse: bool) -> None:
+    def __init__(self, *, refuse: bool, stall: bool = False) -> None:
         self.refuse = refuse
+        self.stall = stall
         self.cancelled = False
 
     def __aiter__(self) -> AsyncIterator[str]:
@@ -72,6 +74,8 @@ class _Response:
             raise BackPressureError(num_queued_requests=8, max_queued_requests=8)
         for piece in ("Hello", " there."):
             yield piece
+            if self.stall:  # a replica gone without word: nothing more, no error
+                await asyncio.Event().wait()
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -106,3 +110,28 @@ async def test_a_replica_leaves_the_caller_s_deadline_to_the_node(
     assert asr.timeout_s == WARMUP_TIMEOUT_S
     heard = await asr.transcribe(b"\x00\x00" * 160, 8000)  # past 0.1 s: not cut
     assert heard.text == "ok"
+
+
+class _StallingHandle(_Handle):
+    def remote(self, *args: Any) -> _Response:
+        self.requests += 1
+        self.response = _Response(refuse=False, stall=True)
+        return self.response
+
+
+async def test_a_stream_that_stops_mid_answer_fails_within_the_timeout() -> None:
+    """The replica sent the first words, then nothing, and no error yet (Ray can learn of a
+    lost replica late): the stream fails after ``timeout_s`` without an item, not retried,
+    and the request is cancelled."""
+    llm = RayLLM(app_name="switchboard", timeout_s=0.2, retries=1)
+    handle = _StallingHandle()
+    llm.handle, llm.loaded = handle, True
+    seen: list[str] = []
+    with pytest.raises(ProviderTimeout, match="stalled"):
+        async with aclosing(llm.stream([ChatMessage("user", "Hi")], max_tokens=8)) as pieces:
+            async for piece in pieces:
+                seen.append(piece)
+    assert seen == ["Hello"]
+    assert handle.requests == 1 and handle.response.cancelled
+    m = llm.metrics()
+    assert (m["timeouts"], m["errors"], m["retries"]) == (1, 1, 0)
