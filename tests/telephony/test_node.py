@@ -342,7 +342,9 @@ async def test_killed_worker_ends_its_calls_and_is_replaced(
         # however long a process takes to start on a busy machine.
         first, second = DialGate(), DialGate()
         doomed = loop.create_task(dial_tone(port, 500.0, 5.0, gate=first))
-        lasting = loop.create_task(dial_tone(port, 900.0, 8.0, gate=second))
+        # The survivor's call outlasts the restart's wait (up to 10 s) on a loaded machine:
+        # 8 s were too few once, the call over before the node's count was read.
+        lasting = loop.create_task(dial_tone(port, 900.0, 20.0, gate=second))
         try:
             await all_ready([first, second])
             first.go.set()
