@@ -531,8 +531,8 @@ class SipServer:
 
     async def _first_spawn(self, slot: WorkerSlot) -> None:
         """Start the worker of ``slot`` at the node's start; one that exits before it is
-        ready (its SIP port, free when picked, taken by another process before the worker
-        bound it) gets one more try on a newly picked port."""
+        ready (one way: its SIP port, free when picked, taken by another process before the
+        worker bound it) gets one more try on a newly picked port."""
         for tries_left in reversed(range(START_TRIES)):
             try:
                 await self._spawn(slot)
