@@ -46,6 +46,10 @@ def connect(tier: TierSettings) -> bool:
             include_dashboard=False,
             runtime_env=runtime_env,
             log_to_driver=False,
+            # Ray runs its workers 15 steps nicer than the node by default: the replicas
+            # answering live calls would wait behind every other process on the machine
+            # (a second LLM replica took longer to start than a busy minute of calls).
+            _system_config={"worker_niceness": 0},
         )
         return True
     # A cluster from `ray start` uses token authentication when a token exists (Ray 2.60's
