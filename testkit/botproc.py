@@ -66,6 +66,13 @@ class BotProcess:
                 out.append(json.loads(line))
         return out
 
+    def transcripts(self, since: int = 0) -> dict[tuple[str, int], str]:
+        """What the node heard on each turn (its ``turn_text`` lines, logged in tests), by
+        call id and turn index: beside ``records("turn")`` in a failure's message."""
+        return {
+            (r["call_id"], r["turn"]): r["transcript"] for r in self.records("turn_text", since)
+        }
+
 
 @contextmanager
 def run_bot(

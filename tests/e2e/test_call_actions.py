@@ -74,7 +74,7 @@ def heard_turns(bot: BotProcess, since: int) -> list[tuple[Any, ...]]:
     """What the bot heard and did on each turn since log line ``since``: for a failure's
     message."""
     keys = ("turn", "route", "intent", "intent_score", "eot", "barge_in", "caller_words", "error")
-    heard = {(r["call_id"], r["turn"]): r["transcript"] for r in bot.records("turn_text", since)}
+    heard = bot.transcripts(since)
     return [
         (*(r.get(k) for k in keys), heard.get((r["call_id"], r["turn"])))
         for r in bot.records("turn", since=since)

@@ -149,7 +149,7 @@ def caller_wav(path: Path, voice: str) -> Path:
 def turn_lines(bot: BotProcess) -> list[dict[str, object]]:
     """What the node did on each turn, with what it heard, and its warnings: for a
     failure's message."""
-    heard = {(r["call_id"], r["turn"]): r["transcript"] for r in bot.records("turn_text")}
+    heard = bot.transcripts()
     keys = ("call_id", "turn", "route", "eot", "barge_in", "filler", "error", "stages_ms")
     turns: list[dict[str, object]] = [
         {**{k: r.get(k) for k in keys}, "heard": heard.get((r["call_id"], r["turn"]))}
