@@ -58,11 +58,12 @@ class EndpointingConfig(BaseModel):
     #: (0: never). Shorter than ``end_silence_ms``; a pause this long inside a sentence
     #: costs one wasted transcription, nothing else.
     speculate_after_ms: int = Field(100, ge=0)
-    #: End the turn early on what that pass found: at once on a cached intent in words that
-    #: read as a finished sentence, after ``sentence_end_silence_ms`` on either one.
+    #: End the turn early on what that pass found: at once on words that read as a
+    #: finished sentence and that the operator's words answer (a cached intent, a knowledge
+    #: entry as written), after ``sentence_end_silence_ms`` on either one.
     early_end: bool = True
     sentence_end_silence_ms: int = Field(300, ge=20)
-    #: The early end on a cached intent waits for this much quiet (frames under
+    #: The early end on an answer in the operator's words waits for this much quiet (frames under
     #: ``energy_floor_dbfs``, not only frames the VAD does not call speech): the VAD takes
     #: a fricative for silence, and a caller saying "I've been waiting two weeks | for my
     #: parcel" was answered 200 ms into the "s f". Where the line is never that quiet,

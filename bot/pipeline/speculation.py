@@ -97,6 +97,21 @@ class Speculation:
         )
 
     @property
+    def answers(self) -> bool:
+        """The operator's own words answer the words as first heard: an intent's answer
+        (``hit``) or a knowledge entry said as written. Such a turn ends as soon as a cached
+        intent's does (``TurnDetector``): the answer is as sure, and the pass has already
+        heard the words twice where they needed it. Not small talk: "Hello," is as often
+        the start of a request ("Hello, | is anyone there?", a 200-300 ms comma pause) as
+        all of it, and waits the finished sentence's silence."""
+        if self.hit:
+            return True
+        d = self.decision
+        return (
+            d is not None and d.kind == "answer" and d.route == "knowledge" and d.heard == "first"
+        )
+
+    @property
     def acts(self) -> bool:
         """The answer ends or transfers the call."""
         return self.decision is not None and self.decision.action in ("hangup", "transfer")

@@ -358,10 +358,44 @@ async def test_words_a_knowledge_entry_answers_are_heard_again_in_the_pause(
     )
     end = turn_of(frames)
     assert again.calls == 1
-    assert end.turn.eot_reason == "early" and ended_at == 300  # the same words: no wait
+    # The same words, which the entry answers as written: as soon as a cached intent's turn
+    # would end (the pass ready, the line quiet), not after the finished sentence's 300 ms.
+    assert end.turn.eot_reason == "early" and ended_at is not None and ended_at <= 200, ended_at
     result = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
     assert result is not None and result.decision is not None
     assert (result.decision.kind, result.decision.intent) == ("answer", "payment_methods")
+    assert result.answers and not result.hit
+
+
+async def test_small_talk_waits_the_finished_sentence_silence(
+    knowledge: KnowledgeIndex,
+) -> None:
+    # "Hello," is as often the start of a request as all of it: a flite caller's "Hello, |
+    # is anyone there?" paused 200-300 ms at the comma, and an early end at once cut it
+    # (tests/calllog/test_call_row.py). Small talk keeps the finished sentence's 300 ms.
+    asr, _, rehearing = two_pass("Hello?", "Hello?")
+    frames, ended_at, spec = await drive(
+        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing, knowledge=knowledge
+    )
+    end = turn_of(frames)
+    assert end.turn.eot_reason == "early" and ended_at == 300, ended_at
+    result = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
+    assert result is not None and result.decision is not None
+    assert (result.decision.kind, result.decision.route) == ("answer", "small_talk")
+    assert not result.answers
+
+
+async def test_an_entry_found_in_words_that_trail_off_does_not_end_the_turn_early(
+    knowledge: KnowledgeIndex,
+) -> None:
+    # "Can I pay with PayPal or" ...: an entry about the words so far, but the caller is
+    # mid-sentence; the turn waits for the fragment's silence, as for a cached intent.
+    asr, _, rehearing = two_pass("Can I pay with PayPal or", "Can I pay with PayPal or")
+    frames, ended_at, _ = await drive(
+        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing, knowledge=knowledge
+    )
+    assert turn_of(frames).turn.eot_reason == "silence"
+    assert ended_at == 1500
 
 
 async def test_words_the_bot_would_only_ask_or_be_unsure_about_are_heard_again_in_the_pause(

@@ -65,8 +65,9 @@ class TurnDetector(Processor):
     (and looked up) once the caller has paused for ``speculate_after_ms``, and ``thought``
     reads the words (``bot.pipeline.language.end_of_turn``):
 
-    - a finished thought ends the turn at once on a cached intent, else after
-      ``sentence_end_silence_ms``, without waiting out ``end_silence_ms``;
+    - a finished thought ends the turn at once (on quiet) where the operator's words
+      answer it (a cached intent, a knowledge entry as written: ``Speculation.answers``),
+      else after ``sentence_end_silence_ms``, without waiting out ``end_silence_ms``;
     - an unfinished one ("my order number is", digits still to come) keeps listening for
       up to ``unfinished_silence_ms``: nothing is looked up, cached or said on a fragment;
     - words that lead to no cached answer are heard again by a second recognizer, if the
@@ -327,7 +328,7 @@ class TurnDetector(Processor):
             # but "not sure", a question, a hang-up: the caller may go on
             return False
         finished = reading.thought == "finished"
-        if done.hit and not done.acts and finished:
+        if done.answers and not done.acts and finished:
             # At once, but on quiet: the VAD takes a fricative for silence, and "I've been
             # waiting two weeks" is a cached intent 200 ms into the "s f" of "weeks | for
             # my parcel". A line too noisy to be quiet waits as for a finished sentence.
