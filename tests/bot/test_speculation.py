@@ -345,6 +345,22 @@ async def test_a_finished_sentence_heard_again_the_same_ends_early_and_is_not_he
     assert again.calls == 1
 
 
+async def heard_twice_alike(
+    words: str, knowledge: KnowledgeIndex
+) -> tuple[EndOfTurn, int | None, Speculation, int]:
+    """A turn of ``words`` (600 ms, then silence) that both recognizers hear alike, on the
+    default profile's knowledge base and no intent: its end, the silence (ms) it ended at,
+    the pause's pass over it, and how often the second recognizer ran."""
+    asr, again, rehearing = two_pass(words, words)
+    frames, ended_at, spec = await drive(
+        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing, knowledge=knowledge
+    )
+    end = turn_of(frames)
+    result = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
+    assert result is not None and result.decision is not None
+    return end, ended_at, result, again.calls
+
+
 async def test_words_a_knowledge_entry_answers_are_heard_again_in_the_pause(
     knowledge: KnowledgeIndex,
 ) -> None:
@@ -352,17 +368,14 @@ async def test_words_a_knowledge_entry_answers_are_heard_again_in_the_pause(
     # an email." of "I got an email | saying my order was cancelled"): the two hearings are
     # compared before the turn ends. Skipping the second hearing here sped knowledge turns
     # under load but cut 2 of 42 paused requests of a held-out set (docs/benchmarks.md).
-    asr, again, rehearing = two_pass("Can I pay with PayPal?", "Can I pay with PayPal?")
-    frames, ended_at, spec = await drive(
-        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing, knowledge=knowledge
+    end, ended_at, result, heard_again = await heard_twice_alike(
+        "Can I pay with PayPal?", knowledge
     )
-    end = turn_of(frames)
-    assert again.calls == 1
+    assert heard_again == 1
     # The same words, which the entry answers as written: as soon as a cached intent's turn
     # would end (the pass ready, the line quiet), not after the finished sentence's 300 ms.
     assert end.turn.eot_reason == "early" and ended_at is not None and ended_at <= 200, ended_at
-    result = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
-    assert result is not None and result.decision is not None
+    assert result.decision is not None
     assert (result.decision.kind, result.decision.intent) == ("answer", "payment_methods")
     assert result.answers and not result.hit
 
@@ -373,14 +386,9 @@ async def test_small_talk_waits_the_finished_sentence_silence(
     # "Hello," is as often the start of a request as all of it: a flite caller's "Hello, |
     # is anyone there?" paused 200-300 ms at the comma, and an early end at once cut it
     # (tests/calllog/test_call_row.py). Small talk keeps the finished sentence's 300 ms.
-    asr, _, rehearing = two_pass("Hello?", "Hello?")
-    frames, ended_at, spec = await drive(
-        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing, knowledge=knowledge
-    )
-    end = turn_of(frames)
+    end, ended_at, result, _ = await heard_twice_alike("Hello?", knowledge)
     assert end.turn.eot_reason == "early" and ended_at == 300, ended_at
-    result = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
-    assert result is not None and result.decision is not None
+    assert result.decision is not None
     assert (result.decision.kind, result.decision.route) == ("answer", "small_talk")
     assert not result.answers
 
