@@ -37,6 +37,9 @@ def _pause_record(turn: Turn) -> dict[str, object] | None:
         # words and the conversation did not change).
         "decided": spec.decision.kind if spec.decision is not None else None,
         "hit": spec.hit,
+        # The operator's words answer the pause's words (a cached intent, a knowledge entry
+        # as written): such a turn may end as soon as the line is quiet.
+        "answers": spec.answers,
         "doubtful": spec.doubtful,
         "nowhere": spec.nowhere,
         "hangs_up": spec.hangs_up,

@@ -703,6 +703,7 @@ async def test_the_turn_log_says_what_the_pause_found_and_no_words() -> None:
         "heard_again": True,
         "decided": "answer",
         "hit": True,
+        "answers": True,
         "doubtful": False,
         "nowhere": False,
         "hangs_up": True,
