@@ -398,11 +398,8 @@ async def test_an_entry_found_in_words_that_trail_off_does_not_end_the_turn_earl
 ) -> None:
     # "Can I pay with PayPal or" ...: an entry about the words so far, but the caller is
     # mid-sentence; the turn waits for the fragment's silence, as for a cached intent.
-    asr, _, rehearing = two_pass("Can I pay with PayPal or", "Can I pay with PayPal or")
-    frames, ended_at, _ = await drive(
-        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing, knowledge=knowledge
-    )
-    assert turn_of(frames).turn.eot_reason == "silence"
+    end, ended_at, _, _ = await heard_twice_alike("Can I pay with PayPal or", knowledge)
+    assert end.turn.eot_reason == "silence"
     assert ended_at == 1500
 
 
