@@ -22,7 +22,9 @@ the capture:
 ``--tier ADDRESS`` runs the node's models on a Ray Serve tier at ADDRESS
 (``SWITCHBOARD_TIER__BACKEND=ray``, ``SWITCHBOARD_TIER__ADDRESS``; docs/scaling.md): the
 same mix against GPU backends. Only loopback SIP and RTP; each level is bounded by its
-calls' scripts (about 100 s) and the dialer's own time limit.
+calls' scripts (about 100 s) and the dialer's own time limit. ``--turns FILE`` keeps the
+node's turn records (JSON lines): why each turn ended when it did, what the pause's pass
+heard and found.
 """
 
 from __future__ import annotations
@@ -315,6 +317,8 @@ async def main_async(args: argparse.Namespace, levels: list[int], command: str) 
                     placed.append((level, calls, usage))
                     print(f"  done in {usage.seconds:.0f} s", file=sys.stderr)
                     await asyncio.sleep(3.0)  # the last BYEs, the call log's writes
+                if args.turns is not None:
+                    _keep_turns(bot.lines, args.turns)
         finally:
             capture.stop()
         log = read_call_log(work / "bot" / "switchboard.db")
@@ -350,6 +354,18 @@ async def main_async(args: argparse.Namespace, levels: list[int], command: str) 
     return 0 if any(s.v2v_ms is not None for lv in results for s in lv.steps) else 1
 
 
+def _keep_turns(lines: Sequence[str], path: Path) -> None:
+    """The node's turn records (``turn`` and ``turn_text``: why each turn ended when it did,
+    what each recognizer heard in the pause) as JSON lines in ``path``."""
+    kept = [
+        line
+        for line in lines
+        if line.startswith("{") and ('"event": "turn"' in line or '"event": "turn_text"' in line)
+    ]
+    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    print(f"  {len(kept)} turn records in {path}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--calls", default="1,8,16", help="levels, comma separated")
@@ -368,6 +384,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the node's models on the Ray Serve tier at ADDRESS (the GPU column)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="every step on stderr")
+    parser.add_argument(
+        "--turns",
+        type=Path,
+        metavar="FILE",
+        help="keep the node's turn records (JSON lines: why each turn ended when it did) in FILE",
+    )
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.calls.split(",") if x.strip()]
     if not levels or min(levels) < 1 or max(levels) > MAX_CALLS:

@@ -65,6 +65,10 @@ def turn_record(turn: Turn) -> dict[str, object]:
         "decision": turn.decision.record() if turn.decision is not None else None,
         "speculated": turn.speculation is not None,
         "pause": _pause_record(turn),
+        # The reading the turn waited by, also where the pass is not the turn's (a turn
+        # heard together with the one before it: ``goes_on``, that turn's index).
+        "reading": turn.pause_reading.record() if turn.pause_reading is not None else None,
+        "goes_on": turn.continues.index if turn.continues is not None else None,
         "filler": FILLER_AUDIO_OUT in turn.stages,
         "error": turn.error,
         "stages_ms": _stages_ms(turn),
@@ -94,4 +98,6 @@ def log_turn_with_text(turn: Turn) -> None:
     if turn.speculation is not None:  # the words heard in the pause, by each recognizer
         record["pause_heard"] = turn.speculation.heard
         record["pause_second"] = turn.speculation.second
+    if turn.continues is not None:  # heard with the turn before: its own words, alone
+        record["own_words"] = turn.own_words
     log.info("turn text", extra={"record": record})
