@@ -93,7 +93,13 @@ class CallContext:
             rehearing=self.rehearing,
             vocabulary=self.vocabulary,
             clock=self.clock,
+            say_ahead=self._say_ahead,
         )
+
+    def _say_ahead(self, text: str) -> None:
+        """Synthesize ``text`` in the caller's pause, unless it is a ready phrase."""
+        if self.prompts.find(text) is None:
+            self.prompts.ahead.start(self.models.tts, text)
 
     def say(self, turn: Turn | None, text: str) -> DataFrame:
         """The frame that says ``text``: its ready audio when it was synthesized at start."""

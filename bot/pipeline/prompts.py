@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+from bot.pipeline.said_ahead import SaidAhead
 from bot.pipeline.speech_cache import SpeechCache, pre_synthesized
 from serve import TTS, ProviderError
 
@@ -24,6 +25,9 @@ class PromptAudio:
         #: Audio of earlier starts, read instead of synthesizing (None: always synthesize).
         self.speech_cache = speech_cache
         self._audio: dict[str, bytes] = {}
+        #: The operator's words a turn will say that are not among these phrases (a
+        #: two-choice question), synthesized in the caller's pause (said_ahead.py).
+        self.ahead = SaidAhead(sample_rate, speech_cache=speech_cache)
 
     async def add(self, tts: TTS, text: str) -> bytes:
         """Synthesize ``text`` (once, or read it from the speech cache) and keep it."""

@@ -24,13 +24,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from bot.answers.small_talk import is_small_talk
 from bot.intents.match import Match, normalize
 from serve import ASR, ProviderError, StageTimings, Transcription
 
+if TYPE_CHECKING:
+    from bot.intents.cache import Lookup
+
 log = logging.getLogger(__name__)
+
+#: The match routes of an intent's answer (not a question about it).
+_ANSWER_ROUTES = ("exact", "semantic")
 
 
 def leads_somewhere(match: Match) -> bool:
@@ -56,6 +62,30 @@ async def worth_hearing_again(
         except ProviderError:
             return False
     return True
+
+
+def ends_call(found: Lookup | None) -> bool:
+    """Whether a lookup answers with an intent that hangs up after its answer (a goodbye).
+    A call ended on a misheard caller cannot be taken back ("Hi there." heard as "Bye
+    there.", "Where can I find" as "Bye bye."), so such words are heard again, whatever
+    they read as, and the call ends only where the second recognizer's words end it too
+    (``same_answer``)."""
+    if found is None or found.entry is None:
+        return False
+    return (
+        found.entry.action == "hangup"
+        and found.match.route in _ANSWER_ROUTES
+        and found.match.intent == found.entry.name
+    )
+
+
+def same_answer(first: Lookup, second: Lookup) -> bool:
+    """Whether two lookups answer with the same intent."""
+    return (
+        second.match.route in _ANSWER_ROUTES
+        and second.match.intent is not None
+        and second.match.intent == first.match.intent
+    )
 
 
 def other_words(first: str, second: str | None) -> str | None:

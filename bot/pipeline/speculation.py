@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,8 @@ from bot.answers.small_talk import is_small_talk
 from bot.answers.text import sentences
 from bot.pipeline.clock import MONOTONIC, Clock
 from bot.pipeline.language.end_of_turn import judge
+from bot.pipeline.rehear import ends_call
+from bot.pipeline.said_ahead import live_words
 from serve import ASR, ProviderError, StageTimings
 from serve.asr import Vocabulary
 from serve.priority_pool import Priority, Urgency, priority
@@ -163,8 +166,12 @@ class Speculator:
         rehearing: Rehearing | None = None,
         vocabulary: Vocabulary | None = None,
         clock: Clock = MONOTONIC,
+        say_ahead: Callable[[str], None] | None = None,
     ) -> None:
         self._asr = asr
+        #: Words the decision will say that have no ready audio, handed over to be
+        #: synthesized in the pause (``bot.pipeline.said_ahead``).
+        self._say_ahead = say_ahead
         #: The call's clock: when each pass starts and finishes.
         self._clock = clock
         #: The profile's words, heard by as at the end of the turn (bot/vocabulary.py).
@@ -289,6 +296,9 @@ class Speculator:
             return second
 
         spec.decision = await decider.decide(text, call_id=self._call_id, hear=heard_again)
+        words = live_words(spec.decision)
+        if words is not None and self._say_ahead is not None and self._current is spec:
+            self._say_ahead(words)
 
     def _worth_hearing_again(self, spec: Speculation, text: str) -> bool:
         """Words that read as finished (or say neither) that no intent answers, and no
@@ -298,16 +308,14 @@ class Speculator:
         the second words too (``bot.pipeline.pause_reading``), and the decision takes
         them where they lead somewhere. A pass the caller has spoken over is not."""
         found = spec.lookup
+        if self._rehearing is None or self._current is not spec:
+            return False
+        if ends_call(found):
+            return True  # a hang-up on misheard words cannot be taken back: heard twice
         answered = (
             found is not None
             and found.entry is not None
             and found.match.intent is not None
             and found.match.route not in ("none", "confirm")
         )
-        return (
-            self._rehearing is not None
-            and self._current is spec
-            and not answered
-            and judge(text) in ("finished", "open")
-            and not is_small_talk(text)
-        )
+        return not answered and judge(text) in ("finished", "open") and not is_small_talk(text)

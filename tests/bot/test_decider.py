@@ -128,6 +128,35 @@ async def test_the_second_hearing_is_asked_for_only_where_the_first_words_lead_n
     assert unheard.unheard and unheard.heard == "first"
 
 
+@pytest.mark.parametrize(
+    ("second", "route", "intent", "heard"),
+    [
+        # "Hi there." heard as "Bye there.": the call goes on, on the second words.
+        ("Hi there.", "small_talk", None, "second"),
+        # The same intent in other words, the same words, or no second hearing: it ends.
+        ("Thanks, goodbye.", "semantic", "goodbye", "first"),
+        ("Bye there.", "semantic", "goodbye", "first"),
+        (None, "semantic", "goodbye", "first"),
+    ],
+)
+async def test_words_that_would_end_the_call_end_it_only_when_heard_so_twice(
+    decider: Decider, second: str | None, route: str, intent: str | None, heard: str
+) -> None:
+    asked: list[str] = []
+
+    async def hear() -> str | None:
+        asked.append("heard")
+        return second
+
+    alone = await decider.decide("Bye there.", call_id="c")
+    assert (alone.intent, alone.action) == ("goodbye", "hangup")
+    decision = await decider.decide("Bye there.", call_id="c", hear=hear)
+    assert asked == ["heard"]
+    assert decision.route in ({route} if route != "semantic" else {"exact", "semantic"})
+    assert (decision.intent, decision.heard) == (intent, heard)
+    assert (decision.action == "hangup") == (intent == "goodbye")
+
+
 # Two intents near the words, or an intent and a knowledge entry: one question offers both.
 TWO_INTENTS = "I'd like my parcel delivered to my neighbour."
 INTENT_AND_ENTRY = "Can you get someone on the phone for me?"

@@ -18,6 +18,7 @@ from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.deciding.decider import Decider
 from bot.pipeline.deciding.decision import Decision
 from bot.pipeline.frames import AudioIn, EndOfTurn, Transcript
+from bot.pipeline.pause_reading import PauseReading
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing
 from bot.pipeline.speculation import Speculation, Speculator, looks_complete
@@ -709,3 +710,50 @@ async def test_the_turn_log_says_what_the_pause_found_and_no_words() -> None:
     }
     assert "bye" not in json.dumps(record).lower()
     assert turn_record(Turn(call_id="c"))["pause"] is None
+    # The reading the turn waited by, and the turn it was heard with, also where the pass
+    # is not the turn's own (a turn heard together with the one before it).
+    joined = Turn(call_id="c", pause_reading=PauseReading("open", "unsure"))
+    joined.continues = Turn(call_id="c", index=3)
+    joined.own_words = "I can do hear me."
+    record = turn_record(joined)
+    assert (record["pause"], record["goes_on"]) == (None, 3)
+    assert record["reading"] == {"thought": "open", "wait": "unsure"}
+    assert turn_record(Turn(call_id="c"))["reading"] is None
+
+
+async def test_words_an_intent_would_hang_up_on_are_heard_again_and_end_the_call_only_so() -> None:
+    # "Hi there." heard as "Bye there.": the goodbye intent would end the call of a caller
+    # who only greeted. Such words are heard again in the pause, and the second words
+    # decide where they lead elsewhere (small talk here): no hang-up, no hang-up wait.
+    asr, again, rehearing = two_pass("Bye there.", "Hi there.")
+    lookup = FakeLookup("Bye there.", action="hangup")
+    frames, ended_at, spec = await drive(
+        tone(600) + silence(1700), asr, lookup, rehearing=rehearing
+    )
+    assert again.calls == 1
+    assert lookup.calls == ["Bye there.", "Hi there."]
+    turn = turn_of(frames).turn
+    decided = turn.pause_reading
+    assert decided is not None and decided.wait is None
+    assert ended_at == CFG.sentence_end_silence_ms
+    done = spec.ready(turn.pause_id or -1)
+    assert done is not None and done.decision is not None
+    assert (done.decision.route, done.decision.heard, done.decision.action) == (
+        "small_talk",
+        "second",
+        None,
+    )
+
+
+async def test_words_an_intent_would_hang_up_on_heard_alike_twice_still_end_the_call() -> None:
+    # A goodbye is heard again even as small talk ("Bye bye."); heard alike, it stands.
+    asr, again, rehearing = two_pass("Bye bye.", "Bye bye.")
+    lookup = FakeLookup("Bye bye.", action="hangup")
+    frames, ended_at, spec = await drive(
+        tone(600) + silence(1700), asr, lookup, rehearing=rehearing
+    )
+    assert again.calls == 1
+    turn = turn_of(frames).turn
+    assert ended_at == CFG.hangup_silence_ms
+    done = spec.ready(turn.pause_id or -1)
+    assert done is not None and done.hangs_up

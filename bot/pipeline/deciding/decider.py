@@ -75,7 +75,13 @@ from bot.pipeline.language.follow_up import (
     sentences_asked,
     unsaid,
 )
-from bot.pipeline.rehear import leads_somewhere, other_words, worth_hearing_again
+from bot.pipeline.rehear import (
+    ends_call,
+    leads_somewhere,
+    other_words,
+    same_answer,
+    worth_hearing_again,
+)
 from bot.profile import IntentConfig
 from serve import ProviderError
 
@@ -257,6 +263,8 @@ class Decider:
             other = other_words(words, second)
             if other is not None:
                 found, words, heard = await self._instead(found, words, other, "second", heard)
+        elif hear is not None and ends_call(found):
+            found, words, heard = await self._ends_call_twice(found, words, heard, hear)
         decision = await self._from_intent(found, words, heard, call_id)
         if unsaid_by and decision.words == asked and _about(decision) in unsaid_by:
             why = f"asked again for what {_about(decision)} did not say"
@@ -617,6 +625,26 @@ class Decider:
             why=f"no to {intent.name}",
             after_question=True,
         )
+
+    async def _ends_call_twice(
+        self, found: Lookup, words: str, heard: Heard, hear: Hearing
+    ) -> tuple[Lookup, str, Heard]:
+        """Words an intent would hang up on, heard again (``ends_call``): they stand where
+        the second recognizer heard the same words, words that the same intent answers, or
+        nothing (its pass failed: as before there was a second hearing); else the second
+        words are decided in their place, wherever they lead ("Hi there." for "Bye there.":
+        small talk), and the call goes on."""
+        other = other_words(words, await hear())
+        if other is None:
+            return found, words, heard
+        try:
+            looked = await self.lookups.intent(other)
+        except ProviderError:
+            return found, words, heard
+        if same_answer(found, looked):
+            return found, words, heard
+        log.info("words that would end the call heard otherwise: %r for %r", other, words)
+        return looked, other, "second"
 
     async def _instead(
         self, found: Lookup, words: str, other: str, heard: Heard, was: Heard

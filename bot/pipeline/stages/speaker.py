@@ -29,6 +29,7 @@ from serve import TTS, ProviderError, StageTimings
 
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
+    from bot.pipeline.said_ahead import SaidAhead
     from bot.profile import BotProfile
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,11 @@ class Speaker(Processor):
         filler_every_s: float = 0.0,
         on_filler: FillerSink | None = None,
         clock: Clock = MONOTONIC,
+        ahead: SaidAhead | None = None,
     ) -> None:
         super().__init__()
+        #: Words synthesized in the caller's pause (said_ahead.py): played from there.
+        self._ahead = ahead
         #: The call's clock: when audio is heard, when a filler is due.
         self._clock = clock
         self._tts = tts
@@ -107,6 +111,7 @@ class Speaker(Processor):
             filler_every_s=profile.filler_every_ms / 1000.0,
             on_filler=lambda turn, text, at: ctx.log_event("filler", text, at),
             clock=ctx.clock,
+            ahead=ctx.prompts.ahead,
         )
 
     @classmethod
@@ -118,7 +123,7 @@ class Speaker(Processor):
         await self._tell_line()
         try:
             if isinstance(frame, Speak):
-                await self._say(frame.turn, frame.text)
+                await self._say(frame.turn, frame.text, ahead=not frame.generated)
             elif isinstance(frame, PlayAudio):
                 self._send(frame.turn, frame.pcm)
             elif isinstance(frame, ResponseDone):
@@ -191,7 +196,12 @@ class Speaker(Processor):
             self._finish(turn)
         log.debug("barge-in: flushed %d frames", dropped)
 
-    async def _say(self, turn: Turn | None, text: str) -> None:
+    async def _say(self, turn: Turn | None, text: str, *, ahead: bool = False) -> None:
+        if ahead and self._ahead is not None:
+            pcm = await self._ahead.take(text)
+            if pcm is not None:
+                self._send(turn, pcm)
+                return
         timings = StageTimings()
         try:
             async for chunk in self._tts.synthesize(text, sample_rate=self._rate, timings=timings):
