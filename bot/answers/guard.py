@@ -222,7 +222,21 @@ def recap(entry: str, question: str, known_names: Iterable[str] = ()) -> str:
     does), introduced as a repeat ("As I said, ..."). ``known_names`` keep their capital
     at the start of the sentence."""
     closest, _ = closest_sentence(entry, stems(question))
-    best = closest or entry.strip()
+    return _as_recap(closest or entry.strip(), known_names)
+
+
+def recaps(entry: str, known_names: Iterable[str] = ()) -> list[str]:
+    """Every recap ``recap`` can make of ``entry``, whatever the question: one for each of
+    its sentences, and the whole entry's (no sentence shares a word with the question).
+    Few and known at start, so they are synthesized then, like the entry itself."""
+    names = tuple(known_names)
+    out = [_as_recap(sentence, names) for sentence in sentences(entry)]
+    out.append(_as_recap(entry.strip(), names))
+    return list(dict.fromkeys(out))
+
+
+def _as_recap(best: str, known_names: Iterable[str]) -> str:
+    """``best`` introduced as a repeat: "As I said, gift cards ..." (``recap``)."""
     first = _WORD.match(best)
     word = "" if first is None else first.group(0)
     kept = {"i", *(n.lower() for n in known_names)}

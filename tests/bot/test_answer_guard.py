@@ -8,6 +8,7 @@ from bot.pipeline.processor import Collector
 from bot.pipeline.stages.answer_guard import AnswerGuard
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import turn_record
+from bot.profile import DEFAULT_PROFILE, KnowledgeEntry, load_profile
 
 UNSURE = "I am not sure about that."
 ENTRY = "Standard delivery costs 4.95 dollars, and it is free on orders over 50 dollars."
@@ -123,6 +124,22 @@ async def test_an_entry_spoken_again_as_written_becomes_a_recap() -> None:
     other = Turn(call_id="c", transcript="returns?", route="knowledge")
     await guard.process(Speak(turn=other, text="Returns are free within 30 days."))
     assert sink.frames[-1] == Speak(turn=other, text="Returns are free within 30 days.")
+
+
+async def test_a_recap_synthesized_at_start_plays_from_its_audio() -> None:
+    said = f"{RECAP} s{ENTRY[1:]}"
+    guard = AnswerGuard(unsure=UNSURE, ready={said: b"\x00\x02"}.get)
+    sink = Collector()
+    guard.link(sink)
+    first = Turn(call_id="c", transcript="delivery cost?", route="knowledge")
+    await guard.process(PlayAudio(turn=first, pcm=b"\x00\x01", text=ENTRY))
+    again = Turn(call_id="c", transcript="what does delivery cost", route="knowledge")
+    await guard.process(PlayAudio(turn=again, pcm=b"\x00\x01", text=ENTRY))
+    assert sink.frames[-1] == PlayAudio(turn=again, pcm=b"\x00\x02", text=said)
+    assert again.answer == said
+    entry = KnowledgeEntry(topic="delivery_cost", answer=ENTRY, questions=["Delivery cost?"])
+    profile = load_profile(DEFAULT_PROFILE).model_copy(update={"knowledge": [entry]})
+    assert said in AnswerGuard.phrases(profile)  # synthesized at start
 
 
 async def test_an_entry_heard_before_and_asked_about_again_is_a_recap_after_a_yes() -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bot.answers.guard import RECAP, check, facts, recap, repeated_run, unsaid
+from bot.answers.guard import RECAP, check, facts, recap, recaps, repeated_run, unsaid
 
 DELIVERY = "Standard delivery costs 4.95 dollars, and it is free on orders over 50 dollars."
 
@@ -106,6 +106,26 @@ def test_a_recap_is_the_entrys_sentence_nearest_to_the_question() -> None:
     assert recap("Gift cards go up to 200 dollars.", "what time is it") == (
         f"{RECAP} gift cards go up to 200 dollars."
     )
+
+
+def test_every_recap_of_an_entry_is_known_before_any_question() -> None:
+    # Synthesized at start (the answer guard's phrases): whatever the caller asks, the
+    # recap said is one of them.
+    entry = (
+        "Gift cards are sold on our website. They can be loaded with up to 200 dollars. "
+        "PayPal works for them too."
+    )
+    ready = recaps(entry, ("Acme",))
+    assert len(ready) == 4  # three sentences, and the whole entry
+    for question in (
+        "What is the most I can load on one?",
+        "can I use paypal",
+        "where do I buy them",
+        "what time is it",
+        "Acme gift cards?",
+    ):
+        assert recap(entry, question, ("Acme",)) in ready, question
+    assert recaps("Acme ships to Canada.", ("Acme",)) == [f"{RECAP} Acme ships to Canada."]
 
 
 def test_what_was_said_of_an_entry_is_left_out_of_it() -> None:

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from bot.answers.guard import Refusal, check, recap, unsaid
+from bot.answers.guard import Refusal, check, recap, recaps, unsaid
 from bot.pipeline.frames import DataFrame, PlayAudio, ResponseDone, Speak
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
@@ -43,8 +43,11 @@ class AnswerGuard(Processor):
         known_names: tuple[str, ...] = (),
         private: tuple[str, ...] = (),
         on_refusal: RefusalSink | None = None,
+        ready: Callable[[str], bytes | None] = lambda text: None,
     ) -> None:
         super().__init__()
+        #: The audio of phrases synthesized at start (the recaps, ``phrases``).
+        self._ready = ready
         self._unsure = unsure
         self._unsure_pcm = unsure_pcm
         self._names = known_names
@@ -65,11 +68,16 @@ class AnswerGuard(Processor):
             known_names=(profile.name,),
             private=(profile.system_prompt,),
             on_refusal=lambda turn, refusal: ctx.log_event("guard_refused", str(refusal)),
+            ready=ctx.prompts.find,
         )
 
     @classmethod
     def phrases(cls, profile: BotProfile) -> list[str]:
-        return [profile.unsure]
+        """The honest fallback, and every recap of every knowledge entry (``recaps``): a
+        recap synthesized when it is said came 0.6-2.4 s after the turn's decision at 8
+        and 16 calls (docs/benchmarks.md)."""
+        names = (profile.name,)
+        return [profile.unsure, *(r for e in profile.knowledge for r in recaps(e.answer, names))]
 
     async def process(self, frame: DataFrame) -> None:
         if isinstance(frame, Speak) and frame.generated and frame.turn is not None:
@@ -81,7 +89,12 @@ class AnswerGuard(Processor):
                 # The caller asks again about an entry they heard in this call: its sentence
                 # nearest to the question, said as a repeat, not the whole entry as if new.
                 turn.answer = recap(frame.text, turn.transcript, self._names)
-                frame = Speak(turn=turn, text=turn.answer)
+                pcm = self._ready(turn.answer)
+                frame = (
+                    Speak(turn=turn, text=turn.answer)
+                    if pcm is None
+                    else PlayAudio(turn=turn, pcm=pcm, text=turn.answer)
+                )
             self._said.append(frame.text)  # an answer the operator wrote
             await self.push(frame)
         elif isinstance(frame, ResponseDone):
