@@ -1,14 +1,14 @@
 """Words a turn's decision will say, synthesized while the caller pauses.
 
-The operator's words that no phrase list holds ready (a two-choice question, "As I said, ..."
-with a sentence of an earlier answer) are synthesized when they are said: at 8 calls on two
-cores that came 275-1,840 ms after the end of the turn, on top of the question's own wait
-(docs/benchmarks.md). The pause's pass decides the turn ahead of its end
-(``bot.pipeline.speculation``); when what it would say has no ready audio, it is synthesized
-then, in the caller's pause, with the pass's priority (behind turns that have ended, dropped
-when the caller speaks again), and the speaker plays it from here (``take``) instead of
-synthesizing it again. A phrase still being synthesized when its turn ends is waited for; one
-whose synthesis failed or was dropped is synthesized as before.
+The operator's words that no phrase list holds ready (a two-choice question is made of two
+topics) were synthesized when they were said: at 8 calls on two cores that came 275-1,840 ms
+after the end of the turn, on top of the question's own wait (docs/benchmarks.md). The
+pause's pass decides the turn ahead of its end (``bot.pipeline.speculation``); when what it
+would say has no ready audio, it is synthesized then, in the caller's pause, with the pass's
+priority (behind turns that have ended, dropped when the caller speaks again), and the
+speaker plays it from here (``take``) instead of synthesizing it again. A phrase still being
+synthesized when its turn ends is waited for; one whose synthesis failed or was dropped is
+synthesized as before.
 
 One store for the node: the same question in another call is played from here too. Bounded
 (``max_phrases``, least recently used first out); a synthesizer whose output is cacheable
@@ -103,9 +103,10 @@ class SaidAhead:
                 self.speech_cache, tts, text, self.sample_rate, synthesize
             )
         except (ProviderError, asyncio.CancelledError) as exc:
-            # Dropped (late, or the caller spoke again) or failed: said as before.
+            # Dropped (late, or the caller spoke again: its job withdrawn) or failed: said
+            # as before, when its turn comes.
             self.failed += 1
-            log.debug("said ahead: %r not made: %s", text[:40], exc or type(exc).__name__)
+            log.debug("said ahead: %r not made: %s", text[:40], str(exc) or type(exc).__name__)
             return None
         if not audio:
             return None
