@@ -163,7 +163,16 @@ async def test_console_pages(
         # Settings, then the audit log shows both changes.
         await page.click("nav a[data-page=settings]")
         await page.fill("#s-greeting", "Welcome to the console shop.")
-        await page.click("#settings-save")
+        # The save's own request, answered, before the page drawn from it: a failure says
+        # which of the two did not come (once, beside three busy test processes, the page
+        # still read version 2 after 15 s, with no error shown).
+        async with page.expect_response(
+            lambda r: r.url.endswith("/config/settings") and r.request.method == "PATCH"
+        ) as saved:
+            await page.click("#settings-save")
+        response = await saved.value
+        assert response.status == 200, await response.text()
+        assert (await response.json())["config_version"] == 3
         await expect(page.locator("#settings-form")).to_contain_text("Configuration version 3")
         await _shot(page, f"{viewport}-settings")
         await page.click("nav a[data-page=latency]")
