@@ -128,7 +128,13 @@ async def test_an_entry_spoken_again_as_written_becomes_a_recap() -> None:
 
 async def test_a_recap_synthesized_at_start_plays_from_its_audio() -> None:
     said = f"{RECAP} s{ENTRY[1:]}"
-    guard = AnswerGuard(unsure=UNSURE, ready={said: b"\x00\x02"}.get)
+
+    def say(turn: Turn | None, text: str) -> Speak | PlayAudio:  # the call's ready audio
+        if text == said:
+            return PlayAudio(turn=turn, pcm=b"\x00\x02", text=text)
+        return Speak(turn=turn, text=text)
+
+    guard = AnswerGuard(unsure=UNSURE, say=say)
     sink = Collector()
     guard.link(sink)
     first = Turn(call_id="c", transcript="delivery cost?", route="knowledge")

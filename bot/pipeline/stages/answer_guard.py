@@ -43,11 +43,12 @@ class AnswerGuard(Processor):
         known_names: tuple[str, ...] = (),
         private: tuple[str, ...] = (),
         on_refusal: RefusalSink | None = None,
-        ready: Callable[[str], bytes | None] = lambda text: None,
+        say: Callable[[Turn | None, str], DataFrame] | None = None,
     ) -> None:
         super().__init__()
-        #: The audio of phrases synthesized at start (the recaps, ``phrases``).
-        self._ready = ready
+        #: How the call says a phrase: its audio when synthesized at start (the recaps,
+        #: ``phrases``), else synthesized (``CallContext.say``).
+        self._say = say if say is not None else lambda turn, text: Speak(turn=turn, text=text)
         self._unsure = unsure
         self._unsure_pcm = unsure_pcm
         self._names = known_names
@@ -68,7 +69,7 @@ class AnswerGuard(Processor):
             known_names=(profile.name,),
             private=(profile.system_prompt,),
             on_refusal=lambda turn, refusal: ctx.log_event("guard_refused", str(refusal)),
-            ready=ctx.prompts.find,
+            say=ctx.say,
         )
 
     @classmethod
@@ -89,12 +90,9 @@ class AnswerGuard(Processor):
                 # The caller asks again about an entry they heard in this call: its sentence
                 # nearest to the question, said as a repeat, not the whole entry as if new.
                 turn.answer = recap(frame.text, turn.transcript, self._names)
-                pcm = self._ready(turn.answer)
-                frame = (
-                    Speak(turn=turn, text=turn.answer)
-                    if pcm is None
-                    else PlayAudio(turn=turn, pcm=pcm, text=turn.answer)
-                )
+                said = self._say(turn, turn.answer)
+                assert isinstance(said, Speak | PlayAudio)
+                frame = said
             self._said.append(frame.text)  # an answer the operator wrote
             await self.push(frame)
         elif isinstance(frame, ResponseDone):
