@@ -106,6 +106,14 @@ class EndpointingConfig(BaseModel):
     #: may start a request of its own. 0: such words end the turn as any finished sentence
     #: does.
     hangup_silence_ms: int = Field(1500, ge=0, le=10_000)
+    #: Silence the turn waits for when the words are only a greeting ("Hello?", "Hi
+    #: there."): a greeting opens a request as often as it is all of it, and a caller saying
+    #: "Hello, | can you hear me?" (a ~300 ms comma pause in a flite voice) heard the bot's
+    #: own greeting start over them at ``sentence_end_silence_ms``, then was heard as one
+    #: request with what followed. A greeting's reply says nothing the caller waits for, so
+    #: it can come this much later. 0: a greeting ends the turn as any finished sentence
+    #: does.
+    greeting_silence_ms: int = Field(700, ge=0, le=10_000)
     #: A caller who starts again this soon after the end of their last turn's voice, and
     #: speaks over the bot's answer to it, was pausing mid-request: the bot stops (as at
     #: any barge-in) and the new words are read together with that turn's as one request

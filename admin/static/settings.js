@@ -56,6 +56,7 @@ const SETTING_LABELS = {
   "endpointing.nowhere_silence_ms": ["Nothing-to-say end silence (ms)", "A finished sentence nothing answers (the bot would only say it is not sure): often half a request. 0: no longer wait."],
   "endpointing.question_silence_ms": ["Question end silence (ms)", "A finished sentence the bot would only ask about (\"Just to check, ...?\"): often half a request. 0: no longer wait."],
   "endpointing.hangup_silence_ms": ["Hang-up end silence (ms)", "Words an intent would hang up on (a goodbye): a hang-up cannot be taken back, so a caller who was only pausing may go on. 0: no longer wait."],
+  "endpointing.greeting_silence_ms": ["Greeting end silence (ms)", "Words that are only a greeting (\"Hello?\"): as often the start of a request as all of it, so the bot's greeting waits for a caller who goes on. 0: no longer wait."],
   "endpointing.continuation_ms": ["Caller going on over the bot (ms)", "Words again this soon after the caller's last turn, over the bot's answer to it: both read as one request. 0: never."],
   "endpointing.hold_silence_ms": ["After \"hold on\" (ms)"],
   "endpointing.hold_reply": ["Reply to \"hold on\"", "Empty: nothing is said."],

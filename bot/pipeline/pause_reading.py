@@ -12,7 +12,9 @@ would (``wait``), in order of precedence:
   said): ``nowhere_silence_ms``;
 - ``question``: a finished sentence the bot would only ask about: ``question_silence_ms``;
 - ``acts``: words that would act at once and for good (an intent that hangs up, a yes that
-  would transfer or hang up): ``hangup_silence_ms``.
+  would transfer or hang up): ``hangup_silence_ms``;
+- ``greeting``: words that are only a greeting ("Hello?"), as often the start of a request
+  as all of it: ``greeting_silence_ms``.
 
 The turn detector keeps the reading (not five flags), takes both its silence limit and
 whether the turn may end early from it, and puts it on the turn, so the call log's turn
@@ -30,7 +32,7 @@ from bot.pipeline.rehear import other_words
 from bot.pipeline.speculation import Speculation
 from bot.profile import EndpointingConfig
 
-Wait = Literal["unsure", "nowhere", "question", "acts"]
+Wait = Literal["unsure", "nowhere", "question", "acts", "greeting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,7 @@ _WAIT_MS: dict[Wait, Callable[[EndpointingConfig], int]] = {
     "nowhere": lambda c: c.nowhere_silence_ms,
     "question": lambda c: c.question_silence_ms,
     "acts": lambda c: c.hangup_silence_ms,
+    "greeting": lambda c: c.greeting_silence_ms,
 }
 
 #: A pass that failed: the turn is transcribed again when it ends.
@@ -116,6 +119,10 @@ def read_pause(
     # or hang up ("Okay, okay." after the offer of a colleague, from a caller starting
     # "Right, okay, so | what time ...").
     acts = (done.hangs_up or done.acts_on_reply) and cfg.hangup_silence_ms > 0
+    # A greeting opens a request as often as it is all of it ("Hello, | can you hear me?",
+    # "Hi, | I'm calling about my order"): its reply, which says nothing the caller waits
+    # for, can wait for a caller who goes on.
+    greets = done.greets and cfg.greeting_silence_ms > 0
     wait: Wait | None = None
     if verdict in ("unfinished", "hold"):
         wait = None
@@ -127,4 +134,6 @@ def read_pause(
         wait = "question"
     elif acts:
         wait = "acts"
+    elif greets:
+        wait = "greeting"
     return PauseReading(verdict, wait)

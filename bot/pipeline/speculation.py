@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from bot.answers.small_talk import is_small_talk
+from bot.answers.small_talk import is_small_talk, small_talk_kind
 from bot.answers.text import sentences
 from bot.pipeline.clock import MONOTONIC, Clock
 from bot.pipeline.language.end_of_turn import judge
@@ -106,12 +106,25 @@ class Speculation:
         intent's does (``TurnDetector``): the answer is as sure, and the pass has already
         heard the words twice where they needed it. Not small talk: "Hello," is as often
         the start of a request ("Hello, | is anyone there?", a 200-300 ms comma pause) as
-        all of it, and waits the finished sentence's silence."""
+        all of it; small talk waits the finished sentence's silence, a greeting longer
+        (``greets``)."""
         if self.hit:
             return True
         d = self.decision
         return (
             d is not None and d.kind == "answer" and d.route == "knowledge" and d.heard == "first"
+        )
+
+    @property
+    def greets(self) -> bool:
+        """The bot would answer the words as a greeting ("Hello?", "Hi there."): small talk
+        of that kind only (not "Is anyone there?", a question the caller waits on)."""
+        d = self.decision
+        return (
+            d is not None
+            and d.kind == "answer"
+            and d.route == "small_talk"
+            and small_talk_kind(d.words) == "greeting"
         )
 
     @property

@@ -32,6 +32,7 @@ DECIDED = {
     "unsure": lambda w: Decision("unsure", "fallback", w, "no_entry: nothing"),
     "ask": lambda w: Decision("ask", "confirm", w, "near a topic"),
     "yes_acts": lambda w: Decision("answer", "confirmed", w, "yes", entry=TRANSFER),
+    "small_talk": lambda w: Decision("answer", "small_talk", w, "small talk", say="Hello."),
 }
 
 
@@ -72,6 +73,11 @@ def heard(first: str, second: str | None = None, decided: str | None = None) -> 
         (heard("Can you friend me?", decided="ask"), PauseReading("finished", "question")),
         # Words whose yes would transfer: as a goodbye waits.
         (heard("Yes please.", decided="yes_acts"), PauseReading("finished", "acts")),
+        # Only a greeting: it waits for a caller who goes on; small talk that asks does not.
+        (heard("Hello?", decided="small_talk"), PauseReading("finished", "greeting")),
+        (heard("Hi there.", decided="small_talk"), PauseReading("finished", "greeting")),
+        (heard("Hello, is anyone there?", decided="small_talk"), PauseReading("finished")),
+        (heard("Thank you.", decided="small_talk"), PauseReading("finished")),
         # Precedence: unsure before nowhere, question and acts (a decision is one of them).
         (
             heard("Where is my order?", "Where is my order", decided="ask"),
@@ -102,6 +108,7 @@ def test_each_reading_waits_its_own_setting_and_only_a_whole_request_ends_early(
         nowhere_silence_ms=2100,
         question_silence_ms=1800,
         hangup_silence_ms=1500,
+        greeting_silence_ms=700,
         hold_silence_ms=10_000,
     )
     table = {
@@ -113,14 +120,18 @@ def test_each_reading_waits_its_own_setting_and_only_a_whole_request_ends_early(
         PauseReading("finished", "nowhere"): (2100, False),
         PauseReading("finished", "question"): (1800, False),
         PauseReading("finished", "acts"): (1500, False),
+        PauseReading("finished", "greeting"): (700, False),
     }
     for reading, (limit, early) in table.items():
         assert (reading.silence_limit_ms(cfg), reading.may_end_early) == (limit, early), reading
 
 
 def test_a_wait_set_to_zero_is_not_waited_for() -> None:
-    cfg = EndpointingConfig(question_silence_ms=0, hangup_silence_ms=0, nowhere_silence_ms=0)
+    cfg = EndpointingConfig(
+        question_silence_ms=0, hangup_silence_ms=0, nowhere_silence_ms=0, greeting_silence_ms=0
+    )
     assert read_pause(heard("Can you friend me?", decided="ask"), judge, cfg).wait is None
+    assert read_pause(heard("Hello?", decided="small_talk"), judge, cfg).wait is None
     assert read_pause(heard("Yes please.", decided="yes_acts"), judge, cfg).wait is None
     nowhere = heard("I was charged twice.", "I was charged twice.", decided="unsure")
     assert read_pause(nowhere, judge, cfg).wait is None

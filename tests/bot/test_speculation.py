@@ -384,14 +384,25 @@ async def test_words_a_knowledge_entry_answers_are_heard_again_in_the_pause(
 async def test_small_talk_waits_the_finished_sentence_silence(
     knowledge: KnowledgeIndex,
 ) -> None:
-    # "Hello," is as often the start of a request as all of it: a flite caller's "Hello, |
-    # is anyone there?" paused 200-300 ms at the comma, and an early end at once cut it
-    # (tests/calllog/test_call_row.py). Small talk keeps the finished sentence's 300 ms.
-    end, ended_at, result, _ = await heard_twice_alike("Hello?", knowledge)
+    # "Hello, | is anyone there?": a flite caller paused 200-300 ms at the comma, and an
+    # early end at once cut it (tests/calllog/test_call_row.py). Small talk that asks
+    # something keeps the finished sentence's 300 ms.
+    end, ended_at, result, _ = await heard_twice_alike("Is anyone there?", knowledge)
     assert end.turn.eot_reason == "early" and ended_at == 300, ended_at
     assert result.decision is not None
     assert (result.decision.kind, result.decision.route) == ("answer", "small_talk")
-    assert not result.answers
+    assert not result.answers and not result.greets
+
+
+async def test_a_greeting_waits_for_a_caller_who_goes_on(knowledge: KnowledgeIndex) -> None:
+    # "Hello?" alone: at 300 ms of a ~300 ms comma pause the bot's own greeting started over
+    # a caller's "Hello, | can you hear me?" (the load mix, 1 caller in 8). Its reply says
+    # nothing the caller waits for: it waits ``greeting_silence_ms``.
+    end, ended_at, result, _ = await heard_twice_alike("Hello?", knowledge)
+    assert result.greets
+    assert end.turn.pause_reading == PauseReading("finished", "greeting")
+    assert end.turn.eot_reason == "silence"
+    assert ended_at == EndpointingConfig().greeting_silence_ms == 700, ended_at
 
 
 async def test_an_entry_found_in_words_that_trail_off_does_not_end_the_turn_early(
@@ -706,6 +717,7 @@ async def test_the_turn_log_says_what_the_pause_found_and_no_words() -> None:
         "nowhere": False,
         "hangs_up": True,
         "acts_on_reply": False,
+        "greets": False,
         "failed": False,
     }
     assert "bye" not in json.dumps(record).lower()
@@ -724,7 +736,8 @@ async def test_the_turn_log_says_what_the_pause_found_and_no_words() -> None:
 async def test_words_an_intent_would_hang_up_on_are_heard_again_and_end_the_call_only_so() -> None:
     # "Hi there." heard as "Bye there.": the goodbye intent would end the call of a caller
     # who only greeted. Such words are heard again in the pause, and the second words
-    # decide where they lead elsewhere (small talk here): no hang-up, no hang-up wait.
+    # decide where they lead elsewhere (small talk here): no hang-up, no hang-up wait; the
+    # greeting's own wait.
     asr, again, rehearing = two_pass("Bye there.", "Hi there.")
     lookup = FakeLookup("Bye there.", action="hangup")
     frames, ended_at, spec = await drive(
@@ -734,8 +747,8 @@ async def test_words_an_intent_would_hang_up_on_are_heard_again_and_end_the_call
     assert lookup.calls == ["Bye there.", "Hi there."]
     turn = turn_of(frames).turn
     decided = turn.pause_reading
-    assert decided is not None and decided.wait is None
-    assert ended_at == CFG.sentence_end_silence_ms
+    assert decided is not None and decided.wait == "greeting"
+    assert ended_at == CFG.greeting_silence_ms
     done = spec.ready(turn.pause_id or -1)
     assert done is not None and done.decision is not None
     assert (done.decision.route, done.decision.heard, done.decision.action) == (
