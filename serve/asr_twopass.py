@@ -21,10 +21,15 @@ class TwoPassASR(ASR):
 
     name = "whisper-two-pass"
 
-    def __init__(self, first: ASR, second: ASR, *, name: str | None = None) -> None:
+    def __init__(
+        self, first: ASR, second: ASR, *, name: str | None = None, early: bool = False
+    ) -> None:
         super().__init__(timeout_s=first.timeout_s, retries=first.retries, name=name)
         self.first = first
         self.second = second
+        #: Whether a caller's pause begins the second hearing with the first, as spare work
+        #: (``ModelSpec.asr_second_early``; bot/pipeline/speculation.py).
+        self.early = early
 
     @property
     def description(self) -> str:

@@ -43,6 +43,10 @@ class Urgency(IntEnum):
     NOW = 0
     #: Work ahead of time: the caller has paused, the turn may be over.
     AHEAD = 1
+    #: Work that may turn out not to be needed at all, started only on a worker nothing
+    #: more urgent waits for (a second hearing begun beside the first, in case the first
+    #: leads nowhere); raised to its work's level once it is needed, else withdrawn.
+    SPARE = 2
 
 
 #: How long a job of each level may wait for a worker before it is dropped (None: it waits
@@ -50,7 +54,14 @@ class Urgency(IntEnum):
 #: ``AHEAD``: a pass over a pause that has not started 300 ms after it was asked for is
 #: late for the decision it was for (a finished sentence ends the turn 300 ms into the
 #: silence); when that turn ends, its caller transcribes it as an ended turn, at ``NOW``.
-DEFAULT_BUDGET_S: Mapping[Urgency, float | None] = {Urgency.NOW: None, Urgency.AHEAD: 0.3}
+#: ``SPARE``: work that may not be needed starts on a worker free at once, or not at all: a
+#: second hearing begun beside the first only pays while a core is idle, and under load it
+#: would only delay other calls' turns.
+DEFAULT_BUDGET_S: Mapping[Urgency, float | None] = {
+    Urgency.NOW: None,
+    Urgency.AHEAD: 0.3,
+    Urgency.SPARE: 0.05,
+}
 
 
 class Priority:
@@ -83,9 +94,12 @@ class Priority:
             return None
         return submitted + self.budget_s
 
-    def raise_to(self, level: Urgency) -> None:
-        """Jobs still waiting (and later ones) run at ``level`` if it is more urgent."""
-        self.level = min(self.level, level)
+    def raise_to(self, level: Urgency, *, budget_s: float | None = None) -> None:
+        """Jobs still waiting (and later ones) run at ``level`` if it is more urgent, with
+        ``budget_s`` from then on (None: never dropped) when the level changes."""
+        if level < self.level:
+            self.level = level
+            self.budget_s = budget_s
 
     def withdraw(self) -> None:
         """The work is no longer wanted: its waiting jobs and any later ones never run."""

@@ -90,6 +90,10 @@ class ModelSpec(BaseModel):
     #: the operator's words": right answers from speech up, word error rate 13.7% -> 10.5%
     #: on the default profile's tuning split).
     asr_prompt_tokens: int = Field(PROMPT_TOKENS, ge=0, le=MAX_PROMPT_TOKENS)
+    #: With a two-pass recognizer: the pause's second hearing begins with the first, on a
+    #: worker nothing more urgent wants, and is withdrawn when the first hearing's lookup
+    #: finds an intent (bot/pipeline/speculation.py); False: it begins only then.
+    asr_second_early: bool = True
     llm: str = "llama-cpp"
     llm_model_path: str | None = None
     tts: str = "piper"
@@ -255,12 +259,15 @@ asr_backends.register(
     lambda s: TwoPassASR(
         _whisper(TINY_EN, windowed=True)(s),
         _whisper(BASE, windowed=True)(s.model_copy(update={"asr_model_path": None})),
+        early=s.asr_second_early,
     ),
 )
 asr_backends.register(
     "whisper-window+beam",
     lambda s: TwoPassASR(
-        _whisper(TINY_EN, windowed=True)(s), _whisper(TINY_EN, windowed=False, beam_size=5)(s)
+        _whisper(TINY_EN, windowed=True)(s),
+        _whisper(TINY_EN, windowed=False, beam_size=5)(s),
+        early=s.asr_second_early,
     ),
 )
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from bot.answers.small_talk import is_small_talk
 from bot.intents.match import Match, normalize
 from serve import ASR, ProviderError, StageTimings, Transcription
+from serve.errors import WorkDropped
 
 if TYPE_CHECKING:
     from bot.intents.cache import Lookup
@@ -109,21 +110,27 @@ class Rehearing:
     """Decodes a turn again with the second recognizer (when to: ``bot.pipeline.deciding.decider``
     at the end of the turn, ``bot.pipeline.speculation`` in the caller's pause)."""
 
-    def __init__(self, asr: SecondPassASR, *, sample_rate: int) -> None:
+    def __init__(self, asr: SecondPassASR, *, sample_rate: int, early: bool = False) -> None:
         self._asr = asr
         self._rate = sample_rate
+        #: The caller's pause begins this hearing with the first one, as spare work
+        #: (``bot.pipeline.speculation``), instead of after the first one's lookup.
+        self.early = early
 
     @classmethod
     def of(cls, asr: ASR, *, sample_rate: int) -> Rehearing | None:
         """One for ``asr`` when it has a second pass; None otherwise (no cost, no change)."""
         if not isinstance(asr, SecondPassASR):
             return None
-        return cls(asr, sample_rate=sample_rate)
+        return cls(asr, sample_rate=sample_rate, early=bool(getattr(asr, "early", False)))
 
     async def hear(self, pcm: bytes, *, timings: StageTimings | None = None) -> str | None:
         """What the second recognizer makes of ``pcm`` (None: the pass failed)."""
         try:
             result = await self._asr.second_pass(pcm, self._rate, timings=timings)
+        except WorkDropped as exc:
+            log.debug("second pass dropped: %s", exc)  # spare work no worker was free for
+            return None
         except ProviderError as exc:
             log.warning("second pass failed: %s", exc)
             return None

@@ -84,6 +84,11 @@ class Speculation:
     #: Where the pass's jobs stand in the shared pool's queue: behind turns that have
     #: ended, until this turn ends too; withdrawn when the caller speaks again.
     priority: Priority = field(default_factory=lambda: Priority(Urgency.AHEAD), repr=False)
+    #: The second hearing begun beside the first (``Rehearing.early``), at
+    #: ``Urgency.SPARE`` until the first hearing's lookup says it is needed (raised to the
+    #: pass's level) or not (withdrawn); None: none begun.
+    spare: Priority | None = field(default=None, repr=False)
+    spare_needed: bool = False
 
     @property
     def hit(self) -> bool:
@@ -233,6 +238,8 @@ class Speculator:
         if audio_bytes < spec.audio_bytes:
             return None
         spec.priority.raise_to(Urgency.NOW)  # the caller is now waiting for it
+        if spec.spare is not None and spec.spare_needed:
+            spec.spare.raise_to(Urgency.NOW)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(task)
         if spec.failed or spec.finished_at is None:
@@ -253,6 +260,8 @@ class Speculator:
             # an ASR call already running cannot be stopped midway: the pass finishes in
             # the background and its result is ignored.
             self._current.priority.withdraw()
+            if self._current.spare is not None:
+                self._current.spare.withdraw()
         self._current = None
 
     async def close(self) -> None:
@@ -269,6 +278,7 @@ class Speculator:
 
     async def _pass(self, spec: Speculation, audio: bytes) -> Speculation:
         timings = StageTimings()
+        early = self._hear_early(spec, audio, timings)
         try:
             result = await self._asr.transcribe(
                 audio, self._rate, vocabulary=self._vocabulary, timings=timings
@@ -278,17 +288,62 @@ class Speculator:
             spec.heard = text
             if text and result.no_speech_prob <= self._max_no_speech:
                 spec.transcript = text
-                await self._decide(spec, audio, text, timings)
+                await self._decide(spec, audio, text, timings, early)
         except ProviderError as exc:
             log.debug("speculative transcription failed: %s", exc)
             spec.failed = True
         finally:
+            if early is not None and not spec.spare_needed:
+                await _dropped(spec, early)
             spec.model_ms = dict(timings.durations_ms)
             spec.finished_at = self._clock.now()
         return spec
 
+    def _hear_early(
+        self, spec: Speculation, audio: bytes, timings: StageTimings
+    ) -> asyncio.Task[str | None] | None:
+        """The second hearing, begun beside the first at ``Urgency.SPARE`` (one core hears
+        a turn while the other is free, so a turn that needs both hearings has them ~110 ms
+        sooner); None: not wanted here (no second recognizer, or not asked for)."""
+        if self._rehearing is None or not self._rehearing.early:
+            return None
+        spec.spare = Priority.of(Urgency.SPARE)  # started at once, or dropped
+        with priority(spec.spare):  # the task's jobs carry it (the context is copied)
+            return asyncio.create_task(
+                self._rehearing.hear(audio, timings=timings), name="second hearing"
+            )
+
+    async def _hear_again(
+        self,
+        spec: Speculation,
+        audio: bytes,
+        timings: StageTimings,
+        early: asyncio.Task[str | None] | None,
+    ) -> str | None:
+        """The second recognizer's words: the hearing begun with the first, raised to the
+        pass's level now that it is needed, or one begun now (none was, or it was dropped:
+        no worker was free for it)."""
+        assert self._rehearing is not None
+        if early is not None and spec.spare is not None:
+            spec.spare_needed = True
+            spec.spare.raise_to(spec.priority.level, budget_s=spec.priority.budget_s)
+            try:
+                heard = await early
+            except asyncio.CancelledError:
+                if self._current is spec:
+                    raise  # the pass itself was cancelled
+                return None  # withdrawn: the caller spoke again
+            if heard is not None or self._current is not spec:
+                return heard
+        return await self._rehearing.hear(audio, timings=timings)
+
     async def _decide(
-        self, spec: Speculation, audio: bytes, text: str, timings: StageTimings
+        self,
+        spec: Speculation,
+        audio: bytes,
+        text: str,
+        timings: StageTimings,
+        early: asyncio.Task[str | None] | None = None,
     ) -> None:
         """Look the words up, hear them again where worth it, and decide them."""
         decider = self._decider
@@ -298,8 +353,7 @@ class Speculator:
             except ProviderError as exc:
                 log.debug("speculative lookup failed: %s", exc)
         if self._worth_hearing_again(spec, text):
-            assert self._rehearing is not None
-            spec.second = await self._rehearing.hear(audio, timings=timings)
+            spec.second = await self._hear_again(spec, audio, timings, early)
         if decider is None or self._current is not spec:
             return  # nothing to decide, or the caller spoke again
         spec.version = decider.conversation.version
@@ -332,3 +386,14 @@ class Speculator:
             and found.match.route not in ("none", "confirm")
         )
         return not answered and judge(text) in ("finished", "open") and not is_small_talk(text)
+
+
+async def _dropped(spec: Speculation, early: asyncio.Task[str | None]) -> None:
+    """A second hearing begun beside the first that is not needed: its job is withdrawn
+    if it has not started (one already running finishes in the background, unread)."""
+    if spec.spare is not None:
+        spec.spare.withdraw()
+    if not early.done():
+        early.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await early

@@ -27,8 +27,9 @@ from bot.pipeline.stages.turn_detector import TurnDetector
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import turn_record
 from bot.profile import EndpointingConfig
-from serve import ASR, TwoPassASR
+from serve import ASR, Transcription, TwoPassASR
 from serve.base import SHARED_WORKERS, shared_executor
+from serve.errors import WorkDropped
 from serve.priority_pool import Urgency
 from tests.bot.deciding import decider_for, router_for
 from tests.bot.fakes import FRAME_BYTES, EnergyStream, ScriptedASR, silence, tone
@@ -212,10 +213,13 @@ async def test_an_unfinished_sentence_waits_for_the_longer_silence() -> None:
     assert ended_at == 1500
 
 
-def two_pass(first: str, second: str) -> tuple[TwoPassASR, ScriptedASR, Rehearing]:
-    """A two-pass recognizer whose first pass hears ``first`` and second ``second``."""
+def two_pass(
+    first: str, second: str, *, early: bool = False
+) -> tuple[TwoPassASR, ScriptedASR, Rehearing]:
+    """A two-pass recognizer whose first pass hears ``first`` and second ``second``
+    (``early``: the pause begins the second hearing with the first)."""
     again = ScriptedASR(second)
-    asr = TwoPassASR(ScriptedASR(first), again)
+    asr = TwoPassASR(ScriptedASR(first), again, early=early)
     rehearing = Rehearing.of(asr, sample_rate=8000)
     assert rehearing is not None
     return asr, again, rehearing
@@ -231,10 +235,11 @@ def two_pass(first: str, second: str) -> tuple[TwoPassASR, ScriptedASR, Rehearin
         ("You believe her too", "Do you deliver to"),
     ],
 )
+@pytest.mark.parametrize("early", [False, True])
 async def test_a_fragment_misheard_as_a_sentence_is_heard_again_and_waited_for(
-    first: str, second: str
+    first: str, second: str, early: bool
 ) -> None:
-    asr, again, rehearing = two_pass(first, second)
+    asr, again, rehearing = two_pass(first, second, early=early)
     frames, ended_at, _ = await drive(
         tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing
     )
@@ -770,3 +775,56 @@ async def test_words_an_intent_would_hang_up_on_heard_alike_twice_still_end_the_
     assert ended_at == CFG.hangup_silence_ms
     done = spec.ready(turn.pause_id or -1)
     assert done is not None and done.hangs_up
+
+
+class DroppedOnce(ScriptedASR):
+    """A second recognizer whose first job finds no worker free (``WorkDropped``)."""
+
+    def _transcribe_impl(self, pcm: bytes, sample_rate: int) -> Transcription:
+        if self.calls == 0:
+            self.calls += 1
+            raise WorkDropped("no worker was free", waited_s=0.05)
+        return super()._transcribe_impl(pcm, sample_rate)
+
+
+async def test_a_second_hearing_begun_with_the_first_is_used_when_the_first_leads_nowhere() -> None:
+    asr, again, rehearing = two_pass("Can you hack it?", "Could you check if", early=True)
+    assert rehearing.early
+    frames, ended_at, spec = await drive(
+        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing
+    )
+    end = turn_of(frames)
+    done = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
+    assert done is not None
+    assert (done.second, done.spare_needed, again.calls) == ("Could you check if", True, 1)
+    assert ended_at == 1500  # the fragment's wait, as when heard one after the other
+
+
+async def test_a_second_hearing_begun_with_the_first_is_dropped_when_an_intent_answers() -> None:
+    asr, again, rehearing = two_pass("Where's my parcel?", "Where is my parcel?", early=True)
+    frames, _, spec = await drive(
+        tone(600) + silence(600), asr, FakeLookup("Where's my parcel?"), rehearing=rehearing
+    )
+    end = turn_of(frames)
+    assert end.turn.eot_reason == "early"
+    done = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
+    assert done is not None and done.decision is not None
+    # Not needed: withdrawn (it may have run on a free worker, unread).
+    assert (done.second, done.spare_needed) == (None, False)
+    assert done.spare is not None and done.spare.withdrawn
+    assert again.calls <= 1
+
+
+async def test_a_second_hearing_no_worker_was_free_for_is_made_when_needed() -> None:
+    again = DroppedOnce("Could you check if")
+    asr = TwoPassASR(ScriptedASR("Can you hack it?"), again, early=True)
+    rehearing = Rehearing.of(asr, sample_rate=8000)
+    assert rehearing is not None
+    frames, ended_at, spec = await drive(
+        tone(600) + silence(1700), asr, FakeLookup(None), rehearing=rehearing
+    )
+    end = turn_of(frames)
+    done = await spec.result_for(end.turn.pause_id or 0, len(end.turn.audio))
+    assert done is not None
+    assert (done.second, again.calls) == ("Could you check if", 2)
+    assert ended_at == 1500

@@ -123,6 +123,43 @@ def test_a_pass_raised_to_now_before_its_deadline_runs_whatever_it_waited(
     assert counts["ahead"]["dropped"] == counts["now"]["dropped"] == 0
 
 
+def test_spare_work_runs_after_every_other_level_and_only_while_a_worker_is_free(
+    pool: PriorityPool, clock: FakeClock
+) -> None:
+    # A second hearing begun beside the first: on a worker free at once, else dropped.
+    assert DEFAULT_BUDGET_S[Urgency.SPARE] == 0.05
+    release = block(pool)
+    ran: list[str] = []
+    with priority(Priority.of(Urgency.SPARE)):
+        spare = pool.submit(ran.append, "spare")
+    with priority(Priority(Urgency.AHEAD)):
+        ahead = pool.submit(ran.append, "ahead")
+    clock.now = 0.06
+    assert isinstance(spare.exception(timeout=5.0), WorkDropped)
+    release.set()
+    ahead.result(5.0)
+    assert ran == ["ahead"]
+    assert pool.counts()["spare"]["dropped"] == 1
+
+
+def test_spare_work_raised_when_needed_takes_the_budget_it_is_given(
+    pool: PriorityPool, clock: FakeClock
+) -> None:
+    release = block(pool)
+    spare = Priority.of(Urgency.SPARE)
+    with priority(spare):
+        needed = pool.submit(lambda: "second hearing")
+    # The first hearing led nowhere: the second is the pass's work now, at its level and
+    # budget (none: a pass is never dropped once its turn may be waiting on it).
+    spare.raise_to(Urgency.AHEAD, budget_s=None)
+    assert (spare.level, spare.budget_s) == (Urgency.AHEAD, None)
+    clock.now = 5.0
+    release.set()
+    assert needed.result(5.0) == "second hearing"
+    spare.raise_to(Urgency.AHEAD, budget_s=0.01)  # the same level: nothing changes
+    assert spare.budget_s is None
+
+
 def test_an_ended_turn_is_never_dropped(pool: PriorityPool, clock: FakeClock) -> None:
     release = block(pool)
     with priority(Priority(Urgency.NOW, budget_s=0.02)):
@@ -161,7 +198,7 @@ def test_counts_say_what_waited(pool: PriorityPool, clock: FakeClock) -> None:
     with priority(Priority(Urgency.AHEAD)):
         guess = pool.submit(lambda: None)
     ended = pool.submit(lambda: None)
-    assert pool.waiting_by_level() == {"now": 1, "ahead": 1}
+    assert pool.waiting_by_level() == {"now": 1, "ahead": 1, "spare": 0}
     clock.now = 0.25
     release.set()
     guess.result(5.0), ended.result(5.0)
@@ -170,7 +207,7 @@ def test_counts_say_what_waited(pool: PriorityPool, clock: FakeClock) -> None:
     assert counts["now"]["queued"] == 1
     assert counts["ahead"]["queued"] == 1
     assert counts["now"]["wait_seconds"] == pytest.approx(0.25)
-    assert pool.waiting_by_level() == {"now": 0, "ahead": 0}
+    assert pool.waiting_by_level() == {"now": 0, "ahead": 0, "spare": 0}
 
 
 def test_a_withdrawn_pass_is_counted_as_withdrawn_not_dropped(
