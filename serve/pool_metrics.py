@@ -44,7 +44,8 @@ POOL_COUNTERS = (
 
 class PoolCollector(Collector):
     """The counters of ``pool`` (the shared pool unless given), labelled by urgency
-    (``now``: a turn has ended; ``ahead``: work in a caller's pause), and the jobs waiting."""
+    (``now``: a turn has ended; ``ahead``: work in a caller's pause; ``spare``: work that may
+    not be needed), and the jobs waiting."""
 
     def __init__(self, pool: Callable[[], PriorityPool] = shared_executor) -> None:
         self._pool = pool

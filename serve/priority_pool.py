@@ -235,7 +235,7 @@ class PriorityPool(Executor):
         return future
 
     def counts(self) -> dict[str, dict[str, float]]:
-        """Per level (``now``, ``ahead``), each of ``COUNTS`` since the pool started."""
+        """Per level (``now``, ``ahead``, ``spare``), each of ``COUNTS`` since the pool started."""
         with self._ready:
             return {
                 u.name.lower(): {k: self._counts.get((u.name.lower(), k), 0.0) for k in COUNTS}
