@@ -38,6 +38,7 @@ from testkit.intent_eval.sweep import (
 )
 from testkit.intent_eval.transcripts import (
     TRANSCRIPTS,
+    VOICES,
     asr_setup,
     asr_transcripts,
     vocabulary_key,
@@ -270,8 +271,9 @@ async def add_transcripts(
     embedder: Embedder,
     inputs: dict[str, dict[str, tuple[Items, Vectors]]],
 ) -> None:
-    """The bot's own ASR (settings' default backend) on each utterance spoken by flite,
-    heard by the profile's vocabulary as on a call (``--no-vocabulary``: without)."""
+    """The bot's own ASR (settings' default backend) on each utterance spoken by flite
+    (``--voices espeak``: by espeak-ng), heard by the profile's vocabulary as on a call
+    (``--no-vocabulary``: without)."""
     settings = ModelSpec()
     asr = asr_backends.create(settings.asr, settings)
     unhurried(asr)
@@ -282,19 +284,25 @@ async def add_transcripts(
     for split in splits:
         items = sets[split].items
         try:
-            result = await asr_transcripts(items, setup, None, args.transcripts, words)
+            result = await asr_transcripts(
+                items, setup, None, args.transcripts, words, voices=args.voices
+            )
         except KeyError:
             if not loaded:
                 await asr.load()
                 await asr.warm()
                 loaded = True
-            result = await asr_transcripts(items, setup, asr, args.transcripts, words)
+            result = await asr_transcripts(
+                items, setup, asr, args.transcripts, words, voices=args.voices
+            )
             p50, p95 = percentile(result.asr_ms, 50), percentile(result.asr_ms, 95)
             print(
                 f"{split}: transcribed {result.transcribed}, ASR P50 {p50:.0f}, P95 {p95:.0f} ms",
                 file=sys.stderr,
             )
         label = ASR if words else f"{ASR} (no vocabulary)"
+        if args.voices != "flite":
+            label += f" ({args.voices} voices)"
         heard = [(text, truth) for text, (_, truth) in zip(result.texts, items, strict=True)]
         inputs[split][label] = (heard, await embed_queries(embedder, result.texts))
 
@@ -367,13 +375,13 @@ async def add_second_pass(
         items = sets[split].items
         heard, vectors = next(v for k, v in inputs[split].items() if k.startswith(ASR))
         try:
-            result = await asr_transcripts(items, setup, None, args.transcripts)
+            result = await asr_transcripts(items, setup, None, args.transcripts, voices=args.voices)
         except KeyError:
             if not loaded:
                 await asr.load()
                 await asr.warm()
                 loaded = True
-            result = await asr_transcripts(items, setup, asr, args.transcripts)
+            result = await asr_transcripts(items, setup, asr, args.transcripts, voices=args.voices)
         again = await embed_queries(embedder, result.texts)
         sp = found[split] = SecondPass(utterances=len(items), asr_ms=list(result.asr_ms))
         chosen: Items = []
@@ -396,7 +404,8 @@ async def add_second_pass(
                         taken = words
                         break
             chosen.append((taken, truth))
-        inputs[split][f"{ASR} + second pass"] = (
+        voiced = "" if args.voices == "flite" else f" ({args.voices} voices)"
+        inputs[split][f"{ASR}{voiced} + second pass"] = (
             chosen,
             await embed_queries(embedder, [t for t, _ in chosen]),
         )
@@ -499,6 +508,13 @@ def main() -> int:
         choices=["", *asr_backends.names()],
         help="with --asr: decode again with this ASR backend the turns that matched nothing "
         "(whisper-base-window, whisper-beam), as the bot's two-pass recognizers do",
+    )
+    parser.add_argument(
+        "--voices",
+        default="flite",
+        choices=VOICES,
+        help="with --asr: who speaks the utterances: flite's voices, or espeak-ng's robotic "
+        "ones (cached under keys of their own)",
     )
     parser.add_argument(
         "--prefixes", action="store_true", help="also match the first words of each utterance"

@@ -8,7 +8,8 @@ answers as the one who meant the utterance would: "Yes." to a question about the
 meant, "No." to any other yes-or-no question, "The first one." / "The second one." to a
 two-choice question that offers it, else "Neither."; and the reply is decided as the bot
 decides it. Counted per split and input (clean text; ``--asr``: the cached transcripts heard
-by the profile's vocabulary, as ``bench.intent_eval --asr`` made them):
+by the profile's vocabulary, as ``bench.intent_eval --asr`` made them; ``--voices espeak``:
+the utterances as espeak-ng's voices said them):
 
 - paraphrases answered right directly, and right directly or after one question;
 - paraphrases answered with another intent (directly or after a reply);
@@ -38,6 +39,8 @@ from testkit.answer_eval.rig import SilentTTS
 from testkit.intent_eval.eval_sets import DATA, SPLITS, Items, load_eval_sets
 from testkit.intent_eval.transcripts import (
     TRANSCRIPTS,
+    VOICES,
+    Voices,
     asr_setup,
     read_transcripts,
     vocabulary_key,
@@ -143,7 +146,9 @@ async def decide_all(
     return out
 
 
-def transcripts(profile: BotProfile, items: Items, cache_file: Path) -> tuple[Items, str] | None:
+def transcripts(
+    profile: BotProfile, items: Items, cache_file: Path, voices: Voices = "flite"
+) -> tuple[Items, str] | None:
     """The split's cached transcripts heard by the profile's vocabulary, and the code they
     were made with (None: not all cached; ``bench.intent_eval --asr`` makes them). The
     recognizer's code may have changed since (a new ``sources`` digest): the decision is
@@ -151,7 +156,7 @@ def transcripts(profile: BotProfile, items: Items, cache_file: Path) -> tuple[It
     settings = ModelSpec()
     asr = asr_backends.create(settings.asr, settings)
     setup = asdict(asr_setup(settings.asr, asr, prompt=vocabulary_key(vocabulary(profile))))
-    keys = voice_keys(items)
+    keys = voice_keys(items, voices)
     for entry in read_transcripts(cache_file).values():
         made = dict(entry["setup"])
         if {**made, "sources": ""} != {**setup, "sources": ""}:
@@ -186,11 +191,12 @@ async def run(args: argparse.Namespace) -> int:
             items = sets[split].items
             inputs: dict[str, Items] = {CLEAN: items}
             if args.asr:
-                cached = transcripts(profile, items, args.transcripts)
+                cached = transcripts(profile, items, args.transcripts, args.voices)
+                label = ASR if args.voices == "flite" else f"{ASR} ({args.voices} voices)"
                 if cached is None:
                     print(f"{split}: transcripts not all cached", file=sys.stderr)
                 else:
-                    inputs[ASR], sources = cached
+                    inputs[label], sources = cached
                     notes.append(f"- {split}: transcripts made by recognizer code {sources}")
             for label, said in inputs.items():
                 tally = await decide_all(profile, cache, knowledge, said)
@@ -218,6 +224,13 @@ def main() -> int:
     parser.add_argument("--splits", nargs="+", default=list(SPLITS))
     parser.add_argument("--asr", action="store_true", help="also the cached ASR transcripts")
     parser.add_argument("--transcripts", type=Path, default=None)
+    parser.add_argument(
+        "--voices",
+        default="flite",
+        choices=VOICES,
+        help="with --asr: the transcripts of the utterances as flite's or espeak-ng's voices "
+        "said them",
+    )
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("-v", "--verbose", action="store_true", help="list the errors")
     args = parser.parse_args()

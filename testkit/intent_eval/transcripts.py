@@ -1,6 +1,11 @@
 """The evaluation's ASR transcripts: each utterance spoken by a flite voice at 8 kHz and
 transcribed by the bot's ASR, as on a call, cached in ``asr_transcripts.json`` (the
 benchmark's data) under a key of everything a transcript depends on (``AsrSetup``).
+
+``voices="espeak"``: spoken by espeak-ng's robotic voices instead (``testkit.paused_speech``),
+under keys of their own (``espeak:en-us|text``) in the same setups. espeak-ng's version and
+``testkit/paused_speech.py`` are not part of the setup (that would renew the flite keys):
+after a change there, delete the ``espeak:`` transcripts by hand.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from serve import ASR
 from serve.asr import Vocabulary
@@ -96,12 +101,39 @@ def _versions() -> str:
     return "; ".join(parts)
 
 
-def voice_keys(items: Items) -> list[str]:
-    """``voice|text`` per utterance: the four flite voices in turn, counted within a split
-    (so adding to one split does not change the other's voices)."""
-    from testkit.voices import FLITE_VOICES  # noqa: PLC0415
+#: Which synthetic callers speak the utterances: flite's voices (the benchmark's own) or
+#: espeak-ng's (robotic).
+Voices = Literal["flite", "espeak"]
+VOICES: tuple[Voices, ...] = ("flite", "espeak")
+#: How an espeak-ng voice is named in a key, so that its transcripts never meet flite's.
+ESPEAK = "espeak:"
 
-    return [f"{FLITE_VOICES[n % len(FLITE_VOICES)]}|{text}" for n, (text, _) in enumerate(items)]
+
+def voice_keys(items: Items, voices: Voices = "flite") -> list[str]:
+    """``voice|text`` per utterance: the four flite voices in turn (``espeak``: the espeak-ng
+    voices, ``espeak:en-us|text``), counted within a split (so adding to one split does not
+    change the other's voices)."""
+    if voices == "espeak":
+        from testkit.paused_speech import ESPEAK_VOICES  # noqa: PLC0415
+
+        names = [ESPEAK + v for v in ESPEAK_VOICES]
+    else:
+        from testkit.voices import FLITE_VOICES  # noqa: PLC0415
+
+        names = list(FLITE_VOICES)
+    return [f"{names[n % len(names)]}|{text}" for n, (text, _) in enumerate(items)]
+
+
+def speak_key(key: str) -> bytes:
+    """The utterance of a ``voice_keys`` key in its voice: 16-bit mono PCM at 8 kHz."""
+    voice, text = key.split("|", 1)
+    if voice.startswith(ESPEAK):
+        from testkit.paused_speech import say_with_pause  # noqa: PLC0415
+
+        return say_with_pause(text, "", 0, voice=voice.removeprefix(ESPEAK))
+    from testkit.voices import speak  # noqa: PLC0415 - only --asr needs flite
+
+    return speak(text, voice=voice)
 
 
 @dataclass
@@ -122,27 +154,26 @@ async def asr_transcripts(
     asr: ASR | None,
     cache: Path = TRANSCRIPTS,
     vocabulary: Vocabulary | None = None,
+    *,
+    voices: Voices = "flite",
 ) -> AsrRun:
-    """Each utterance spoken by a flite voice at 8 kHz and transcribed by ``asr`` (loaded;
-    None: cached transcripts only, KeyError on a missing one), heard by ``vocabulary``
-    (``setup.prompt`` must be its ``vocabulary_key``)."""
+    """Each utterance spoken by a flite voice (``voices``: or espeak-ng's) at 8 kHz and
+    transcribed by ``asr`` (loaded; None: cached transcripts only, KeyError on a missing one),
+    heard by ``vocabulary`` (``setup.prompt`` must be its ``vocabulary_key``)."""
     if setup.prompt != vocabulary_key(vocabulary):
         raise ValueError("the setup's key does not name the vocabulary heard by")
-    from testkit.voices import speak  # noqa: PLC0415 - only --asr needs flite
-
     known = read_transcripts(cache)
     entry = known.setdefault(setup.key, {"setup": asdict(setup), "transcripts": {}})
     done: dict[str, str] = entry["transcripts"]
     others: dict[str, list[str]] = entry.setdefault("alternatives", {})
-    keys = voice_keys(items)
+    keys = voice_keys(items, voices)
     todo = [k for k in keys if k not in done]
     run = AsrRun(texts=[])
     if todo:
         if asr is None:
             raise KeyError(f"{len(todo)} transcripts are not cached for ASR setup {setup.key}")
         for n, key in enumerate(todo):
-            voice, text = key.split("|", 1)
-            pcm = speak(text, voice=voice)
+            pcm = speak_key(key)
             started = time.perf_counter()
             result = await asr.transcribe(pcm, 8000, vocabulary=vocabulary)
             run.asr_ms.append((time.perf_counter() - started) * 1000.0)

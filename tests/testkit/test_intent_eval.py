@@ -237,6 +237,18 @@ def test_voices_take_turns_within_a_split() -> None:
     assert len(set(keys)) == 5
 
 
+def test_espeak_voices_take_turns_under_keys_of_their_own() -> None:
+    items: list[tuple[str, str | None]] = [(t, None) for t in ("a", "b|c", "d", "e")]
+    keys = voice_keys(items, "espeak")
+    assert keys == [
+        "espeak:en-us|a",
+        "espeak:en-gb+f3|b|c",
+        "espeak:en-gb-scotland|d",
+        "espeak:en-us|e",
+    ]
+    assert not set(keys) & set(voice_keys(items))
+
+
 def test_word_prefixes_are_every_proper_start_of_two_words_or_more() -> None:
     items: list[tuple[str, str | None]] = [("Where is my order?", "order_status"), ("Hi", None)]
     assert word_prefixes(items) == [
