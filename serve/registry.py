@@ -91,9 +91,13 @@ class ModelSpec(BaseModel):
     #: on the default profile's tuning split).
     asr_prompt_tokens: int = Field(PROMPT_TOKENS, ge=0, le=MAX_PROMPT_TOKENS)
     #: With a two-pass recognizer: the pause's second hearing begins with the first, on a
-    #: worker nothing more urgent wants, and is withdrawn when the first hearing's lookup
-    #: finds an intent (bot/pipeline/speculation.py); False: it begins only then.
-    asr_second_early: bool = True
+    #: worker free at once (else not at all), and is withdrawn when the first hearing's
+    #: lookup finds an intent (bot/pipeline/speculation.py); False: it begins only then.
+    #: Off: on this 2-core reference machine it took ~70-80 ms off a knowledge turn's end
+    #: of turn but made the cache route's first hearing slower at 8 calls (wire P50 337 ->
+    #: 374 ms: the spare decodes ran beside other calls' first hearings;
+    #: docs/benchmarks.md, 2026-11-29). For a node with cores to spare.
+    asr_second_early: bool = False
     llm: str = "llama-cpp"
     llm_model_path: str | None = None
     tts: str = "piper"

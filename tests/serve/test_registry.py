@@ -12,6 +12,7 @@ import pytest
 from serve import (
     ModelSpec,
     ProviderUnavailable,
+    TwoPassASR,
     VllmLLM,
     asr_backends,
     create_models,
@@ -194,3 +195,11 @@ async def test_load_models_loads_warms_and_reports(fake_backends: ModelSpec) -> 
     ]
     [asr] = [m for m in messages if m.startswith("loading asr")]
     assert asr.startswith("loading asr (fake-asr)... ") and asr.endswith("s")
+
+
+def test_the_two_pass_recognizers_begin_the_second_hearing_early_only_when_asked() -> None:
+    for name in ("whisper-window+base", "whisper-window+beam"):
+        plain = asr_backends.create(name, ModelSpec())
+        assert isinstance(plain, TwoPassASR) and not plain.early
+        early = asr_backends.create(name, ModelSpec(asr_second_early=True))
+        assert isinstance(early, TwoPassASR) and early.early
