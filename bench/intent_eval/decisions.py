@@ -143,6 +143,13 @@ async def decide_all(
         elif answered is not None:
             out.wrong += 1
             out.notes.append(f"wrong intent: {text!r} ({truth}) -> {answered} ({final.why})")
+        else:
+            asked = first.asks.key if first.asks is not None else ""
+            out.notes.append(
+                f"missed: {text!r} ({truth}) -> {first.kind} {asked} ({first.why})".replace(
+                    "  ", " "
+                )
+            )
     return out
 
 
