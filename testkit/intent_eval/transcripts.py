@@ -199,12 +199,19 @@ def read_transcripts(path: Path) -> dict[str, Any]:
 
 
 def write_transcripts(path: Path, known: dict[str, Any], current: AsrSetup) -> None:
-    """Drop the setups of ``current``'s backend made with other code (they can never match
-    again); keep other backends' (a run with a second recognizer writes both in turn)."""
-    kept = {
-        k: v
-        for k, v in known.items()
-        if v["setup"].get("backend", current.backend) != current.backend
-        or v["setup"].get("sources") == current.sources
-    }
+    """Drop a setup of ``current``'s backend made with other code where ``current`` holds
+    every transcript it had (the same setup but for the code: superseded); keep the rest.
+    ``bench.intent_eval.decisions`` reads transcripts of older code (the words, not the
+    code, are what it decides on), so a setup another run made (another profile's
+    vocabulary, another split) is not thrown away by this one."""
+    mine = dict(known.get(current.key, {}).get("transcripts", {}))
+    plain = {**asdict(current), "sources": ""}
+
+    def superseded(entry: dict[str, Any]) -> bool:
+        setup = entry["setup"]
+        if setup.get("sources") == current.sources or {**setup, "sources": ""} != plain:
+            return False
+        return set(entry["transcripts"]) <= set(mine)
+
+    kept = {k: v for k, v in known.items() if not superseded(v)}
     path.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n", encoding="utf-8")

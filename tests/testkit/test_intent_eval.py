@@ -217,17 +217,26 @@ def test_transcripts_are_keyed_by_everything_they_depend_on(tmp_path: Path) -> N
     ]
     keys = {base.key, *(v.key for v in variants)}
     assert len(keys) == len(variants) + 1
-    # The cache drops a backend's setups of older code, and keeps another backend's (the
-    # second recognizer of a two-pass run, written in turn with the first).
+    # The cache drops a setup of older code that the new one supersedes (the same setup
+    # but for the code, every transcript made again), and keeps another backend's (the
+    # second recognizer of a two-pass run, written in turn with the first), an older
+    # setup of other settings (another profile's vocabulary) and one with transcripts the
+    # new one lacks (another split): the decisions bench still reads those.
     path = tmp_path / "t.json"
     second = AsrSetup("whisper-base-window", "whisper base", "s9", "v1")
+    other_prompt = AsrSetup("whisper-window", "whisper tiny.en", "s2", "v1", prompt="Acme")
+    more = AsrSetup("whisper-window", "whisper tiny.en", "s3", "v1")
     known = {
         base.key: {"setup": asdict(base), "transcripts": {"slt|Hi": "hi"}},
         variants[2].key: {"setup": asdict(variants[2]), "transcripts": {"slt|Hi": "high"}},
         second.key: {"setup": asdict(second), "transcripts": {"slt|Hi": "hi"}},
+        other_prompt.key: {"setup": asdict(other_prompt), "transcripts": {"slt|Hi": "hi"}},
+        more.key: {"setup": asdict(more), "transcripts": {"slt|Hi": "hi", "rms|Yo": "yo"}},
     }
     write_transcripts(path, known, base)
-    assert sorted(read_transcripts(path)) == sorted([base.key, second.key])
+    assert sorted(read_transcripts(path)) == sorted(
+        [base.key, second.key, other_prompt.key, more.key]
+    )
 
 
 def test_voices_take_turns_within_a_split() -> None:
