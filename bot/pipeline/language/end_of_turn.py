@@ -264,8 +264,10 @@ def judge(text: str, digits: Digits | None = None) -> Thought:
             return "finished"
     if stripped.endswith(("...", "…", ",", "-", ":", ";")):
         return "unfinished"
-    if all(w in _MARKERS for w in words) and (len(words) > 1 or words[0] not in _REPLY):
-        # "Right, okay", "So.": how a request starts; "Okay." alone may be a reply.
+    said = _words(" ".join(sentences))
+    if all(w in _MARKERS for w in said) and (len(said) > 1 or said[0] not in _REPLY):
+        # "Right, okay", "So.": how a request starts; "Okay." alone may be a reply. Across
+        # the recognizer's sentence breaks too: "Right? Okay." is the same two words.
         return "unfinished"
     if _dangles(words, question=stripped.endswith("?")):
         return "unfinished"
