@@ -293,7 +293,9 @@ class Speculator:
             log.debug("speculative transcription failed: %s", exc)
             spec.failed = True
         finally:
-            if early is not None and not spec.spare_needed:
+            if early is not None and (not spec.spare_needed or not early.done()):
+                # Not needed (an intent answered, the first hearing failed) or the pass
+                # was cancelled while waiting for it: withdrawn, never left running.
                 await _dropped(spec, early)
             spec.model_ms = dict(timings.durations_ms)
             spec.finished_at = self._clock.now()
