@@ -41,6 +41,7 @@ from testkit.intent_eval.transcripts import (
     VOICES,
     asr_setup,
     asr_transcripts,
+    cache_file,
     vocabulary_key,
 )
 from testkit.wire import percentile
@@ -521,8 +522,7 @@ def main() -> int:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="list tuning misses too")
     args = parser.parse_args()
-    if args.transcripts is None:
-        args.transcripts = args.data / TRANSCRIPTS.name
+    args.transcripts = cache_file(args.data, args.transcripts)
     return asyncio.run(run(args))
 
 

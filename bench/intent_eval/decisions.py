@@ -38,10 +38,10 @@ from serve.registry import ModelSpec, asr_backends, embedder_backends
 from testkit.answer_eval.rig import SilentTTS
 from testkit.intent_eval.eval_sets import DATA, SPLITS, Items, load_eval_sets
 from testkit.intent_eval.transcripts import (
-    TRANSCRIPTS,
     VOICES,
     Voices,
     asr_setup,
+    cache_file,
     read_transcripts,
     vocabulary_key,
     voice_keys,
@@ -241,8 +241,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("-v", "--verbose", action="store_true", help="list the errors")
     args = parser.parse_args()
-    if args.transcripts is None:
-        args.transcripts = args.data / TRANSCRIPTS.name
+    args.transcripts = cache_file(args.data, args.transcripts)
     return asyncio.run(run(args))
 
 

@@ -34,7 +34,7 @@ from bot.profile import DEFAULT_PROFILE, BotProfile, IntentConfig, load_profile
 from serve.registry import ModelSpec, embedder_backends, llm_backends
 from testkit.answer_eval.rig import SilentTTS
 from testkit.intent_eval.eval_sets import DATA, SPLITS, Items, load_eval_sets
-from testkit.intent_eval.transcripts import TRANSCRIPTS
+from testkit.intent_eval.transcripts import cache_file
 
 
 async def _cache(profile: BotProfile, embedder: object) -> IntentCache:
@@ -131,8 +131,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    if args.transcripts is None:
-        args.transcripts = args.data / TRANSCRIPTS.name
+    args.transcripts = cache_file(args.data, args.transcripts)
     return asyncio.run(run(args))
 
 

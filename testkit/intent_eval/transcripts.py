@@ -189,6 +189,11 @@ async def asr_transcripts(
     return run
 
 
+def cache_file(data: Path, given: Path | None) -> Path:
+    """The transcripts' cache a command reads: ``given``, else the one in its data folder."""
+    return given if given is not None else data / TRANSCRIPTS.name
+
+
 def read_transcripts(path: Path) -> dict[str, Any]:
     """``{setup key: {"setup": {...}, "transcripts": {"voice|text": text}, "alternatives":
     {"voice|text": [text, ...]}}}`` (alternatives only from a recognizer asked for them)."""
