@@ -144,12 +144,8 @@ async def decide_all(
             out.wrong += 1
             out.notes.append(f"wrong intent: {text!r} ({truth}) -> {answered} ({final.why})")
         else:
-            asked = first.asks.key if first.asks is not None else ""
-            out.notes.append(
-                f"missed: {text!r} ({truth}) -> {first.kind} {asked} ({first.why})".replace(
-                    "  ", " "
-                )
-            )
+            did = first.kind if first.asks is None else f"{first.kind} {first.asks.key}"
+            out.notes.append(f"missed: {text!r} ({truth}) -> {did} ({first.why})")
     return out
 
 

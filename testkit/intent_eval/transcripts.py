@@ -209,14 +209,14 @@ def write_transcripts(path: Path, known: dict[str, Any], current: AsrSetup) -> N
     ``bench.intent_eval.decisions`` reads transcripts of older code (the words, not the
     code, are what it decides on), so a setup another run made (another profile's
     vocabulary, another split) is not thrown away by this one."""
-    mine = dict(known.get(current.key, {}).get("transcripts", {}))
+    mine = set(known.get(current.key, {}).get("transcripts", {}))
     plain = {**asdict(current), "sources": ""}
 
     def superseded(entry: dict[str, Any]) -> bool:
         setup = entry["setup"]
         if setup.get("sources") == current.sources or {**setup, "sources": ""} != plain:
             return False
-        return set(entry["transcripts"]) <= set(mine)
+        return set(entry["transcripts"]) <= mine
 
     kept = {k: v for k, v in known.items() if not superseded(v)}
     path.write_text(json.dumps(kept, indent=1, sort_keys=True) + "\n", encoding="utf-8")
