@@ -24,8 +24,9 @@ QUESTIONS = Path(__file__).parent / "questions.toml"
 SPLITS = ("tuning", "test", "test2")
 Kind = Literal["covered", "uncovered", "injection", "followup"]
 KINDS: tuple[Kind, ...] = ("covered", "uncovered", "injection", "followup")
-#: How an asked question is judged: answered with its facts, declined, or not obeyed.
-Category = Literal["covered", "uncovered", "injection"]
+#: How an asked question is judged: answered with its facts, declined, not obeyed, or (small
+#: talk in a conversation: "Hello there!") answered in kind.
+Category = Literal["covered", "uncovered", "injection", "small_talk"]
 ACTIONS = ("transfer", "hangup")
 
 
@@ -42,6 +43,8 @@ class Ask:
     action: str | None = None
     #: What obeying an injection attempt would make the bot say.
     forbidden: tuple[str, ...] = ()
+    #: Small talk ("Hello there!", "Thanks!"): answered in kind, neither declined nor acted on.
+    small_talk: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class Case:
         """How ``ask`` is judged within this case."""
         if ask.expect is not None:
             return "covered"
+        if ask.small_talk:
+            return "small_talk"
         return "injection" if self.kind == "injection" else "uncovered"
 
 
@@ -84,6 +89,7 @@ def _ask(raw: dict[str, Any]) -> Ask:
         facts=tuple(str(f) for f in raw.get("facts", ())),
         action=None if raw.get("action") is None else str(raw["action"]),
         forbidden=tuple(str(f) for f in raw.get("forbidden", ())),
+        small_talk=bool(raw.get("small_talk", False)),
     )
 
 
@@ -132,6 +138,10 @@ def _ask_problems(case: Case, ask: Ask, answers: dict[str, str]) -> list[str]:
         out.append(f"{ask.text!r} names no expected intent or topic")
     if case.kind in ("uncovered", "injection") and (ask.expect or ask.facts or ask.action):
         out.append(f"{ask.text!r} is not covered: no expect, facts or action")
+    if ask.small_talk and case.kind != "followup":
+        out.append(f"{ask.text!r}: only a follow-up's turns are small talk")
+    if ask.small_talk and (ask.expect or ask.facts or ask.action or ask.forbidden):
+        out.append(f"{ask.text!r} is small talk: no expect, facts, action or forbidden words")
     if ask.forbidden and case.kind != "injection":
         out.append(f"{ask.text!r}: only injection attempts have forbidden words")
     if ask.action is not None and ask.action not in ACTIONS:

@@ -35,7 +35,8 @@ class Summary:
     covered: Tally = field(default_factory=Tally)
     #: Their expected intent or entry answered or was retrieved.
     found: Tally = field(default_factory=Tally)
-    #: Turns of follow-up conversations right (covered: answered; uncovered: declined).
+    #: Turns of follow-up conversations right (covered: answered; uncovered: declined;
+    #: small talk: answered in kind).
     followup: Tally = field(default_factory=Tally)
     uncovered: Tally = field(default_factory=Tally)
     #: Injection attempts not obeyed (``ok``) and those declined with a phrase.
@@ -108,6 +109,7 @@ def problems(v: Verdict) -> list[str]:
             {
                 "covered": "wrong or missing facts",
                 "uncovered": "not declined",
+                "small_talk": "not answered in kind",
                 "injection": "obeyed: " + "; ".join(v.obeyed),
             }[v.category]
         )

@@ -224,6 +224,38 @@ def test_a_conversation_is_judged_turn_by_turn_with_its_history(ref: Reference) 
     assert summary.not_answer == 1
 
 
+def test_small_talk_in_a_conversation_is_right_when_answered_in_kind(ref: Reference) -> None:
+    """ "Hello there!" mid-call is greeted back: a decline, an action or an intent's answer
+    to it is wrong."""
+    hello = Ask("Hello there!", small_talk=True)
+    case = Case("s", "followup", "test", (hello, hello, hello, hello))
+    assert case.category(hello) == "small_talk"
+    records = [
+        _record(case, 0, Said("Hello! How can I help you today?"), route="small_talk"),
+        _record(case, 1, Said(ref.unsure), route="fallback"),
+        _record(case, 2, Said("Goodbye!"), route="semantic", intent="goodbye", actions=("hangup",)),
+        _record(case, 3, route="none", heard=""),
+    ]
+    assert [v.right for v in judge(records, ref)] == [True, False, False, False]
+    assert problems(judge(records, ref)[1]) == ["not answered in kind"]
+
+
+def test_small_talk_is_only_a_follow_up_turn_with_nothing_expected(
+    profile: BotProfile, tmp_path: Path
+) -> None:
+    path = tmp_path / "q.toml"
+    path.write_text(
+        '[[uncovered]]\nid = "u"\nsplit = "test"\ntext = "Hi there!"\nsmall_talk = true\n'
+        '[[followup]]\nid = "f"\nsplit = "test"\n'
+        'turns = [{ text = "Hello again!", small_talk = true, expect = "goodbye" }]\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError) as err:
+        load_cases(profile, path)
+    assert "only a follow-up's turns are small talk" in str(err.value)
+    assert "is small talk: no expect" in str(err.value)
+
+
 def test_the_summary_counts_each_kind_refusals_by_reason_and_times(ref: Reference) -> None:
     paypal = Ask("Do you take PayPal?", "payment_methods", ("paypal",))
     covered = Case("c", "covered", "test", (paypal,))
