@@ -8,6 +8,12 @@ the most urgent job, oldest first within a level. The work can raise its priorit
 jobs wait (the guess became the answer a caller is waiting for) or withdraw them (the
 caller spoke again): a withdrawn job that has not started never runs.
 
+Work of several jobs one after the other (a pause's pass: the first hearing, the lookup, the
+second hearing) may keep its place (``Priority(keeps_place=True)``): each of its jobs is
+queued where its first one was, not behind every job submitted since. Within a level the
+oldest work then goes first: the caller who paused first, whose turn is nearest to its end,
+has the second hearing of its pass before a caller who paused later has a first hearing.
+
 Work ahead of time has a budget (``Priority.budget_s``): a job still waiting at a level
 below ``NOW`` that long after it was submitted is dropped, not left in the queue: its
 future fails with ``serve.errors.WorkDropped`` (the pool's own thread drops it at the
@@ -68,21 +74,28 @@ class Priority:
     """The urgency of the jobs one piece of work submits, changeable while they wait.
 
     ``budget_s``: how long its jobs may wait for a worker while below ``NOW`` before they
-    are dropped (``WorkDropped``); None: never dropped.
+    are dropped (``WorkDropped``); None: never dropped. ``keeps_place``: its jobs are queued
+    where its first job was (work of several jobs in turn, each needing the one before);
+    False: each job where it is submitted (a priority many unrelated jobs share).
     """
 
-    def __init__(self, level: Urgency, *, budget_s: float | None = None) -> None:
+    def __init__(
+        self, level: Urgency, *, budget_s: float | None = None, keeps_place: bool = False
+    ) -> None:
         if budget_s is not None and budget_s <= 0:
             raise ValueError("a budget is a duration: more than 0 seconds")
         self.level = level
         self.budget_s = budget_s
+        self.keeps_place = keeps_place
         self.withdrawn = False
         self._futures: list[Future[Any]] = []
+        #: The queue order of its first job, when it keeps its place (set by the pool).
+        self.place: int | None = None
 
     @classmethod
-    def of(cls, level: Urgency) -> Priority:
+    def of(cls, level: Urgency, *, keeps_place: bool = False) -> Priority:
         """A new priority at ``level`` with that level's ``DEFAULT_BUDGET_S``."""
-        return cls(level, budget_s=DEFAULT_BUDGET_S.get(level))
+        return cls(level, budget_s=DEFAULT_BUDGET_S.get(level), keeps_place=keeps_place)
 
     def over_budget(self, waited_s: float) -> bool:
         """Whether a job of this priority that has waited ``waited_s`` is to be dropped."""
@@ -163,9 +176,16 @@ class _Job:
     call: Callable[[], Any] = field(repr=False)
     submitted: float = 0.0
 
-    def key(self) -> tuple[int, int]:
-        return int(self.priority.level), self.order
+    #: Where the job queues within its level: its own order, or its work's first job's.
+    place: int = 0
 
+    def key(self) -> tuple[int, int, int]:
+        return int(self.priority.level), self.place, self.order
+
+
+#: The order jobs are submitted in, shared by every pool: a piece of work keeps the place of
+#: its first job in whichever pool its later jobs go to.
+_ORDER = itertools.count()
 
 #: What the pool counts per level (``PriorityPool.counts``): jobs submitted; of them,
 #: queued (no worker was free: the job waited), started, dropped over their budget, and
@@ -174,7 +194,8 @@ COUNTS = ("submitted", "queued", "started", "dropped", "withdrawn", "wait_second
 
 
 class PriorityPool(Executor):
-    """``workers`` threads taking jobs by urgency, then in order of submission."""
+    """``workers`` threads taking jobs by urgency, then in order of submission (of the
+    work's first job, for work that keeps its place)."""
 
     def __init__(
         self,
@@ -186,7 +207,7 @@ class PriorityPool(Executor):
         if workers < 1:
             raise ValueError("a pool needs at least one worker")
         self._queue: list[_Job] = []
-        self._order = itertools.count()
+        self._order = _ORDER
         lock = threading.Lock()
         self._ready = threading.Condition(lock)
         #: Wakes the thread that drops jobs over budget (a new job, a shutdown).
@@ -225,6 +246,11 @@ class PriorityPool(Executor):
                 raise RuntimeError("cannot submit to a pool that is shut down")
             job = _Job(owner, next(self._order), future, lambda: fn(*args, **kwargs))
             job.submitted = self._clock()
+            job.place = job.order
+            if owner.keeps_place:
+                if owner.place is None:
+                    owner.place = job.order
+                job.place = owner.place
             self._counts[(level, "submitted")] += 1
             if self._idle <= self._live_waiting():
                 self._counts[(level, "queued")] += 1

@@ -82,8 +82,12 @@ class Speculation:
     finished_at: float | None = None
     failed: bool = False
     #: Where the pass's jobs stand in the shared pool's queue: behind turns that have
-    #: ended, until this turn ends too; withdrawn when the caller speaks again.
-    priority: Priority = field(default_factory=lambda: Priority(Urgency.AHEAD), repr=False)
+    #: ended, until this turn ends too; withdrawn when the caller speaks again. Each of its
+    #: jobs (the first hearing, the lookup, the second hearing) keeps the place of the
+    #: first: a caller who paused earlier is heard again before a later one is heard once.
+    priority: Priority = field(
+        default_factory=lambda: Priority(Urgency.AHEAD, keeps_place=True), repr=False
+    )
     #: The second hearing begun beside the first (``Rehearing.early``), at
     #: ``Urgency.SPARE`` until the first hearing's lookup says it is needed (raised to the
     #: pass's level) or not (withdrawn); None: none begun.
@@ -309,7 +313,7 @@ class Speculator:
         sooner); None: not wanted here (no second recognizer, or not asked for)."""
         if self._rehearing is None or not self._rehearing.early:
             return None
-        spec.spare = Priority.of(Urgency.SPARE)  # started at once, or dropped
+        spec.spare = Priority.of(Urgency.SPARE, keeps_place=True)  # at once, or dropped
         with priority(spec.spare):  # the task's jobs carry it (the context is copied)
             return asyncio.create_task(
                 self._rehearing.hear(audio, timings=timings), name="second hearing"

@@ -158,3 +158,60 @@ def test_a_withdrawn_job_does_not_keep_the_pool_busy(pool: PriorityPool) -> None
     guess.withdraw()
     release.set()
     assert pool.wait_idle(5.0) is True
+
+
+def test_work_that_keeps_its_place_goes_before_newer_work_at_its_level(
+    pool: PriorityPool,
+) -> None:
+    """A pause's pass submits its jobs one after the other (hear, look up, hear again):
+    each queues where the pass's first job did, so the caller who paused first is heard
+    again before a caller who paused later is heard once."""
+    ran: list[str] = []
+    earlier = Priority(Urgency.AHEAD, keeps_place=True)
+    later = Priority(Urgency.AHEAD, keeps_place=True)
+    shared = Priority(Urgency.AHEAD)  # many unrelated jobs: each where it is submitted
+    with priority(earlier):
+        pool.submit(ran.append, "earlier pause, first hearing").result(5.0)
+    release = block(pool)
+    with priority(later):
+        a = pool.submit(ran.append, "later pause, first hearing")
+    with priority(shared):
+        b = pool.submit(ran.append, "a shared job")
+    with priority(earlier):
+        c = pool.submit(ran.append, "earlier pause, second hearing")
+    with priority(shared):
+        d = pool.submit(ran.append, "a shared job, again")
+    now = pool.submit(ran.append, "ended turn")
+    release.set()
+    for future in (a, b, c, d, now):
+        future.result(5.0)
+    assert ran == [
+        "earlier pause, first hearing",
+        "ended turn",
+        "earlier pause, second hearing",
+        "later pause, first hearing",
+        "a shared job",
+        "a shared job, again",
+    ]
+
+
+def test_a_place_kept_holds_across_pools() -> None:
+    """The order is shared by every pool: work whose first job went to one pool keeps
+    that place in another."""
+    first, second = PriorityPool(1), PriorityPool(1)
+    try:
+        ran: list[str] = []
+        older = Priority(Urgency.AHEAD, keeps_place=True)
+        with priority(older):
+            first.submit(ran.append, "older work, first job").result(5.0)
+        release = block(second)
+        with priority(Priority(Urgency.AHEAD, keeps_place=True)):
+            newer = second.submit(ran.append, "newer work")
+        with priority(older):
+            again = second.submit(ran.append, "older work, next job")
+        release.set()
+        newer.result(5.0), again.result(5.0)
+        assert ran == ["older work, first job", "older work, next job", "newer work"]
+    finally:
+        first.shutdown(cancel_futures=True)
+        second.shutdown(cancel_futures=True)
