@@ -116,6 +116,10 @@ class SmallTalkReplies(BaseModel):
         max_length=300,
     )
     how_are_you: str = Field("I'm well, thank you. How can I help you today?", max_length=300)
+    #: The reply to a yes to an answer that asked "Is there anything else I can help
+    #: with?" (``bot.intents.confirm.asks_for_more``): a no to it ends the call as the
+    #: profile's goodbye intent does (or with ``goodbye``, where it has none).
+    more: str = Field("Of course. What else can I help you with?", max_length=300)
 
     def reply(self, text: str, name: str) -> str | None:
         """The reply to ``text`` when it is small talk this profile answers; else None."""
@@ -127,5 +131,5 @@ class SmallTalkReplies(BaseModel):
 
     def phrases(self, name: str) -> list[str]:
         """Every reply, as spoken (what the node synthesizes at start)."""
-        kinds = ("greeting", "thanks", "goodbye", "presence", "identity", "how_are_you")
+        kinds = ("greeting", "thanks", "goodbye", "presence", "identity", "how_are_you", "more")
         return [getattr(self, k).replace("{name}", name) for k in kinds if getattr(self, k)]

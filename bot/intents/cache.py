@@ -159,6 +159,13 @@ class IntentCache:
         found = (e for e in self._state.entries.values() if e.action == "transfer")
         return next(found, None)
 
+    def hangup_entry(self) -> CacheEntry | None:
+        """The first intent that ends the call (the profile's goodbye), if any."""
+        if self._state is None:
+            return None
+        found = (e for e in self._state.entries.values() if e.action == "hangup")
+        return next(found, None)
+
     @property
     def fitted(self) -> Fitted | None:
         """The live configuration's rule as fitted at load, its background and warnings."""

@@ -3,6 +3,7 @@ reading the caller's answer to it ("yes", "no", or something else)."""
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from bot.intents.match import normalize
@@ -62,3 +63,44 @@ def read_answer(text: str) -> Answer:
     if yes:
         return "yes" if len(words) <= MAX_WORDS else None
     return "no" if len(words) <= MAX_NO_WORDS else None
+
+
+#: The last sentence of an answer that asks whether the caller wants anything more ("Is
+#: there anything else I can help with?", "Can I help with anything else today?").
+_ASKS_FOR_MORE = re.compile(r"\banything else\b[^.?!]*\?\s*$", re.IGNORECASE)
+#: The words of a caller who has nothing more ("No, that's all, thanks.", "I'm good."):
+#: every word one of these, and one of ``_DONE`` among them.
+_CLOSING = frozenset(
+    {
+        "no", "nope", "nah", "nothing", "else", "that's", "that", "is", "it", "all",
+        "everything", "i'm", "im", "i", "am", "good", "fine", "ok", "okay", "alright",
+        "thanks", "thank", "you", "very", "much", "so", "cheers", "great", "perfect",
+        "for", "now", "today", "really", "thats", "sorted", "was", "just", "think",
+    }
+)  # fmt: skip
+_DONE = ("no", "nope", "nah", "nothing", "that's all", "that's it", "that's everything",
+         "i'm good", "i'm fine", "all good", "i think that's")  # fmt: skip
+#: A yes to "anything else?" longer than this carries its own request ("Yes, where is my
+#: order?"): decided as one.
+MAX_MORE_YES_WORDS = 3
+
+
+def asks_for_more(answer: str) -> bool:
+    """Whether ``answer`` ends by asking if the caller wants anything more."""
+    return _ASKS_FOR_MORE.search(answer) is not None
+
+
+def read_more(text: str) -> Answer:
+    """The reply to "Is there anything else I can help with?": ``no`` for words that only
+    say the caller is done ("No, that's all, thanks.", "I'm good, thank you."), ``yes`` for
+    a short yes with no request of its own ("Yes please.", "Yeah."); None for anything else
+    (a new request, "yes" with one: decided as a request)."""
+    said = normalize(text)
+    words = said.split()
+    if not words:
+        return None
+    if all(w in _CLOSING for w in words) and any((f" {d} " in f" {said} ") for d in _DONE):
+        return "no"
+    if read_answer(text) == "yes" and len(words) <= MAX_MORE_YES_WORDS:
+        return "yes"
+    return None

@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.intents.confirm import confirm_question, read_answer
+from bot.intents.confirm import asks_for_more, confirm_question, read_answer, read_more
 from bot.intents.fit import fit
 from bot.intents.match import IntentIndex, IntentMatchingConfig, IntentVectors
 from bot.intents.store import MemoryStore
@@ -76,6 +76,37 @@ RULE = IntentMatchingConfig(
 )
 def test_reading_a_yes_or_a_no(text: str, answer: str | None) -> None:
     assert read_answer(text) == answer
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("No.", "no"),
+        ("No thank you.", "no"),
+        ("No, that's all, thanks.", "no"),
+        ("Nope, that's everything.", "no"),
+        ("I'm good, thank you.", "no"),
+        ("That's it for now, thanks.", "no"),
+        ("Yes.", "yes"),
+        ("Yes please.", "yes"),
+        ("Yeah, actually.", "yes"),
+        ("Yes, one more thing about delivery.", None),  # its request is decided as words
+        ("Yes, where is my order?", None),  # a request of its own
+        ("No, I want to ask about returns.", None),
+        ("No thanks, but where is my order?", None),
+        ("Thanks.", None),  # thanks again, no answer to the question
+        ("", None),
+    ],
+)
+def test_reading_a_reply_to_anything_else(text: str, answer: str | None) -> None:
+    assert read_more(text) == answer
+
+
+def test_an_answer_that_asks_for_more() -> None:
+    assert asks_for_more("You're welcome. Is there anything else I can help with?")
+    assert asks_for_more("Done. Can I help you with anything else today?")
+    assert not asks_for_more("Is there anything else? We close at six.")  # not its end
+    assert not asks_for_more("I can put you through to a colleague if you like.")
 
 
 def test_the_question_is_the_operators_or_made_from_the_topic() -> None:

@@ -97,6 +97,37 @@ async def test_the_honest_fallbacks_offer_then_a_yes_transfers(decider: Decider)
     assert going_on.action is None
 
 
+@pytest.mark.parametrize(
+    ("reply", "route", "action", "says"),
+    [
+        ("No thank you.", "confirmed", "hangup", "Goodbye"),
+        ("No, that's all.", "confirmed", "hangup", "Goodbye"),
+        ("I'm good, thanks.", "confirmed", "hangup", "Goodbye"),
+        ("Yes please.", "small_talk", None, "What else can I help you with?"),
+        # A request of its own is decided as one, with or without a yes or a no before it.
+        ("Yes, where is my order?", "semantic", None, "tracking link"),
+        ("No, I have another question about returns.", "semantic", None, "thirty days"),
+    ],
+)
+async def test_a_reply_to_anything_else(
+    decider: Decider, reply: str, route: str, action: str | None, says: str
+) -> None:
+    """The thanks reply asks "Is there anything else I can help with?": a no ends the call
+    with the goodbye intent's answer (not the model's free answer to "No thank you."), a
+    yes is asked what else."""
+    thanked = await _decided(decider, "Thanks.")
+    assert thanked.decision is not None and "anything else" in (thanked.decision.say or "")
+    decision = await decider.decide(reply, call_id="c")
+    assert (decision.route, decision.action) == (route, action), decision
+    assert says in (decision.say or "")
+
+
+async def test_a_no_with_nothing_asked_is_not_a_goodbye(decider: Decider) -> None:
+    await _decided(decider, "Where is my order?")
+    decision = await decider.decide("No thank you.", call_id="c")
+    assert decision.action is None and decision.why != "no to anything else: goodbye"
+
+
 async def test_a_follow_up_joins_the_answer_before(decider: Decider) -> None:
     alone = await decider.decide("And the fast one?", call_id="c")
     assert alone.kind != "answer" or alone.intent != "delivery_cost"

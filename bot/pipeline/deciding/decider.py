@@ -60,7 +60,7 @@ from bot.answers.injection import is_injection
 from bot.answers.repeat import asks_to_repeat
 from bot.answers.small_talk import is_small_talk
 from bot.intents.choice import Choosable, choice_question, choice_topic, read_choice
-from bot.intents.confirm import read_answer
+from bot.intents.confirm import asks_for_more, read_answer, read_more
 from bot.intents.match import Match, normalize
 from bot.knowledge.index import topic_question
 from bot.pipeline.deciding.conversation import Answered, Conversation, Said
@@ -579,6 +579,12 @@ class Decider:
         waiting = self.conversation.waiting
         if waiting is not None:
             return waiting
+        if previous is not None and asks_for_more(previous.answer) and read_more(words):
+            # "Is there anything else I can help with?" and a yes or a no to it: a reply,
+            # not a request (the model's free answer to "No thank you." before).
+            cache = self.lookups.cache
+            ends = cache.hangup_entry() if cache is not None else None
+            return Asked("more", words, previous.call_id, entry=ends)
         offer = self._profile.unsure
         cache = self.lookups.cache
         if previous is None or cache is None or not offer:
@@ -594,6 +600,8 @@ class Decider:
         """Step 1; None: the words are no reply (a new request)."""
         if asked.kind == "choice":
             return await self._chosen(words, asked)
+        if asked.kind == "more":
+            return self._more(words, asked)
         answer = read_answer(words)
         if answer is None or (answer == "no" and asked.kind == "offer"):
             return None
@@ -625,6 +633,33 @@ class Decider:
             why=f"no to {intent.name}",
             after_question=True,
         )
+
+    def _more(self, words: str, asked: Asked) -> Decision | None:
+        """A yes or a no to "anything else?": asked what else on a yes; on a no, the
+        profile's goodbye intent (its answer, and its hang-up: the end of turn waits for a
+        caller who goes on, as for any reply that acts), or its small-talk goodbye. None
+        (decided as a request) where the profile has no words for it."""
+        replies = self._profile.small_talk
+        if read_more(words) == "yes":
+            if not replies.more:
+                return None
+            return Decision("answer", "small_talk", words, "yes to anything else",
+                            say=replies.more)  # fmt: skip
+        ends = asked.entry
+        if ends is not None:
+            return Decision(
+                "answer",
+                "confirmed",
+                words,
+                f"no to anything else: {ends.name}",
+                intent=ends.name,
+                say=ends.answer,
+                entry=ends,
+            )
+        if not replies.goodbye:
+            return None
+        return Decision("answer", "small_talk", words, "no to anything else",
+                        say=replies.goodbye.replace("{name}", self._profile.name))  # fmt: skip
 
     async def _ends_call_twice(
         self, found: Lookup, words: str, heard: Heard, hear: Hearing

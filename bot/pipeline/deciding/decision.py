@@ -56,7 +56,7 @@ Heard = Literal["first", "second", "own"]
 #: What a question asks about: an intent (its answer and action on a yes), a knowledge
 #: entry's topic, after the honest "not sure" a colleague, or two of those (``choice``:
 #: the one the caller chooses answers).
-AskedKind = Literal["intent", "topic", "offer", "choice"]
+AskedKind = Literal["intent", "topic", "offer", "choice", "more"]
 
 
 @dataclass(frozen=True, slots=True)
