@@ -57,7 +57,9 @@ def _pieces(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
     return found if _GAP.match(text[at:]) else []
 
 
-Kind = Literal["greeting", "thanks", "goodbye", "presence", "identity", "how_are_you"]
+Kind = Literal[
+    "greeting", "thanks", "goodbye", "presence", "identity", "how_are_you", "acknowledgement"
+]
 
 # Each kind's phrases; an utterance is answered when it is made of these phrases (and the
 # filler words below) only. Ordered so that a longer phrase is tried before its prefix.
@@ -77,6 +79,14 @@ _PHRASES: tuple[tuple[Kind, str], ...] = (
     ),
     ("how_are_you", r"(?:how are you(?: doing)?|how's it going)"),
     ("greeting", r"(?:hi|hello|hey|hiya|good (?:morning|afternoon|evening|day))"),
+    # A bare yes, no or okay with nothing asked: only a turn's start, or the caller taking
+    # in the answer before ("Okay."). Last: "Okay, thanks." is thanks, "Yes, hello?" a
+    # greeting.
+    (
+        "acknowledgement",
+        r"(?:yes|yeah|yep|yup|no|nope|nah|okay|ok|alright|all right|right|sure|great|perfect"
+        r"|cool|fine|got it|i see|understood|lovely|brilliant)",
+    ),
 )
 _FILLER = r"(?:there|today|again|then|please|so|oh|um|uh|er|okay|ok|well|yes|yeah|right)"
 _PIECE = re.compile(
@@ -94,7 +104,15 @@ def small_talk_kind(text: str) -> Kind | None:
     if not text.strip() or len(text.split()) > MAX_WORDS + 2:
         return None
     found = {match.lastgroup for match in _pieces(_PIECE, text)}
-    for kind in ("goodbye", "thanks", "presence", "identity", "how_are_you", "greeting"):
+    for kind in (
+        "goodbye",
+        "thanks",
+        "presence",
+        "identity",
+        "how_are_you",
+        "greeting",
+        "acknowledgement",
+    ):
         if kind in found:
             return kind
     return None
@@ -120,16 +138,26 @@ class SmallTalkReplies(BaseModel):
     #: with?" (``bot.intents.confirm.asks_for_more``): a no to it ends the call as the
     #: profile's goodbye intent does (or with ``goodbye``, where it has none).
     more: str = Field("Of course. What else can I help you with?", max_length=300)
+    #: The reply to a bare yes, no or okay with nothing asked, after an answer ("Okay."):
+    #: at the start of the call, before any answer, ``greeting``'s reply instead.
+    acknowledgement: str = Field("Is there anything else I can help with?", max_length=300)
 
-    def reply(self, text: str, name: str) -> str | None:
-        """The reply to ``text`` when it is small talk this profile answers; else None."""
+    def reply(self, text: str, name: str, *, answered: bool = True) -> str | None:
+        """The reply to ``text`` when it is small talk this profile answers; else None.
+        ``answered``: the bot has answered something in the call (a bare "Yes." before
+        that gets the greeting's reply, "How can I help you today?")."""
         kind = small_talk_kind(text)
         if kind is None:
             return None
+        if kind == "acknowledgement" and not answered:
+            kind = "greeting"
         words: str = getattr(self, kind)
         return words.replace("{name}", name) if words else None
 
     def phrases(self, name: str) -> list[str]:
         """Every reply, as spoken (what the node synthesizes at start)."""
-        kinds = ("greeting", "thanks", "goodbye", "presence", "identity", "how_are_you", "more")
+        kinds = (
+            "greeting", "thanks", "goodbye", "presence", "identity", "how_are_you", "more",
+            "acknowledgement",
+        )  # fmt: skip
         return [getattr(self, k).replace("{name}", name) for k in kinds if getattr(self, k)]

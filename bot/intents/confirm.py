@@ -80,9 +80,14 @@ _CLOSING = frozenset(
 )  # fmt: skip
 _DONE = ("no", "nope", "nah", "nothing", "that's all", "that's it", "that's everything",
          "i'm good", "i'm fine", "all good", "i think that's")  # fmt: skip
-#: A yes to "anything else?" longer than this carries its own request ("Yes, where is my
-#: order?"): decided as one.
-MAX_MORE_YES_WORDS = 3
+#: The words of a plain yes to "anything else?" ("Yes please.", "Yeah, I do.", "Yes, one
+#: more thing."): any other word is a request of its own ("Yes, where is my order?") or
+#: other small talk ("Okay, bye."), decided as such.
+_MORE_YES = _YES | {
+    "i", "do", "have", "there", "is", "one", "more", "thing", "something", "actually",
+    "another", "question", "got", "um", "uh", "er", "well",
+}  # fmt: skip
+MAX_MORE_YES_WORDS = 4
 
 
 def asks_for_more(answer: str) -> bool:
@@ -101,6 +106,7 @@ def read_more(text: str) -> Answer:
         return None
     if all(w in _CLOSING for w in words) and any((f" {d} " in f" {said} ") for d in _DONE):
         return "no"
-    if read_answer(text) == "yes" and len(words) <= MAX_MORE_YES_WORDS:
+    plain = all(w in _MORE_YES for w in words) and len(words) <= MAX_MORE_YES_WORDS
+    if plain and read_answer(text) == "yes":
         return "yes"
     return None

@@ -126,14 +126,16 @@ class Speculation:
 
     @property
     def greets(self) -> bool:
-        """The bot would answer the words as a greeting ("Hello?", "Hi there."): small talk
-        of that kind only (not "Is anyone there?", a question the caller waits on)."""
+        """The bot would answer the words as a greeting ("Hello?", "Hi there.") or a bare
+        acknowledgement with nothing asked ("Yes.", "Okay."): small talk of those kinds
+        only (not "Is anyone there?", a question the caller waits on). Either is as often
+        the start of a request as all of it."""
         d = self.decision
         return (
             d is not None
             and d.kind == "answer"
             and d.route == "small_talk"
-            and small_talk_kind(d.words) == "greeting"
+            and small_talk_kind(d.words) in ("greeting", "acknowledgement")
         )
 
     @property

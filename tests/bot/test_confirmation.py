@@ -90,7 +90,9 @@ def test_reading_a_yes_or_a_no(text: str, answer: str | None) -> None:
         ("Yes.", "yes"),
         ("Yes please.", "yes"),
         ("Yeah, actually.", "yes"),
+        ("Yes, one more thing.", "yes"),
         ("Yes, one more thing about delivery.", None),  # its request is decided as words
+        ("Okay, bye.", None),  # a goodbye: small talk
         ("Yes, where is my order?", None),  # a request of its own
         ("No, I want to ask about returns.", None),
         ("No thanks, but where is my order?", None),

@@ -122,6 +122,20 @@ async def test_a_reply_to_anything_else(
     assert says in (decision.say or "")
 
 
+async def test_a_bare_yes_or_okay_gets_a_fixed_reply_not_the_models(decider: Decider) -> None:
+    """Before any answer, "Yes." is greeted ("How can I help you today?"); after one,
+    "Okay." is asked whether there is anything else, and a no to that ends the call."""
+    replies = PROFILE.small_talk
+    start = await decider.decide("Yes.", call_id="c")
+    assert (start.kind, start.route, start.say) == ("answer", "small_talk", replies.greeting)
+    await _decided(decider, "Where is my order?")
+    okay = await _decided(decider, "Okay.")
+    assert okay.decision is not None
+    assert okay.decision.say == replies.acknowledgement
+    done = await decider.decide("No thanks.", call_id="c")
+    assert (done.route, done.action) == ("confirmed", "hangup")
+
+
 async def test_a_no_with_nothing_asked_is_not_a_goodbye(decider: Decider) -> None:
     await _decided(decider, "Where is my order?")
     decision = await decider.decide("No thank you.", call_id="c")

@@ -28,7 +28,10 @@ def test_requests_are_not(text: str) -> None:
      ("Hey there, good afternoon.", "greeting"), ("Hello, is anyone there?", "presence"),
      ("Can you hear me?", "presence"), ("Thank you so much.", "thanks"),
      ("Thanks, bye.", "goodbye"), ("Okay, bye.", "goodbye"), ("Are you a robot?", "identity"),
-     ("Who am I speaking with?", "identity"), ("How are you today?", "how_are_you")],
+     ("Who am I speaking with?", "identity"), ("How are you today?", "how_are_you"),
+     ("Yes.", "acknowledgement"), ("No.", "acknowledgement"), ("Okay.", "acknowledgement"),
+     ("Yes, yes, yes.", "acknowledgement"), ("Okay, thanks.", "thanks"),
+     ("Yes, hello?", "greeting")],
 )  # fmt: skip
 def test_the_kind_of_a_whole_small_talk_utterance(text: str, kind: str) -> None:
     assert small_talk_kind(text) == kind
@@ -36,11 +39,11 @@ def test_the_kind_of_a_whole_small_talk_utterance(text: str, kind: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["Hi, where is my order?", "Thanks, but where is my refund?", "Yes.", "No.", "Sorry?",
+    ["Hi, where is my order?", "Thanks, but where is my refund?", "Yes, my order.", "Sorry?",
      "Hello, do you have the blue hoodie in stock?", "What is the weather like today?",
      "Hi, I'd like to cancel", "Are you open today?", "Good morning, I have a question", ""],
 )  # fmt: skip
-def test_a_request_or_a_bare_yes_gets_no_fixed_reply(text: str) -> None:
+def test_a_request_gets_no_fixed_reply(text: str) -> None:
     assert small_talk_kind(text) is None
     assert SmallTalkReplies().reply(text, "Acme") is None
 
@@ -49,4 +52,11 @@ def test_replies_name_the_bot_and_an_empty_one_is_left_to_the_model() -> None:
     replies = SmallTalkReplies(greeting="")
     assert "Acme" in (replies.reply("Are you a robot?", "Acme") or "")
     assert replies.reply("Hello.", "Acme") is None
-    assert "" not in replies.phrases("Acme") and len(replies.phrases("Acme")) == 6  # 7 kinds
+    assert "" not in replies.phrases("Acme") and len(replies.phrases("Acme")) == 7  # 8 replies
+
+
+def test_a_bare_yes_gets_the_greeting_before_any_answer_and_anything_else_after() -> None:
+    replies = SmallTalkReplies()
+    assert replies.reply("Yes.", "Acme", answered=False) == replies.greeting
+    assert replies.reply("Okay.", "Acme") == replies.acknowledgement
+    assert "anything else" in replies.acknowledgement

@@ -410,6 +410,19 @@ async def test_a_greeting_waits_for_a_caller_who_goes_on(knowledge: KnowledgeInd
     assert ended_at == EndpointingConfig().greeting_silence_ms == 700, ended_at
 
 
+@pytest.mark.parametrize("words", ["Yes, yes, yes.", "Okay."])
+async def test_a_bare_yes_with_nothing_asked_waits_as_a_greeting(
+    knowledge: KnowledgeIndex, words: str
+) -> None:
+    # "Do you | sell gift cards?" heard as "Yes, yes, yes." (a paused set, the Scottish
+    # voice): with nothing asked, a bare yes or okay starts a request as often as it is
+    # all of it, and its reply says nothing the caller waits for.
+    end, ended_at, result, _ = await heard_twice_alike(words, knowledge)
+    assert result.greets
+    assert end.turn.pause_reading == PauseReading("finished", "greeting")
+    assert ended_at == EndpointingConfig().greeting_silence_ms
+
+
 async def test_an_entry_found_in_words_that_trail_off_does_not_end_the_turn_early(
     knowledge: KnowledgeIndex,
 ) -> None:

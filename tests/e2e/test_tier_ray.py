@@ -131,7 +131,10 @@ async def test_each_model_kind_answers_through_its_deployment(tier: TierSettings
 def model_small_talk(path: Path) -> Path:
     """The default profile with no fixed small-talk replies: its small talk goes to the
     model (the tier's LLM), as these tests need."""
-    kinds = ("greeting", "thanks", "goodbye", "presence", "identity", "how_are_you")
+    kinds = (
+        "greeting", "thanks", "goodbye", "presence", "identity", "how_are_you", "more",
+        "acknowledgement",
+    )  # fmt: skip
     empty = "".join(f'{kind} = ""\n' for kind in kinds)
     path.write_text(DEFAULT_PROFILE.read_text() + "\n[small_talk]\n" + empty)
     return path

@@ -325,7 +325,8 @@ class Decider:
         if is_injection(words):
             return Decision("decline", "fallback", words, "injection: the caller's words",
                             heard=heard, say=profile.decline)  # fmt: skip
-        reply = profile.small_talk.reply(words, profile.name)
+        answered = self.conversation.last is not None
+        reply = profile.small_talk.reply(words, profile.name, answered=answered)
         if reply is not None:
             return Decision("answer", "small_talk", words, "small talk", heard=heard, say=reply)
         index = self.lookups.knowledge
