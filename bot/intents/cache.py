@@ -152,18 +152,12 @@ class IntentCache:
     def entry(self, name: str) -> CacheEntry | None:
         return None if self._state is None else self._state.entries.get(name)
 
-    def transfer_entry(self) -> CacheEntry | None:
-        """The first intent that puts the caller through to a person, if any."""
+    def acting_entry(self, action: str) -> CacheEntry | None:
+        """The first intent whose answer takes ``action`` (``transfer``: puts the caller
+        through to a person; ``hangup``: the profile's goodbye), if any."""
         if self._state is None:
             return None
-        found = (e for e in self._state.entries.values() if e.action == "transfer")
-        return next(found, None)
-
-    def hangup_entry(self) -> CacheEntry | None:
-        """The first intent that ends the call (the profile's goodbye), if any."""
-        if self._state is None:
-            return None
-        found = (e for e in self._state.entries.values() if e.action == "hangup")
+        found = (e for e in self._state.entries.values() if e.action == action)
         return next(found, None)
 
     @property

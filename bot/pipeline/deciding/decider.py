@@ -584,7 +584,7 @@ class Decider:
             # "Is there anything else I can help with?" and a yes or a no to it: a reply,
             # not a request (the model's free answer to "No thank you." before).
             cache = self.lookups.cache
-            ends = cache.hangup_entry() if cache is not None else None
+            ends = cache.acting_entry("hangup") if cache is not None else None
             return Asked("more", words, previous.call_id, entry=ends)
         offer = self._profile.unsure
         cache = self.lookups.cache
@@ -592,7 +592,7 @@ class Decider:
             return None
         if not previous.answer.rstrip().endswith(offer.rstrip()) or not leads_with_answer(words):
             return None
-        entry = cache.transfer_entry()
+        entry = cache.acting_entry("transfer")
         if entry is None:
             return None
         return Asked("offer", words, previous.call_id, entry=entry)
