@@ -227,3 +227,20 @@ async def test_the_responder_asks_for_the_number_and_not_the_model() -> None:
     assert [type(f) for f in out.frames] == [ResponseDone]  # the collector says the prompt
     assert [f for f in head.upstream if isinstance(f, CollectNumber)] == [CollectNumber("n")]
     assert not [f for f in out.frames if isinstance(f, Speak)]
+
+
+@pytest.mark.models
+async def test_the_router_says_the_greeting_again_to_a_caller_who_missed_it(
+    cache: IntentCache, knowledge: KnowledgeIndex
+) -> None:
+    router, out = router_for(cache, knowledge=knowledge), Collector()
+    router.link(out)
+    router.start()
+    try:
+        turn, frames = await say(router, out, "Pardon?")
+        greeting = load_profile(DEFAULT_PROFILE).greeting
+        assert turn.route == "repeat" and turn.answer == greeting
+        spoken = [f for f in frames if isinstance(f, (PlayAudio, Speak))]
+        assert [getattr(f, "text", None) for f in spoken] == [greeting]
+    finally:
+        await router.stop()

@@ -136,6 +136,15 @@ async def test_a_bare_yes_or_okay_gets_a_fixed_reply_not_the_models(decider: Dec
     assert (done.route, done.action) == ("confirmed", "hangup")
 
 
+async def test_pardon_before_any_answer_is_the_greeting_again(decider: Decider) -> None:
+    decision = await decider.decide("Sorry, what was that?", call_id="c")
+    assert (decision.route, decision.say, decision.said_again) == (
+        "repeat",
+        PROFILE.greeting,
+        True,
+    )
+
+
 async def test_a_no_with_nothing_asked_is_not_a_goodbye(decider: Decider) -> None:
     await _decided(decider, "Where is my order?")
     decision = await decider.decide("No thank you.", call_id="c")

@@ -11,7 +11,7 @@ The rule, in order (each step is the first that applies):
 
 0. Words that only ask to hear the last answer again ("Sorry, what was that?", "Pardon?",
    ``bot.answers.repeat``) get it word for word (``said_again``: the conversation stays as
-   it was, a question still waits for its reply).
+   it was, a question still waits for its reply); before any answer, the greeting.
 1. A reply to the question waiting (``Conversation.waiting``): "yes" to a question about an
    intent plays its answer (and its action), "no" answers the words the question was about
    as if the intent had not matched; "yes" to a question about a knowledge entry's topic
@@ -162,9 +162,18 @@ class Decider:
         return self._lookups(decision)
 
     def _said_again(self, words: str) -> Decision | None:
-        """Step 0: the last answer (or question) again, when the words only ask for it."""
+        """Step 0: the last answer (or question) again, when the words only ask for it;
+        before any, the greeting ("Pardon?" from a caller who missed it)."""
+        if not asks_to_repeat(words):
+            return None
         previous = self.conversation.last
-        if previous is None or not previous.answer.strip() or not asks_to_repeat(words):
+        if previous is None:
+            greeting = self._profile.greeting
+            if not greeting.strip():
+                return None
+            return Decision("answer", "repeat", words, "asked to hear the greeting again",
+                            say=greeting, said_again=True)  # fmt: skip
+        if not previous.answer.strip():
             return None
         return Decision(
             "answer",
