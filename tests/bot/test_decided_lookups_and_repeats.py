@@ -68,7 +68,8 @@ class Head(Processor):
 async def test_the_last_answer_again_and_the_conversation_stays_where_it_was() -> None:
     decider = decider_for(profile=LOOKUP_PROFILE)
     nothing_yet = await decider.decide("Could you repeat that?", call_id="c")
-    assert not nothing_yet.said_again  # nothing said yet: words like any other
+    # Nothing answered yet: the greeting again (a caller who missed it).
+    assert nothing_yet.said_again and nothing_yet.say == LOOKUP_PROFILE.greeting
     first, _ = await decided(decider, "Is my parcel insured?")
     first.answer = "Yes, every parcel is insured."  # the model's answer, filled in later
     version = decider.conversation.version

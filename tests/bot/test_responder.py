@@ -232,11 +232,15 @@ async def test_with_nothing_retrieved_a_request_hears_unsure_and_small_talk_a_re
     await responder.process(Transcript(turn=sorry, text="Sorry, say that again?"))
     assert (sorry.route, sorry.answer) == ("repeat", profile.small_talk.goodbye)
     await responder.stop()
-    # Other small talk (no fixed reply) is still the model's to answer.
+    # Before any answer, asked again: the greeting (no model).
     responder, llm, _sink = await _knowledge_responder(["Hello! How can I help?"])
     sorry = Turn(call_id="c")
     await responder.process(Transcript(turn=sorry, text="Sorry, say that again?"))
-    assert len(llm.prompts) == 1 and sorry.route == "llm"
+    assert (sorry.route, sorry.answer) == ("repeat", profile.greeting)
+    # Other small talk (no fixed reply) is still the model's to answer.
+    other = Turn(call_id="c")
+    await responder.process(Transcript(turn=other, text="Sorry."))
+    assert len(llm.prompts) == 1 and other.route == "llm"
     await responder.stop()
 
 
