@@ -4,6 +4,7 @@ the router and the responder carry them out."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING
 
 import pytest
@@ -21,7 +22,9 @@ from tests.bot.fakes import ScriptedLLM
 from tests.bot.test_confirmation import say
 
 if TYPE_CHECKING:
-    pass
+    from collections.abc import AsyncIterator
+
+    from bot.pipeline.stages.router import Router
 
 PROFILE = load_profile(DEFAULT_PROFILE)
 PROMPT = "Your order number please"
@@ -113,6 +116,20 @@ def decider(cache: IntentCache, knowledge: KnowledgeIndex) -> Decider:
     return decider_for(cache, knowledge=knowledge)
 
 
+@contextlib.asynccontextmanager
+async def running_router(
+    cache: IntentCache, knowledge: KnowledgeIndex
+) -> AsyncIterator[tuple[Router, Collector]]:
+    """The default profile's router on the real cache, started, its frames collected."""
+    router, out = router_for(cache, knowledge=knowledge), Collector()
+    router.link(out)
+    router.start()
+    try:
+        yield router, out
+    finally:
+        await router.stop()
+
+
 @pytest.mark.models
 async def test_a_question_said_again_still_waits_for_its_reply(decider: Decider) -> None:
     _, question = await decided(decider, "Has my parcel left the warehouse yet?")
@@ -129,10 +146,7 @@ async def test_a_question_said_again_still_waits_for_its_reply(decider: Decider)
 async def test_the_router_plays_the_ready_audio_again_with_no_action(
     cache: IntentCache, knowledge: KnowledgeIndex
 ) -> None:
-    router, out = router_for(cache, knowledge=knowledge), Collector()
-    router.link(out)
-    router.start()
-    try:
+    async with running_router(cache, knowledge) as (router, out):
         _, frames = await say(router, out, "Has my parcel left the warehouse yet?")
         (question,) = [f for f in frames if isinstance(f, PlayAudio)]
         turn, frames = await say(router, out, "Sorry, what was that?")
@@ -144,8 +158,6 @@ async def test_the_router_plays_the_ready_audio_again_with_no_action(
         turn, frames = await say(router, out, "Pardon?")
         assert turn.route == "repeat"
         assert [type(f).__name__ for f in frames] == ["PlayAudio", "ResponseDone"]
-    finally:
-        await router.stop()
 
 
 # -- a number after an answer ---------------------------------------------------------------
@@ -234,14 +246,9 @@ async def test_the_responder_asks_for_the_number_and_not_the_model() -> None:
 async def test_the_router_says_the_greeting_again_to_a_caller_who_missed_it(
     cache: IntentCache, knowledge: KnowledgeIndex
 ) -> None:
-    router, out = router_for(cache, knowledge=knowledge), Collector()
-    router.link(out)
-    router.start()
-    try:
+    async with running_router(cache, knowledge) as (router, out):
         turn, frames = await say(router, out, "Pardon?")
         greeting = load_profile(DEFAULT_PROFILE).greeting
         assert turn.route == "repeat" and turn.answer == greeting
         spoken = [f for f in frames if isinstance(f, (PlayAudio, Speak))]
         assert [getattr(f, "text", None) for f in spoken] == [greeting]
-    finally:
-        await router.stop()
