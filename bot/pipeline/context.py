@@ -94,6 +94,7 @@ class CallContext:
             vocabulary=self.vocabulary,
             clock=self.clock,
             say_ahead=self._say_ahead,
+            read_intonation=profile.endpointing.fallen_silence_ms > 0,
         )
 
     def _say_ahead(self, text: str) -> None:

@@ -16,6 +16,10 @@ would (``wait``), in order of precedence:
 - ``greeting``: words that are only a greeting ("Hello?"), as often the start of a request
   as all of it: ``greeting_silence_ms``.
 
+Where the caller's voice fell to the bottom of its range on the last words (``fell``: a
+finished statement, ``bot.pipeline.language.intonation``), the first three waits shorten to
+``fallen_silence_ms``: a caller pausing mid-sentence holds the pitch up.
+
 The turn detector keeps the reading (not five flags), takes both its silence limit and
 whether the turn may end early from it, and puts it on the turn, so the call log's turn
 record says why the turn waited as long as it did. A pure function: tested as a table.
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.pipeline.language.end_of_turn import Thought, heard_alike
+from bot.pipeline.language.intonation import Intonation
 from bot.pipeline.rehear import other_words
 from bot.pipeline.speculation import Speculation
 from bot.profile import EndpointingConfig
@@ -42,6 +47,12 @@ class PauseReading:
     thought: Thought
     #: Why a turn whose words read as finished (or may be) waits longer; None: it need not.
     wait: Wait | None = None
+    #: The caller's voice fell to the bottom of its range on the last words
+    #: (``EndpointingConfig.fall_semitones``): an unsure, nowhere or question wait is
+    #: ``fallen_silence_ms`` instead.
+    fell: bool = False
+    #: Where the voice ended against its median, in semitones (None: not read).
+    end_st: float | None = None
 
     @property
     def may_end_early(self) -> bool:
@@ -57,12 +68,19 @@ class PauseReading:
             extra = cfg.hold_silence_ms
         elif self.wait is not None:
             extra = _WAIT_MS[self.wait](cfg)
+            if self.fell and self.wait in _FALL_SHORTENS and cfg.fallen_silence_ms > 0:
+                extra = min(extra, cfg.fallen_silence_ms)
         else:
             extra = 0
         return max(cfg.end_silence_ms, extra)
 
     def record(self) -> dict[str, object]:
-        return {"thought": self.thought, "wait": self.wait}
+        return {
+            "thought": self.thought,
+            "wait": self.wait,
+            "fell": self.fell,
+            "end_st": self.end_st,
+        }
 
 
 _WAIT_MS: dict[Wait, Callable[[EndpointingConfig], int]] = {
@@ -72,6 +90,10 @@ _WAIT_MS: dict[Wait, Callable[[EndpointingConfig], int]] = {
     "acts": lambda c: c.hangup_silence_ms,
     "greeting": lambda c: c.greeting_silence_ms,
 }
+
+#: The waits a fallen voice shortens: words the bot would only ask about or be unsure of.
+#: Not a greeting's (as short already), nor a hang-up's (cannot be taken back).
+_FALL_SHORTENS: frozenset[Wait] = frozenset({"unsure", "nowhere", "question"})
 
 #: A pass that failed: the turn is transcribed again when it ends.
 FAILED = PauseReading("open")
@@ -136,4 +158,12 @@ def read_pause(
         wait = "acts"
     elif greets:
         wait = "greeting"
-    return PauseReading(verdict, wait)
+    tone: Intonation | None = done.intonation
+    end_st = None if tone is None else round(tone.end_st, 1)
+    fell = (
+        wait in _FALL_SHORTENS
+        and tone is not None
+        and cfg.fallen_silence_ms > 0
+        and tone.fell(cfg.fall_semitones)
+    )
+    return PauseReading(verdict, wait, fell=fell, end_st=end_st)

@@ -28,6 +28,7 @@ from bot.answers.small_talk import is_small_talk, small_talk_kind
 from bot.answers.text import sentences
 from bot.pipeline.clock import MONOTONIC, Clock
 from bot.pipeline.language.end_of_turn import judge
+from bot.pipeline.language.intonation import Intonation, read_intonation
 from bot.pipeline.rehear import ends_call
 from bot.pipeline.said_ahead import live_words
 from serve import ASR, ProviderError, StageTimings
@@ -81,6 +82,10 @@ class Speculation:
     version: int = -1
     finished_at: float | None = None
     failed: bool = False
+    #: How the voice ended (``bot.pipeline.language.intonation``), read where the turn
+    #: would wait long (the words were heard again, or would only be asked about); None:
+    #: not read, or too little voice.
+    intonation: Intonation | None = None
     #: Where the pass's jobs stand in the shared pool's queue: behind turns that have
     #: ended, until this turn ends too; withdrawn when the caller speaks again. Each of its
     #: jobs (the first hearing, the lookup, the second hearing) keeps the place of the
@@ -191,8 +196,11 @@ class Speculator:
         vocabulary: Vocabulary | None = None,
         clock: Clock = MONOTONIC,
         say_ahead: Callable[[str], None] | None = None,
+        read_intonation: bool = True,
     ) -> None:
         self._asr = asr
+        #: Whether the pass reads how the voice ended where the turn would wait long.
+        self._read_intonation = read_intonation
         #: Words the decision will say that have no ready audio, handed over to be
         #: synthesized in the pause (``bot.pipeline.said_ahead``).
         self._say_ahead = say_ahead
@@ -371,6 +379,9 @@ class Speculator:
             return second
 
         spec.decision = await decider.decide(text, call_id=self._call_id, hear=heard_again)
+        if (second is not None or spec.doubtful) and self._read_intonation:
+            # ~10 ms of numpy on a few seconds of voice, off the event loop.
+            spec.intonation = await asyncio.to_thread(read_intonation, audio, self._rate)
         words = live_words(spec.decision)
         if words is not None and self._say_ahead is not None and self._current is spec:
             self._say_ahead(words)

@@ -45,6 +45,24 @@ def tone(ms: int, amplitude: int = 8000) -> bytes:
     return (amplitude * np.sin(2 * np.pi * 440 * t)).astype("<i2").tobytes()
 
 
+def voice(contour_hz: np.ndarray, rate: int = RATE) -> bytes:
+    """A voiced sound with the pitch ``contour_hz`` (one value a sample): a pulse train's
+    first eight harmonics with a falling spectrum, as a vowel's source has."""
+    phase = 2 * np.pi * np.cumsum(contour_hz) / rate
+    wave = sum(np.sin(k * phase) / k for k in range(1, 9))
+    pcm = (wave / np.max(np.abs(wave)) * 12000).astype("<i2")
+    return pcm.tobytes()
+
+
+def glide(start_hz: float, level_s: float, end_hz: float, glide_s: float) -> np.ndarray:
+    return np.concatenate(
+        [
+            np.full(int(level_s * RATE), start_hz),
+            np.geomspace(start_hz, end_hz, int(glide_s * RATE)),
+        ]
+    )
+
+
 def silence(ms: int) -> bytes:
     return bytes(RATE * ms // 1000 * 2)
 

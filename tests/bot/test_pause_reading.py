@@ -8,6 +8,7 @@ import pytest
 from bot.intents.store import CacheEntry
 from bot.pipeline.deciding.decision import Decision
 from bot.pipeline.language.end_of_turn import judge
+from bot.pipeline.language.intonation import Intonation
 from bot.pipeline.pause_reading import FAILED, NOTHING_HEARD, PauseReading, read_pause
 from bot.pipeline.speculation import Speculation
 from bot.profile import EndpointingConfig
@@ -135,3 +136,52 @@ def test_a_wait_set_to_zero_is_not_waited_for() -> None:
     assert read_pause(heard("Yes please.", decided="yes_acts"), judge, cfg).wait is None
     nowhere = heard("I was charged twice.", "I was charged twice.", decided="unsure")
     assert read_pause(nowhere, judge, cfg).wait is None
+
+
+def toned(spec: Speculation, end_st: float) -> Speculation:
+    spec.intonation = Intonation(end_st=end_st, voiced_frames=120)
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("spec", "wait", "limit"),
+    [
+        (heard("Where is my order?", "Where is my order"), "unsure", 2000),
+        (heard("I was charged twice.", "I was charged twice.", decided="unsure"), "nowhere", 2000),
+        (heard("Can you friend me?", decided="ask"), "question", 1800),
+    ],
+)
+def test_a_voice_that_fell_shortens_the_unsure_nowhere_and_question_waits(
+    spec: Speculation, wait: str, limit: int
+) -> None:
+    level = read_pause(toned(spec, -1.0), judge, CFG)
+    assert (level.wait, level.fell, level.end_st) == (wait, False, -1.0)
+    assert level.silence_limit_ms(CFG) == limit
+    fallen = read_pause(toned(spec, -5.0), judge, CFG)
+    assert (fallen.wait, fallen.fell, fallen.end_st) == (wait, True, -5.0)
+    assert fallen.silence_limit_ms(CFG) == CFG.fallen_silence_ms < limit
+    assert fallen.record()["fell"] is True
+    # The threshold is the profile's; 0 ms: the pitch is not read.
+    deeper = CFG.model_copy(update={"fall_semitones": 6.0})
+    assert not read_pause(toned(spec, -5.0), judge, deeper).fell
+    off = CFG.model_copy(update={"fallen_silence_ms": 0})
+    assert read_pause(toned(spec, -5.0), judge, off).silence_limit_ms(off) == limit
+
+
+@pytest.mark.parametrize(
+    ("spec", "wait"),
+    [
+        (heard("Yes please.", decided="yes_acts"), "acts"),
+        (heard("Hello?", decided="small_talk"), "greeting"),
+        (heard("My order number is"), None),
+        (heard("Where is my order?"), None),
+    ],
+)
+def test_a_fallen_voice_does_not_shorten_a_hang_up_a_greeting_or_a_fragment(
+    spec: Speculation, wait: str | None
+) -> None:
+    reading = read_pause(toned(spec, -8.0), judge, CFG)
+    assert reading.wait == wait
+    assert not reading.fell
+    plain = toned(spec, 0.0)
+    assert reading.silence_limit_ms(CFG) == read_pause(plain, judge, CFG).silence_limit_ms(CFG)

@@ -32,7 +32,7 @@ from serve.base import SHARED_WORKERS, shared_executor
 from serve.errors import WorkDropped
 from serve.priority_pool import Urgency
 from tests.bot.deciding import decider_for, router_for
-from tests.bot.fakes import FRAME_BYTES, EnergyStream, ScriptedASR, silence, tone
+from tests.bot.fakes import FRAME_BYTES, EnergyStream, ScriptedASR, glide, silence, tone, voice
 
 CFG = EndpointingConfig(
     min_speech_ms=100,
@@ -620,6 +620,26 @@ async def test_a_finished_sentence_the_cache_would_only_ask_about_waits_the_ques
     assert ended_at == ends_at
 
 
+@pytest.mark.parametrize(("end_hz", "fell", "ends_at"), [(110.0, True, 600), (170.0, False, 1000)])
+async def test_a_voice_that_fell_at_the_end_shortens_the_question_silence(
+    end_hz: float, fell: bool, ends_at: int
+) -> None:
+    # The same words the cache would only ask about, said with the pitch falling to the
+    # bottom of the voice's range on the last word (a finished statement), or held level
+    # (a caller pausing mid-sentence): the fall's shorter wait, or the question's.
+    heard = "Can you friend me?"
+    cfg = CFG.model_copy(update={"fallen_silence_ms": 600})
+    said = voice(glide(170.0, 0.5, end_hz, 0.25))
+    frames, ended_at, _ = await drive(
+        said + silence(1700), ScriptedASR(heard), FakeLookup(heard, route="confirm"), cfg
+    )
+    turn = turn_of(frames).turn
+    assert turn.eot_reason == "silence"
+    assert turn.pause_reading is not None
+    assert (turn.pause_reading.wait, turn.pause_reading.fell) == ("question", fell)
+    assert ended_at == ends_at
+
+
 async def test_a_caller_going_on_after_words_the_cache_would_ask_about_makes_one_turn() -> None:
     # The pause (800 ms) is shorter than the question silence: no turn ends in it.
     heard = "Can you friend me?"
@@ -747,7 +767,7 @@ async def test_the_turn_log_says_what_the_pause_found_and_no_words() -> None:
     joined.own_words = "I can do hear me."
     record = turn_record(joined)
     assert (record["pause"], record["goes_on"]) == (None, 3)
-    assert record["reading"] == {"thought": "open", "wait": "unsure"}
+    assert record["reading"] == {"thought": "open", "wait": "unsure", "fell": False, "end_st": None}
     assert turn_record(Turn(call_id="c"))["reading"] is None
 
 

@@ -1,0 +1,92 @@
+"""How the caller's voice ends: the pitch track and the fall at the end of a statement."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bot.pipeline.language.intonation import pitch_track, read_intonation
+from testkit.paused_speech import say_with_pause
+from tests.bot.fakes import glide, voice
+
+RATE = 8000
+
+
+@pytest.mark.parametrize("hz", [85.0, 120.0, 210.0, 330.0])
+def test_the_track_finds_a_steady_pitch_within_a_few_cents(hz: float) -> None:
+    samples = np.frombuffer(voice(np.full(RATE, hz)), dtype="<i2").astype(np.float64)
+    f0 = pitch_track(samples, RATE)
+    assert len(f0) > 80
+    assert np.all(f0 > 0)
+    cents = 1200 * np.abs(np.log2(np.median(f0) / hz))
+    assert cents < 15
+
+
+def test_a_voice_that_falls_at_the_end_fell() -> None:
+    # 1.5 s level at 180 Hz, then the last 0.3 s falls to 120 Hz (7 semitones).
+    tone = read_intonation(voice(glide(180.0, 1.5, 120.0, 0.3)), RATE)
+    assert tone is not None
+    assert tone.end_st < -5.0
+    assert tone.fell(3.5)
+
+
+@pytest.mark.parametrize("end_hz", [180.0, 240.0])
+def test_a_voice_held_level_or_rising_did_not_fall(end_hz: float) -> None:
+    tone = read_intonation(voice(glide(180.0, 1.5, end_hz, 0.3)), RATE)
+    assert tone is not None
+    assert tone.end_st > -1.0
+    assert not tone.fell(3.5)
+
+
+def test_a_longer_silence_after_the_voice_does_not_move_its_end() -> None:
+    # A pass runs 100 ms into the pause, a later one further in: the same end.
+    pcm = voice(glide(200.0, 1.2, 140.0, 0.3))
+    soon = read_intonation(pcm + bytes(RATE // 10 * 2), RATE)
+    later = read_intonation(pcm + bytes(RATE * 2), RATE)
+    assert soon is not None and later is not None
+    assert later.end_st == pytest.approx(soon.end_st, abs=0.05)
+    assert soon.fell(3.5)
+
+
+def test_too_little_voice_says_nothing() -> None:
+    assert read_intonation(voice(np.full(RATE // 10, 150.0)), RATE) is None  # 100 ms
+    assert read_intonation(bytes(RATE * 2), RATE) is None  # silence
+    noise = np.random.default_rng(7).normal(0, 3000, RATE).astype("<i2").tobytes()
+    assert read_intonation(noise, RATE) is None
+
+
+# Recorded in espeak-ng, which keeps a sentence's contour across an SSML break: the same
+# words as a whole statement fall at the end; as the first half of a paused request they
+# do not. (Cases from the paused sets the threshold was chosen on.)
+@pytest.mark.parametrize(
+    ("before", "after", "voice_name"),
+    [
+        ("I ordered a sofa", "and it arrived with a broken leg.", "en-us+m3"),
+        ("I need to update", "the phone number on my account.", "en-us"),
+        ("My parcel arrived and", "the box was completely crushed.", "en-gb-scotland"),
+    ],
+)
+def test_a_whole_statement_falls_and_its_paused_half_does_not(
+    before: str, after: str, voice_name: str
+) -> None:
+    half = say_with_pause(before, after, 1000, voice=voice_name)
+    # The half: the audio up to the pause (the longest quiet run inside the request).
+    samples = np.frombuffer(half, dtype="<i2").astype(np.float64)
+    frame = RATE // 100
+    loud = np.array(
+        [np.sqrt(np.mean(samples[i : i + frame] ** 2)) for i in range(0, len(samples), frame)]
+    )
+    quiet = loud < loud.max() / 100
+    start, best, run = 0, (0, 0), 0
+    for i, q in enumerate(quiet):
+        run = run + 1 if q else 0
+        if run == 1:
+            start = i
+        if run > best[0]:
+            best = (run, start)
+    assert best[0] * 10 >= 800, "no pause found"
+    first = read_intonation(half[: best[1] * frame * 2], RATE)
+    whole = read_intonation(say_with_pause(f"{before} {after}", "", 0, voice=voice_name), RATE)
+    assert first is not None and whole is not None
+    assert not first.fell(3.5), first
+    assert whole.fell(3.5), whole
