@@ -103,6 +103,9 @@ class Outcome:
     #: The model time of the turn at the request's end (``asr``: the first recognizer's
     #: last pass in the pause, reused; ``asr_second``: heard again), from the call log.
     model_ms: tuple[tuple[str, float], ...] = ()
+    #: The reading the turn at the request's end waited by (``wait``, "fell" where the
+    #: voice fell, and where it ended in semitones), from the pause's record.
+    waited: str = ""
 
 
 def _pause_at(pcm: bytes) -> tuple[float, float]:
@@ -250,9 +253,19 @@ async def run(
                         for t in ends
                     ),
                     model_ms=() if first is None else tuple(first.model_ms.items()),
+                    waited=_waited(pause_of.get(first.transcript or "") if first else None),
                 )
             )
     return out
+
+
+def _waited(pause: tuple[object, object, object] | None) -> str:
+    """The reading the turn waited by: its wait, and whether the voice fell (end in st)."""
+    record = pause[2] if pause is not None else None
+    if not isinstance(record, dict):
+        return ""
+    fell = "fell " if record.get("fell") else ""
+    return f"{record.get('wait')} {fell}{record.get('end_st')}"
 
 
 def _words(text: str) -> set[str]:
@@ -356,8 +369,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{o.voice:15s} {o.pause_ms:5d} cut={o.cut!s:5s} whole={o.rejoined!s:5s} "
             f"overlap={o.overlap_ms:4.0f} "
-            f"route={o.route} v2v={o.v2v_ms} eot={o.eot_ms} {o.text} heard={o.heard}"
-            + (f" cut_as={o.cut_as}" if o.cut_as else ""),
+            f"route={o.route} v2v={o.v2v_ms} eot={o.eot_ms} waited={o.waited!r} {o.text} "
+            f"heard={o.heard}" + (f" cut_as={o.cut_as}" if o.cut_as else ""),
             file=sys.stderr,
         )
     print(report(outcomes))

@@ -96,14 +96,16 @@ class EndpointingConfig(BaseModel):
     #: heard the question start over them. The question comes this much later. 0: such a
     #: sentence ends the turn as any finished one does.
     question_silence_ms: int = Field(1800, ge=0, le=10_000)
-    #: Silence the turn waits for instead of the three waits above (unsure, nowhere,
-    #: question) when the caller's voice fell at least ``fall_semitones`` below its own
-    #: median on the last words: a finished statement's fall (a caller pausing
-    #: mid-sentence holds the pitch up; ``bot.pipeline.language.intonation``). On the
-    #: paused requests of the tuning and first three held-out sets (espeak-ng, which keeps
-    #: the sentence's contour across the pause), no first half ended lower than 3.0
-    #: semitones under the voice's median; 84% of whole statements did. 0: the pitch is
-    #: not read and those waits stay as they are.
+    #: Silence the turn waits for instead of the nowhere and question waits above (words
+    #: that read as a finished sentence) when the caller's voice also fell at least
+    #: ``fall_semitones`` below its own median on the last words: a finished statement's
+    #: fall (a caller pausing mid-sentence holds the pitch up;
+    #: ``bot.pipeline.language.intonation``). On the paused requests of the tuning and
+    #: first three held-out sets (espeak-ng, which keeps the sentence's contour across the
+    #: pause), no first half ended lower than 3.0 semitones under the voice's median; 84%
+    #: of whole statements ended lower than 3.5. Not the unsure wait: the fall alone is one
+    #: cue, and one held-out half fell 3.5 ("It's order number"). 0: the pitch is not read
+    #: and those waits stay as they are.
     fallen_silence_ms: int = Field(900, ge=0, le=10_000)
     fall_semitones: float = Field(3.5, gt=0.0, le=24.0)
     #: Silence the turn waits for when the words match an intent that hangs up after its

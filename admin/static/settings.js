@@ -55,7 +55,7 @@ const SETTING_LABELS = {
   "endpointing.unsure_silence_ms": ["Unsure end silence (ms)", "Words heard again with no end to them either, or heard as two different sentences."],
   "endpointing.nowhere_silence_ms": ["Nothing-to-say end silence (ms)", "A finished sentence nothing answers (the bot would only say it is not sure): often half a request. 0: no longer wait."],
   "endpointing.question_silence_ms": ["Question end silence (ms)", "A finished sentence the bot would only ask about (\"Just to check, ...?\"): often half a request. 0: no longer wait."],
-  "endpointing.fallen_silence_ms": ["Fallen voice end silence (ms)", "Replaces the three waits above when the caller's voice fell to the bottom of its range on the last words (a finished statement). 0: the pitch is not read."],
+  "endpointing.fallen_silence_ms": ["Fallen voice end silence (ms)", "Replaces the nothing-to-say and question waits above when the caller's voice also fell to the bottom of its range on the last words (a finished statement). 0: the pitch is not read."],
   "endpointing.fall_semitones": ["Fallen voice: semitones under the median", "How far below the caller's own median pitch the last words must end to count as fallen."],
   "endpointing.hangup_silence_ms": ["Hang-up end silence (ms)", "Words an intent would hang up on (a goodbye): a hang-up cannot be taken back, so a caller who was only pausing may go on. 0: no longer wait."],
   "endpointing.greeting_silence_ms": ["Greeting end silence (ms)", "Words that are only a greeting (\"Hello?\"): as often the start of a request as all of it, so the bot's greeting waits for a caller who goes on. 0: no longer wait."],

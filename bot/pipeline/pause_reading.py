@@ -16,9 +16,12 @@ would (``wait``), in order of precedence:
 - ``greeting``: words that are only a greeting ("Hello?"), as often the start of a request
   as all of it: ``greeting_silence_ms``.
 
-Where the caller's voice fell to the bottom of its range on the last words (``fell``: a
-finished statement, ``bot.pipeline.language.intonation``), the first three waits shorten to
-``fallen_silence_ms``: a caller pausing mid-sentence holds the pitch up.
+Where the words read as a finished sentence and the caller's voice fell to the bottom of its
+range on them (``fell``: a finished statement, ``bot.pipeline.language.intonation``), the
+``nowhere`` and ``question`` waits shorten to ``fallen_silence_ms``: a caller pausing
+mid-sentence holds the pitch up. Two cues together, as listeners take a turn on: the fall
+alone does not shorten ``unsure`` (no hearing says the words are finished; "It's order
+number | five five two ..." fell 3.5 semitones on "number" in one espeak-ng voice).
 
 The turn detector keeps the reading (not five flags), takes both its silence limit and
 whether the turn may end early from it, and puts it on the turn, so the call log's turn
@@ -48,7 +51,7 @@ class PauseReading:
     #: Why a turn whose words read as finished (or may be) waits longer; None: it need not.
     wait: Wait | None = None
     #: The caller's voice fell to the bottom of its range on the last words
-    #: (``EndpointingConfig.fall_semitones``): an unsure, nowhere or question wait is
+    #: (``EndpointingConfig.fall_semitones``): a nowhere or question wait is
     #: ``fallen_silence_ms`` instead.
     fell: bool = False
     #: Where the voice ended against its median, in semitones (None: not read).
@@ -91,9 +94,11 @@ _WAIT_MS: dict[Wait, Callable[[EndpointingConfig], int]] = {
     "greeting": lambda c: c.greeting_silence_ms,
 }
 
-#: The waits a fallen voice shortens: words the bot would only ask about or be unsure of.
-#: Not a greeting's (as short already), nor a hang-up's (cannot be taken back).
-_FALL_SHORTENS: frozenset[Wait] = frozenset({"unsure", "nowhere", "question"})
+#: The waits a fallen voice shortens: finished sentences the bot would only ask about or
+#: say "not sure" to. Not ``unsure`` (no hearing says the words are finished: the fall
+#: would be the only cue), a greeting's (as short already), nor a hang-up's (cannot be
+#: taken back).
+_FALL_SHORTENS: frozenset[Wait] = frozenset({"nowhere", "question"})
 
 #: A pass that failed: the turn is transcribed again when it ends.
 FAILED = PauseReading("open")
