@@ -83,8 +83,8 @@ class Speculation:
     finished_at: float | None = None
     failed: bool = False
     #: How the voice ended (``bot.pipeline.language.intonation``), read where the turn
-    #: would wait long (the words were heard again, or would only be asked about); None:
-    #: not read, or too little voice.
+    #: may wait on it (a question or "not sure" would follow: ``_WAITS_ON_INTONATION``);
+    #: None: not read, or too little voice.
     intonation: Intonation | None = None
     #: Where the pass's jobs stand in the shared pool's queue: behind turns that have
     #: ended, until this turn ends too; withdrawn when the caller speaks again. Each of its
@@ -179,6 +179,11 @@ class Speculation:
         # "... Hello?": a caller who finished and heard nothing yet, waiting for an answer.
         said = sentences(self.transcript)
         return not (len(said) > 1 and is_small_talk(said[-1]))
+
+
+#: The decisions whose wait a fallen voice may shorten (``bot.pipeline.pause_reading``):
+#: a question about an intent or a number, or "not sure". Only their passes read the pitch.
+_WAITS_ON_INTONATION = frozenset({"ask", "collect", "unsure"})
 
 
 class Speculator:
@@ -379,7 +384,7 @@ class Speculator:
             return second
 
         spec.decision = await decider.decide(text, call_id=self._call_id, hear=heard_again)
-        if (second is not None or spec.doubtful) and self._read_intonation:
+        if self._read_intonation and spec.decision.kind in _WAITS_ON_INTONATION:
             # ~10 ms of numpy on a few seconds of voice, off the event loop.
             spec.intonation = await asyncio.to_thread(read_intonation, audio, self._rate)
         words = live_words(spec.decision)
