@@ -112,7 +112,8 @@ def read_intonation(pcm: bytes, rate: int) -> Intonation | None:
     if len(voiced) < _MIN_VOICED:
         return None
     # A 3-frame median first: a lone octave jump is not the end of a contour.
-    smooth = np.array([np.median(voiced[max(0, i - 1) : i + 2]) for i in range(len(voiced))])
+    padded = np.concatenate([voiced[:1], voiced, voiced[-1:]])
+    smooth = np.median(np.stack([padded[:-2], padded[1:-1], padded[2:]]), axis=0)
     semis = 12 * np.log2(smooth / np.median(smooth))
     # Frames an octave or so off the speaker's middle are the tracker's errors (a
     # fricative's noise, a creak), not the contour: a voice's range is narrower.
