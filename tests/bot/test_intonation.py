@@ -90,3 +90,18 @@ def test_a_whole_statement_falls_and_its_paused_half_does_not(
     assert first is not None and whole is not None
     assert not first.fell(3.5), first
     assert whole.fell(3.5), whole
+
+
+@pytest.mark.parametrize(("end_hz", "fell"), [(120.0, True), (180.0, False), (240.0, False)])
+def test_line_noise_does_not_change_the_reading(end_hz: float, fell: bool) -> None:
+    # White noise 10 dB under the voice, over it and over the silence after it: noise has no
+    # period, so its frames are not voiced and the voice's end reads the same.
+    pcm = voice(glide(180.0, 1.5, end_hz, 0.3)) + bytes(RATE // 5 * 2)
+    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    power = float(np.mean(samples[: -RATE // 5] ** 2))
+    noise = np.random.default_rng(11).normal(0, np.sqrt(power / 10), len(samples))
+    noisy = np.clip(samples + noise, -32768, 32767).astype("<i2").tobytes()
+    clean, heard = read_intonation(pcm, RATE), read_intonation(noisy, RATE)
+    assert clean is not None and heard is not None
+    assert heard.end_st == pytest.approx(clean.end_st, abs=0.5)
+    assert heard.fell(3.5) is fell
