@@ -30,7 +30,7 @@ from bench.pause_wire_held_out_3 import HELD_OUT_3_VOICES, PAUSED_HELD_OUT_3
 from bench.pause_wire_held_out_4 import HELD_OUT_4_VOICES, PAUSED_HELD_OUT_4
 from bench.pause_wire_held_out_5 import HELD_OUT_5_VOICES, PAUSED_HELD_OUT_5
 from bot.pipeline.language.intonation import read_intonation
-from testkit.paused_speech import ESPEAK_VOICES, say_with_pause
+from testkit.paused_speech import ESPEAK_VOICES, first_half, say_with_pause
 from testkit.voices import RATE
 
 SETS: dict[str, tuple[Sequence[tuple[str, str]], Sequence[str]]] = {
@@ -43,24 +43,6 @@ SETS: dict[str, tuple[Sequence[tuple[str, str]], Sequence[str]]] = {
 }
 THRESHOLDS = (2.0, 2.5, 3.0, 3.5, 4.0)
 _PAUSE_MS = 1000
-
-
-def first_half(pcm: bytes) -> bytes:
-    """The audio up to the request's pause: the longest quiet run inside it."""
-    samples = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
-    frame = RATE // 100
-    loud = np.array(
-        [np.sqrt(np.mean(samples[i : i + frame] ** 2)) for i in range(0, len(samples), frame)]
-    )
-    quiet = loud < loud.max() / 100
-    best_len, best_at, run = 0, 0, 0
-    for i, q in enumerate(quiet):
-        run = run + 1 if q else 0
-        if run > best_len:
-            best_len, best_at = run, i - run + 1
-    if best_len * 10 < _PAUSE_MS - 200:
-        raise RuntimeError("no pause found in a paused request")
-    return pcm[: best_at * frame * 2]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

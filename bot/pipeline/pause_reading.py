@@ -71,7 +71,7 @@ class PauseReading:
             extra = cfg.hold_silence_ms
         elif self.wait is not None:
             extra = _WAIT_MS[self.wait](cfg)
-            if self.fell and self.wait in _FALL_SHORTENS and cfg.fallen_silence_ms > 0:
+            if self.fell:  # decided in ``read_pause``: a wait it shortens, the setting on
                 extra = min(extra, cfg.fallen_silence_ms)
         else:
             extra = 0

@@ -385,7 +385,7 @@ class Speculator:
 
         spec.decision = await decider.decide(text, call_id=self._call_id, hear=heard_again)
         if self._read_intonation and spec.decision.kind in _WAITS_ON_INTONATION:
-            # ~10 ms of numpy on a few seconds of voice, off the event loop.
+            # ~6 ms of numpy on a few seconds of voice, off the event loop.
             spec.intonation = await asyncio.to_thread(read_intonation, audio, self._rate)
         words = live_words(spec.decision)
         if words is not None and self._say_ahead is not None and self._current is spec:

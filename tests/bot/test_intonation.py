@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bot.pipeline.language.intonation import pitch_track, read_intonation
-from testkit.paused_speech import say_with_pause
+from testkit.paused_speech import first_half, say_with_pause
 from tests.bot.fakes import glide, voice
 
 RATE = 8000
@@ -69,23 +69,7 @@ def test_too_little_voice_says_nothing() -> None:
 def test_a_whole_statement_falls_and_its_paused_half_does_not(
     before: str, after: str, voice_name: str
 ) -> None:
-    half = say_with_pause(before, after, 1000, voice=voice_name)
-    # The half: the audio up to the pause (the longest quiet run inside the request).
-    samples = np.frombuffer(half, dtype="<i2").astype(np.float64)
-    frame = RATE // 100
-    loud = np.array(
-        [np.sqrt(np.mean(samples[i : i + frame] ** 2)) for i in range(0, len(samples), frame)]
-    )
-    quiet = loud < loud.max() / 100
-    start, best, run = 0, (0, 0), 0
-    for i, q in enumerate(quiet):
-        run = run + 1 if q else 0
-        if run == 1:
-            start = i
-        if run > best[0]:
-            best = (run, start)
-    assert best[0] * 10 >= 800, "no pause found"
-    first = read_intonation(half[: best[1] * frame * 2], RATE)
+    first = read_intonation(first_half(say_with_pause(before, after, 1000, voice=voice_name)), RATE)
     whole = read_intonation(say_with_pause(f"{before} {after}", "", 0, voice=voice_name), RATE)
     assert first is not None and whole is not None
     assert not first.fell(3.5), first

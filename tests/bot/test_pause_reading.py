@@ -139,7 +139,7 @@ def test_a_wait_set_to_zero_is_not_waited_for() -> None:
 
 
 def toned(spec: Speculation, end_st: float) -> Speculation:
-    spec.intonation = Intonation(end_st=end_st, voiced_frames=120)
+    spec.intonation = Intonation(end_st=end_st)
     return spec
 
 

@@ -51,14 +51,10 @@ class Intonation:
     #: Median of the last voiced frames against the median of all voiced frames (< 0: ended
     #: below the middle of the range).
     end_st: float
-    voiced_frames: int
 
     def fell(self, semitones: float) -> bool:
         """The voice ended at least ``semitones`` below its median."""
         return self.end_st <= -semitones
-
-    def record(self) -> dict[str, object]:
-        return {"end_st": round(self.end_st, 1), "voiced_frames": self.voiced_frames}
 
 
 def pitch_track(samples: np.ndarray, rate: int) -> np.ndarray:
@@ -120,4 +116,4 @@ def read_intonation(pcm: bytes, rate: int) -> Intonation | None:
     semis = semis[np.abs(semis) <= _MAX_OFF_ST]
     if len(semis) < _MIN_VOICED:
         return None
-    return Intonation(end_st=float(np.median(semis[-_END_FRAMES:])), voiced_frames=len(voiced))
+    return Intonation(end_st=float(np.median(semis[-_END_FRAMES:])))
