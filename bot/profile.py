@@ -126,6 +126,15 @@ class EndpointingConfig(BaseModel):
     #: it can come this much later. 0: a greeting ends the turn as any finished sentence
     #: does.
     greeting_silence_ms: int = Field(700, ge=0, le=10_000)
+    #: Silence the turn waits for when the words are only a yes, no or okay with nothing
+    #: asked ("Yes.", "Okay."): its reply ("Is there anything else I can help with?", or
+    #: the greeting's before any answer) says nothing the caller waits for, and a caller
+    #: who says "Okay." after an answer often goes on with another request; half a request
+    #: is heard so too ("Do you | sell gift cards?" heard as "Yes, yes, yes.": at the
+    #: greeting's 700 ms, the greeting started in the 0.7 s pause). As long as a yes that
+    #: would act waits (``hangup_silence_ms``). 0: such words end the turn as any finished
+    #: sentence does.
+    acknowledgement_silence_ms: int = Field(1500, ge=0, le=10_000)
     #: A caller who starts again this soon after the end of their last turn's voice, and
     #: speaks over the bot's answer to it, was pausing mid-request: the bot stops (as at
     #: any barge-in) and the new words are read together with that turn's as one request

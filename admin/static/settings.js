@@ -59,6 +59,7 @@ const SETTING_LABELS = {
   "endpointing.fall_semitones": ["Fallen voice: semitones under the median", "How far below the caller's own median pitch the last words must end to count as fallen."],
   "endpointing.hangup_silence_ms": ["Hang-up end silence (ms)", "Words an intent would hang up on (a goodbye): a hang-up cannot be taken back, so a caller who was only pausing may go on. 0: no longer wait."],
   "endpointing.greeting_silence_ms": ["Greeting end silence (ms)", "Words that are only a greeting (\"Hello?\"): as often the start of a request as all of it, so the bot's greeting waits for a caller who goes on. 0: no longer wait."],
+  "endpointing.acknowledgement_silence_ms": ["Bare yes or okay end silence (ms)", "Words that are only a yes, no or okay with nothing asked (\"Okay.\"): a caller often goes on with a request, so the reply waits. 0: no longer wait."],
   "endpointing.continuation_ms": ["Caller going on over the bot (ms)", "Words again this soon after the caller's last turn, over the bot's answer to it: both read as one request. 0: never."],
   "endpointing.hold_silence_ms": ["After \"hold on\" (ms)"],
   "endpointing.hold_reply": ["Reply to \"hold on\"", "Empty: nothing is said."],

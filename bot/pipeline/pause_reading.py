@@ -14,7 +14,9 @@ would (``wait``), in order of precedence:
 - ``acts``: words that would act at once and for good (an intent that hangs up, a yes that
   would transfer or hang up): ``hangup_silence_ms``;
 - ``greeting``: words that are only a greeting ("Hello?"), as often the start of a request
-  as all of it: ``greeting_silence_ms``.
+  as all of it: ``greeting_silence_ms``;
+- ``acknowledgement``: only a yes, no or okay with nothing asked ("Okay."), as often the
+  start of a request as all of it: ``acknowledgement_silence_ms``.
 
 Where the words read as a finished sentence and the caller's voice fell to the bottom of its
 range on them (``fell``: a finished statement, ``bot.pipeline.language.intonation``), the
@@ -40,7 +42,7 @@ from bot.pipeline.rehear import other_words
 from bot.pipeline.speculation import Speculation
 from bot.profile import EndpointingConfig
 
-Wait = Literal["unsure", "nowhere", "question", "acts", "greeting"]
+Wait = Literal["unsure", "nowhere", "question", "acts", "greeting", "acknowledgement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,7 @@ _WAIT_MS: dict[Wait, Callable[[EndpointingConfig], int]] = {
     "question": lambda c: c.question_silence_ms,
     "acts": lambda c: c.hangup_silence_ms,
     "greeting": lambda c: c.greeting_silence_ms,
+    "acknowledgement": lambda c: c.acknowledgement_silence_ms,
 }
 
 #: The waits a fallen voice shortens: finished sentences the bot would only ask about or
@@ -150,6 +153,10 @@ def read_pause(
     # "Hi, | I'm calling about my order"): its reply, which says nothing the caller waits
     # for, can wait for a caller who goes on.
     greets = done.greets and cfg.greeting_silence_ms > 0
+    # So does a bare yes, no or okay with nothing asked ("Okay." after an answer, then
+    # another request; "Do you | sell gift cards?" heard as "Yes, yes, yes."), as long as
+    # a yes that would act.
+    acknowledges = done.acknowledges and cfg.acknowledgement_silence_ms > 0
     wait: Wait | None = None
     if verdict in ("unfinished", "hold"):
         wait = None
@@ -163,6 +170,8 @@ def read_pause(
         wait = "acts"
     elif greets:
         wait = "greeting"
+    elif acknowledges:
+        wait = "acknowledgement"
     tone: Intonation | None = done.intonation
     end_st = None if tone is None else round(tone.end_st, 1)
     fell = (

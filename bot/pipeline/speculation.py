@@ -131,16 +131,24 @@ class Speculation:
 
     @property
     def greets(self) -> bool:
-        """The bot would answer the words as a greeting ("Hello?", "Hi there.") or a bare
-        acknowledgement with nothing asked ("Yes.", "Okay."): small talk of those kinds
-        only (not "Is anyone there?", a question the caller waits on). Either is as often
-        the start of a request as all of it."""
+        """The bot would answer the words as a greeting ("Hello?", "Hi there."): small
+        talk of that kind only (not "Is anyone there?", a question the caller waits on).
+        As often the start of a request as all of it."""
+        return self._small_talk_of_kind("greeting")
+
+    @property
+    def acknowledges(self) -> bool:
+        """The bot would answer the words as a bare yes, no or okay with nothing asked
+        ("Yes.", "Okay."): as often the start of a request as all of it."""
+        return self._small_talk_of_kind("acknowledgement")
+
+    def _small_talk_of_kind(self, kind: str) -> bool:
         d = self.decision
         return (
             d is not None
             and d.kind == "answer"
             and d.route == "small_talk"
-            and small_talk_kind(d.words) in ("greeting", "acknowledgement")
+            and small_talk_kind(d.words) == kind
         )
 
     @property

@@ -45,6 +45,7 @@ def _pause_record(turn: Turn) -> dict[str, object] | None:
         "hangs_up": spec.hangs_up,
         "acts_on_reply": spec.acts_on_reply,
         "greets": spec.greets,
+        "acknowledges": spec.acknowledges,
         "failed": spec.failed,
         # The one reading the turn waited by (``bot.pipeline.pause_reading``).
         **(turn.pause_reading.record() if turn.pause_reading is not None else {}),

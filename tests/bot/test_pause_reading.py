@@ -79,6 +79,13 @@ def heard(first: str, second: str | None = None, decided: str | None = None) -> 
         (heard("Hi there.", decided="small_talk"), PauseReading("finished", "greeting")),
         (heard("Hello, is anyone there?", decided="small_talk"), PauseReading("finished")),
         (heard("Thank you.", decided="small_talk"), PauseReading("finished")),
+        # A bare yes or okay with nothing asked: as a greeting, the start of a request as
+        # often as all of it.
+        (heard("Okay.", decided="small_talk"), PauseReading("finished", "acknowledgement")),
+        (
+            heard("Yes, yes, yes.", decided="small_talk"),
+            PauseReading("finished", "acknowledgement"),
+        ),
         # Precedence: unsure before nowhere, question and acts (a decision is one of them).
         (
             heard("Where is my order?", "Where is my order", decided="ask"),
@@ -110,6 +117,7 @@ def test_each_reading_waits_its_own_setting_and_only_a_whole_request_ends_early(
         question_silence_ms=1800,
         hangup_silence_ms=1500,
         greeting_silence_ms=700,
+        acknowledgement_silence_ms=1400,
         hold_silence_ms=10_000,
     )
     table = {
@@ -122,6 +130,7 @@ def test_each_reading_waits_its_own_setting_and_only_a_whole_request_ends_early(
         PauseReading("finished", "question"): (1800, False),
         PauseReading("finished", "acts"): (1500, False),
         PauseReading("finished", "greeting"): (700, False),
+        PauseReading("finished", "acknowledgement"): (1400, False),
     }
     for reading, (limit, early) in table.items():
         assert (reading.silence_limit_ms(cfg), reading.may_end_early) == (limit, early), reading
@@ -129,10 +138,15 @@ def test_each_reading_waits_its_own_setting_and_only_a_whole_request_ends_early(
 
 def test_a_wait_set_to_zero_is_not_waited_for() -> None:
     cfg = EndpointingConfig(
-        question_silence_ms=0, hangup_silence_ms=0, nowhere_silence_ms=0, greeting_silence_ms=0
+        question_silence_ms=0,
+        hangup_silence_ms=0,
+        nowhere_silence_ms=0,
+        greeting_silence_ms=0,
+        acknowledgement_silence_ms=0,
     )
     assert read_pause(heard("Can you friend me?", decided="ask"), judge, cfg).wait is None
     assert read_pause(heard("Hello?", decided="small_talk"), judge, cfg).wait is None
+    assert read_pause(heard("Okay.", decided="small_talk"), judge, cfg).wait is None
     assert read_pause(heard("Yes please.", decided="yes_acts"), judge, cfg).wait is None
     nowhere = heard("I was charged twice.", "I was charged twice.", decided="unsure")
     assert read_pause(nowhere, judge, cfg).wait is None
@@ -174,6 +188,7 @@ def test_a_voice_that_fell_shortens_the_nowhere_and_question_waits(
         (heard("It's order number.", "It's all the numbers"), "unsure"),
         (heard("Yes please.", decided="yes_acts"), "acts"),
         (heard("Hello?", decided="small_talk"), "greeting"),
+        (heard("Okay.", decided="small_talk"), "acknowledgement"),
         (heard("My order number is"), None),
         (heard("Where is my order?"), None),
     ],

@@ -347,11 +347,11 @@ async def test_a_yes_that_would_transfer_waits_for_a_caller_who_may_go_on(
         tone(600) + silence(1700), asr, cache, rehearing=rehearing, decider=decider
     )
     assert ended_at == CFG.hangup_silence_ms
-    # With no offer before them, the same words act on nothing: they wait as a greeting
-    # does (a bare "Okay." with nothing asked starts a request as often as it is all of it).
+    # With no offer before them, the same words act on nothing: a bare "Okay." with
+    # nothing asked starts a request as often as it is all of it, and waits as long.
     fresh = decider_for(cache, knowledge=knowledge)
     assert (await fresh.decide(words, call_id="c")).action is None
     _, ended_at, _ = await drive(
         tone(600) + silence(1700), asr, cache, rehearing=rehearing, decider=fresh
     )
-    assert ended_at == CFG.greeting_silence_ms
+    assert ended_at == CFG.acknowledgement_silence_ms

@@ -212,7 +212,7 @@ async def test_a_short_word_is_a_turn_once_the_greeting_has_played_out() -> None
     assert not session.turn_detector.line.held
     assert turns == []  # the word over the greeting was not heard as a turn
     await call.play(tone(160) + silence(800))
-    await call.play(silence(600))
+    await call.play(silence(1000))  # a bare "yes" waits acknowledgement_silence_ms (1500)
     await finish(call, task)
     assert [t.transcript for t in turns] == ["yes"]
     assert not turns[0].barged_in

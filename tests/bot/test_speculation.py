@@ -411,16 +411,17 @@ async def test_a_greeting_waits_for_a_caller_who_goes_on(knowledge: KnowledgeInd
 
 
 @pytest.mark.parametrize("words", ["Yes, yes, yes.", "Okay."])
-async def test_a_bare_yes_with_nothing_asked_waits_as_a_greeting(
+async def test_a_bare_yes_with_nothing_asked_waits_for_a_caller_who_goes_on(
     knowledge: KnowledgeIndex, words: str
 ) -> None:
     # "Do you | sell gift cards?" heard as "Yes, yes, yes." (a paused set, the Scottish
-    # voice): with nothing asked, a bare yes or okay starts a request as often as it is
-    # all of it, and its reply says nothing the caller waits for.
+    # voice, a 0.7 s pause): with nothing asked, a bare yes or okay starts a request as
+    # often as it is all of it, and its reply says nothing the caller waits for. The
+    # greeting's 700 ms was as long as that pause; it waits as a yes that acts does.
     end, ended_at, result, _ = await heard_twice_alike(words, knowledge)
-    assert result.greets
-    assert end.turn.pause_reading == PauseReading("finished", "greeting")
-    assert ended_at == EndpointingConfig().greeting_silence_ms
+    assert result.acknowledges and not result.greets
+    assert end.turn.pause_reading == PauseReading("finished", "acknowledgement")
+    assert ended_at == EndpointingConfig().acknowledgement_silence_ms == 1500, ended_at
 
 
 async def test_an_entry_found_in_words_that_trail_off_does_not_end_the_turn_early(
@@ -756,6 +757,7 @@ async def test_the_turn_log_says_what_the_pause_found_and_no_words() -> None:
         "hangs_up": True,
         "acts_on_reply": False,
         "greets": False,
+        "acknowledges": False,
         "failed": False,
     }
     assert "bye" not in json.dumps(record).lower()
