@@ -589,12 +589,16 @@ class Decider:
         waiting = self.conversation.waiting
         if waiting is not None:
             return waiting
-        if previous is not None and asks_for_more(previous.answer) and read_more(words):
+        if (
+            previous is not None
+            and asks_for_more(previous.answer)
+            and (more := read_more(words)) is not None
+        ):
             # "Is there anything else I can help with?" and a yes or a no to it: a reply,
             # not a request (the model's free answer to "No thank you." before).
             cache = self.lookups.cache
             ends = cache.acting_entry("hangup") if cache is not None else None
-            return Asked("more", words, previous.call_id, entry=ends)
+            return Asked("more", words, previous.call_id, entry=ends, reply=more)
         offer = self._profile.unsure
         cache = self.lookups.cache
         if previous is None or cache is None or not offer:
@@ -650,7 +654,7 @@ class Decider:
         caller who goes on, as for any reply that acts), or its small-talk goodbye. None
         (decided as a request) where the profile has no words for it."""
         replies = self._profile.small_talk
-        if read_more(words) == "yes":
+        if asked.reply == "yes":
             if not replies.more:
                 return None
             return Decision("answer", "small_talk", words, "yes to anything else",

@@ -99,6 +99,9 @@ class Asked:
     #: The question was asked again after an answer that chose neither clearly ("both",
     #: "not sure"): another such answer is taken as "neither".
     again: bool = False
+    #: The caller's yes or no, where the words were read as one when this was made
+    #: (``more``: the reply to "anything else?", read once).
+    reply: Literal["yes", "no"] | None = None
 
     @property
     def name(self) -> str:
