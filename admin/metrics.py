@@ -154,6 +154,12 @@ _QUEUE_GAUGES = (
     ("active", "switchboard_conversations_active", "Calls talking to the bot (queue slots)"),
     ("max_active", "switchboard_conversations_max", "Conversations the node holds at once"),
     (
+        "limit",
+        "switchboard_conversations_limit",
+        "Conversations the node holds at once now: at most the maximum, fewer while its "
+        "model work waits for the CPU (the adaptive limit)",
+    ),
+    (
         "longest_wait_s",
         "switchboard_call_queue_longest_wait_seconds",
         "How long the first caller in line has waited so far (0: nobody in line)",

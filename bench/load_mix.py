@@ -24,7 +24,11 @@ the capture:
 same mix against GPU backends. Only loopback SIP and RTP; each level is bounded by its
 calls' scripts (about 100 s) and the dialer's own time limit. ``--turns FILE`` keeps the
 node's turn records (JSON lines): why each turn ended when it did, what the pause's pass
-heard and found.
+heard and found. ``--queue N`` runs the node with its call queue at ``N`` conversations (and
+room in line for every other caller) and its adaptive limit as configured
+(``SWITCHBOARD_QUEUE__ADAPTIVE``, on by default: ``bot.queue.limit``): each level then also
+prints how the limit moved and how many callers were answered; a caller kept in line hears
+the hold message through its script, and its steps count as unanswered.
 """
 
 from __future__ import annotations
@@ -272,6 +276,11 @@ async def main_async(args: argparse.Namespace, levels: list[int], command: str) 
             # before its script: the bot answers and records the action instead.
             "SWITCHBOARD_CALL_ACTIONS": "false",
         }
+        if args.queue is not None:
+            env["SWITCHBOARD_QUEUE__MAX_ACTIVE"] = str(args.queue)
+            env["SWITCHBOARD_QUEUE__MAX_WAITING"] = str(max(levels))
+            env["SWITCHBOARD_QUEUE__MAX_WAIT_S"] = "3600"
+            env["SWITCHBOARD_SIP__MAX_CALLS"] = str(args.queue + max(levels))
         if args.tier:
             env["SWITCHBOARD_TIER__BACKEND"] = "ray"
             env["SWITCHBOARD_TIER__ADDRESS"] = args.tier
@@ -281,6 +290,7 @@ async def main_async(args: argparse.Namespace, levels: list[int], command: str) 
         except PermissionError as exc:
             raise CaptureDenied(str(exc)) from exc
         placed: list[tuple[int, list[tuple[CallPlan, int, DialResult | str]], Usage]] = []
+        limits: list[tuple[int, list[str]]] = []
         loads: list[tuple[int, tuple[float, float, float]]] = []
         try:
             with run_bot(env=env, profile=args.profile or DEFAULT_PROFILE) as bot:
@@ -311,9 +321,11 @@ async def main_async(args: argparse.Namespace, levels: list[int], command: str) 
                         f"{level} calls (load average {os.getloadavg()[0]:.2f})...",
                         file=sys.stderr,
                     )
+                    seen = len(bot.lines)
                     calls, usage = await run_level(
                         bot.uri, bot.proc.pid, plans, stagger_s=args.stagger, capture=capture
                     )
+                    limits.append((level, _limit_changes(bot.lines[seen:])))
                     placed.append((level, calls, usage))
                     print(f"  done in {usage.seconds:.0f} s", file=sys.stderr)
                     await asyncio.sleep(3.0)  # the last BYEs, the call log's writes
@@ -343,6 +355,18 @@ async def main_async(args: argparse.Namespace, levels: list[int], command: str) 
         + f"\nthe node with no call: {100.0 * idle_cpu:.1f}% of a core"
     )
     print(report(results, header))
+    if args.queue is not None:
+        for (level, changes), lv in zip(limits, results, strict=True):
+            # A caller in line hears the hold message, which is voiced: only a step the
+            # node logged as a turn is the bot's answer.
+            answered = len(
+                {s.caller for s in lv.steps if s.v2v_ms is not None and s.route != "unjoined"}
+            )
+            moved = "; ".join(changes) if changes else "never moved"
+            print(
+                f"{level} calls, queue of {args.queue}: {answered} callers answered; "
+                f"conversations at once: {moved}"
+            )
     if args.verbose:
         for lv in results:
             for s in lv.steps:
@@ -352,6 +376,13 @@ async def main_async(args: argparse.Namespace, levels: list[int], command: str) 
                     file=sys.stderr,
                 )
     return 0 if any(s.v2v_ms is not None for lv in results for s in lv.steps) else 1
+
+
+def _limit_changes(lines: Sequence[str]) -> list[str]:
+    """The adaptive limit's moves the node logged (``bot.queue.limit``), as "16 -> 12 (busy:
+    ...)"."""
+    mark = "conversations at once "
+    return [line[line.index(mark) + len(mark) :].strip() for line in lines if mark in line]
 
 
 def _keep_turns(lines: Sequence[str], path: Path) -> None:
@@ -382,6 +413,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--tier",
         metavar="ADDRESS",
         help="run the node's models on the Ray Serve tier at ADDRESS (the GPU column)",
+    )
+    parser.add_argument(
+        "--queue",
+        type=int,
+        metavar="N",
+        help="run the node with a call queue of N conversations (its adaptive limit on)",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="every step on stderr")
     parser.add_argument(

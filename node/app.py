@@ -33,6 +33,7 @@ from bot.pipeline.stages.call_control import overflow_targets
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import TurnSink, log_turn, log_turn_with_text
 from bot.profile import BotProfile, load_profile
+from bot.queue.limit import LimitKeeper
 from bot.queue.line import CallQueue
 from bot.queue.lobby import Lobby
 from bot.recording import CallRecorder, RecordedCall, recording_path
@@ -44,7 +45,7 @@ from node.heap import freeze_startup_objects
 from node.looplag import LoopLagMonitor
 from node.settings import Settings
 from serve import ChatMessage, ModelSet, load_models
-from serve.base import unhurried
+from serve.base import shared_executor, unhurried
 from serve.pool_metrics import PoolCollector
 from serve.registry import ModelSpec
 from telephony import SipServer
@@ -70,6 +71,8 @@ class Node:
         self.webhooks: Webhooks | None = None
         #: The call queue (``SWITCHBOARD_QUEUE__MAX_ACTIVE`` set): callers beyond it wait.
         self.lobby: Lobby | None = None
+        #: Its limit, moved by the model pool's load (``SWITCHBOARD_QUEUE__ADAPTIVE``).
+        self.queue_limit: LimitKeeper | None = None
         self._sessions: set[asyncio.Task[None]] = set()
         self.loop_lag = LoopLagMonitor(report_every_s=settings.loop_lag_report_s)
         #: The Ray Serve tier (``SWITCHBOARD_TIER__BACKEND=ray``) and the node's load report.
@@ -134,8 +137,19 @@ class Node:
             await self._warm_system_prompt(self.models)
         queue = self.settings.queue
         if queue.max_active is not None:
+            line = CallQueue(queue.max_active, queue.max_waiting, clock=MONOTONIC.now)
+            # The models' work is this node's own (not the tier's, which scales on the
+            # queue's depth instead): the limit follows how long that work waits.
+            if queue.adaptive and self.settings.tier.backend == "in-process":
+                self.queue_limit = LimitKeeper(
+                    line,
+                    shared_executor().counts,
+                    min_active=queue.min_active,
+                    busy_wait_ms=queue.busy_wait_ms,
+                    interval_s=queue.limit_interval_s,
+                )
             self.lobby = Lobby(
-                CallQueue(queue.max_active, queue.max_waiting, clock=MONOTONIC.now),
+                line,
                 queue,
                 self.prompts,
                 self.models.tts,
@@ -160,6 +174,8 @@ class Node:
         await self.endpoint.start()
         self.places.sip = self.endpoint  # browser calls from now on, as phone calls
         self.loop_lag.start()
+        if self.queue_limit is not None:
+            self.queue_limit.start()
         if self._load_reporter is not None:
             self._load_reporter.start()
         self._sip_report = asyncio.get_running_loop().create_task(
@@ -263,6 +279,7 @@ class Node:
             "waiting": q.waiting,
             "active": q.active,
             "max_active": q.max_active,
+            "limit": q.limit,
             "longest_wait_s": round(q.longest_wait(), 1),
         }
 
@@ -455,6 +472,8 @@ class Node:
         """Hang up and release the endpoint; the call log's last records are written."""
         await self.close_line()
         await self.loop_lag.stop()
+        if self.queue_limit is not None:
+            await self.queue_limit.stop()
         if self._sip_report is not None:
             self._sip_report.cancel()
         if self.config is not None:

@@ -3,8 +3,11 @@
 Pure asyncio, no audio: ``enter`` gives a caller a slot or a place in line (or nothing when
 the line is full); ``wait`` returns once the caller holds a slot or their time is up;
 ``leave`` gives the slot (or the place in line) back, and a freed slot goes to the caller
-first in line at once. Its time is ``clock`` (seconds on a monotonic scale: a
-``bot.pipeline.clock.Clock``'s ``now``, the lobby's own).
+first in line at once. ``limit`` is how many slots there are now, at most ``max_active``:
+``set_limit`` lowers it (no one holding a slot loses it; new callers wait) or raises it
+(callers in line get the new slots at once), as ``bot.queue.limit`` reads the node's load.
+Its time is ``clock`` (seconds on a monotonic scale: a ``bot.pipeline.clock.Clock``'s
+``now``, the lobby's own).
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ class Ticket:
 
 
 class CallQueue:
-    """``max_active`` slots and a line of at most ``max_waiting`` callers."""
+    """``limit`` slots (at most ``max_active``) and a line of at most ``max_waiting``
+    callers."""
 
     def __init__(
         self,
@@ -51,6 +55,8 @@ class CallQueue:
         if max_active < 1 or max_waiting < 0:
             raise ValueError("max_active must be at least 1 and max_waiting at least 0")
         self.max_active = max_active
+        #: Slots now (``set_limit``); ``max_active`` until the node's load says otherwise.
+        self.limit = max_active
         self.max_waiting = max_waiting
         self._clock = clock
         self._active: set[Ticket] = set()
@@ -76,7 +82,7 @@ class CallQueue:
         """A slot now, a place at the end of the line, or None when the line is full."""
         now = self._clock()
         ticket = Ticket(call_id=call_id, arrived_at=now)
-        if not self.closed and not self._line and len(self._active) < self.max_active:
+        if not self.closed and not self._line and len(self._active) < self.limit:
             self._admit(ticket, now)
             return ticket
         if len(self._line) >= self.max_waiting:
@@ -113,6 +119,15 @@ class CallQueue:
         ticket.state = "left"
         ticket._granted.set()  # wakes a ``wait`` in progress
 
+    def set_limit(self, limit: int) -> None:
+        """``limit`` slots from now on (1 to ``max_active``): callers in line get any new
+        slot at once; a lower limit takes no slot away, it admits nobody until callers
+        holding slots leave below it."""
+        if not 1 <= limit <= self.max_active:
+            raise ValueError(f"a limit of 1 to {self.max_active} slots, not {limit}")
+        self.limit = limit
+        self._grant()
+
     def close(self) -> None:
         """No more slots for the callers in line (they are dismissed instead)."""
         self.closed = True
@@ -125,5 +140,5 @@ class CallQueue:
 
     def _grant(self) -> None:
         now = self._clock()
-        while not self.closed and self._line and len(self._active) < self.max_active:
+        while not self.closed and self._line and len(self._active) < self.limit:
             self._admit(self._line.popleft(), now)

@@ -19,6 +19,19 @@ class QueueSettings(BaseModel):
 
     #: Conversations with the bot at once; unset: no call queue.
     max_active: int | None = Field(None, ge=1, le=10_000)
+    #: Hold fewer conversations than ``max_active`` while the node's model work waits for
+    #: the CPU (``bot.queue.limit``): a node that takes more calls than it can answer at
+    #: the turn gap answers none of them well; the callers over the limit wait in line.
+    #: False: always ``max_active``.
+    adaptive: bool = True
+    #: The fewest conversations the adaptive limit keeps.
+    min_active: int = Field(2, ge=1, le=10_000)
+    #: The average wait for a model worker (of a turn's or a pause's work) over one
+    #: reading at or above which the node is behind: the limit falls by a quarter. A pause's
+    #: work dropped over its budget (300 ms) counts as behind too.
+    busy_wait_ms: float = Field(150.0, gt=0.0, le=10_000.0)
+    #: How often the limit is read and moved.
+    limit_interval_s: float = Field(2.0, ge=0.1, le=60.0)
     #: Callers waiting in line at most; one more hears ``full`` and is hung up.
     max_waiting: int = Field(10, ge=0, le=10_000)
     #: The longest a caller waits before ``timeout`` (or the overflow transfer).

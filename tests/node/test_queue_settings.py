@@ -107,3 +107,20 @@ def test_longest_wait_and_each_outcomes_count_are_on_metrics() -> None:
     assert 'switchboard_call_queue_callers_total{outcome="timeout"} 1.0' in text
     assert 'switchboard_call_queue_callers_total{outcome="closed"} 1.0' in text
     assert 'switchboard_call_queue_callers_total{outcome="dequeued"}' not in text
+
+
+def test_the_adaptive_limit_is_on_with_a_queue_and_its_figure_is_on_metrics(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SWITCHBOARD_QUEUE__MAX_ACTIVE", "8")
+    q = load_settings().queue
+    assert (q.adaptive, q.min_active, q.busy_wait_ms, q.limit_interval_s) == (True, 2, 150.0, 2.0)
+    monkeypatch.setenv("SWITCHBOARD_QUEUE__ADAPTIVE", "false")
+    assert not load_settings().queue.adaptive
+    line = CallQueue(max_active=8, max_waiting=2)
+    m = NodeMetrics()
+    m.add_snapshot(queue=lambda: {"max_active": line.max_active, "limit": line.limit})
+    line.set_limit(5)
+    text = generate_latest(m.registry).decode()
+    assert "switchboard_conversations_max 8.0" in text
+    assert "switchboard_conversations_limit 5.0" in text

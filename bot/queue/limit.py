@@ -1,0 +1,181 @@
+"""How many conversations the node can carry now: a limit that follows its model work's waits.
+
+``SWITCHBOARD_QUEUE__MAX_ACTIVE`` is the most conversations a node holds; how many it can
+serve at the turn gap depends on its CPU, which is not the same from machine to machine nor
+from hour to hour (a shared host's neighbours). Past that point each further conversation
+slows every other one: a 2-core node that took 16 calls while its recognizer ran at a third
+of its usual speed decided turns 4-26 s after the callers stopped, and left most unanswered.
+A caller in line, hearing where they are, is better served than sixteen callers talking over
+a bot that answers none of them.
+
+``step`` reads the shared model pool's counters (``PriorityPool.counts``) over one interval
+and moves the limit as TCP moves its window (additive increase, multiplicative decrease):
+
+- **busy**: the work of a turn that has ended (``now``) or of a caller's pause (``ahead``)
+  waited ``busy_wait_ms`` or more for a worker on average, or any pause's work waited past
+  its budget and was dropped (the turn then ends on silence alone): the limit falls by a
+  quarter of the conversations held (at least one), never below ``min_active``. Nobody is
+  cut off: the conversations held go on, new callers wait in line;
+- **calm**: the waits were under a third of that and nothing was dropped, while the limit
+  was reached (callers kept out by it): one more conversation, up to ``max_active``;
+- otherwise, or with no work in the interval: as it was.
+
+A pure function, tested as a table; ``LimitKeeper`` applies it to the queue every
+``limit_interval_s`` and logs each change with the figures it was made on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.pipeline.clock import MONOTONIC, Clock
+from bot.queue.line import CallQueue
+
+log = logging.getLogger("switchboard.queue.limit")
+
+#: The pool's levels whose waits say the node is behind: a turn that has ended, a pause.
+_LEVELS = ("now", "ahead")
+
+Counts = Mapping[str, Mapping[str, float]]
+Load = Literal["busy", "calm", "steady", "idle"]
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """What the pool did between two readings of its counters."""
+
+    started: float
+    wait_s: float
+    dropped: float
+
+    @property
+    def mean_wait_ms(self) -> float:
+        return 1000.0 * self.wait_s / self.started if self.started else 0.0
+
+    @classmethod
+    def between(cls, before: Counts, after: Counts) -> Interval:
+        def delta(key: str) -> float:
+            return sum(
+                after.get(level, {}).get(key, 0.0) - before.get(level, {}).get(key, 0.0)
+                for level in _LEVELS
+            )
+
+        return cls(started=delta("started"), wait_s=delta("wait_seconds"), dropped=delta("dropped"))
+
+
+@dataclass(frozen=True, slots=True)
+class LimitStep:
+    """One reading: how loaded the node was, and the limit after it."""
+
+    load: Load
+    limit: int
+    mean_wait_ms: float
+    dropped: int
+
+
+def step(
+    limit: int,
+    active: int,
+    waiting: int,
+    interval: Interval,
+    *,
+    min_active: int,
+    max_active: int,
+    busy_wait_ms: float,
+) -> LimitStep:
+    """The limit after ``interval``, with ``active`` conversations held and ``waiting``
+    callers in line."""
+    wait = interval.mean_wait_ms
+    dropped = int(interval.dropped)
+    if interval.started == 0 and dropped == 0:
+        return LimitStep("idle", limit, 0.0, 0)
+    if wait >= busy_wait_ms or dropped > 0:
+        held = min(limit, active)
+        lower = max(min_active, held - max(1, math.ceil(held / 4)))
+        return LimitStep("busy", min(limit, lower), wait, dropped)
+    if wait < busy_wait_ms / 3 and (waiting > 0 or active >= limit) and limit < max_active:
+        return LimitStep("calm", limit + 1, wait, dropped)
+    return LimitStep("steady", limit, wait, dropped)
+
+
+class LimitKeeper:
+    """Moves ``queue``'s limit by ``step`` every ``interval_s``, reading ``counts`` (the
+    shared pool's ``PriorityPool.counts``)."""
+
+    def __init__(
+        self,
+        queue: CallQueue,
+        counts: Callable[[], Counts],
+        *,
+        min_active: int,
+        busy_wait_ms: float,
+        interval_s: float,
+        clock: Clock = MONOTONIC,
+    ) -> None:
+        self.queue = queue
+        self._clock = clock
+        self._counts = counts
+        self.min_active = min(min_active, queue.max_active)
+        self.busy_wait_ms = busy_wait_ms
+        self.interval_s = interval_s
+        self._last = counts()
+        self._task: asyncio.Task[None] | None = None
+        #: The last reading (None before the first).
+        self.last: LimitStep | None = None
+
+    def read(self) -> LimitStep:
+        """One reading of the pool since the last; the queue's limit set from it."""
+        now = self._counts()
+        interval = Interval.between(self._last, now)
+        self._last = now
+        q = self.queue
+        before = q.limit
+        result = step(
+            before,
+            q.active,
+            q.waiting,
+            interval,
+            min_active=self.min_active,
+            max_active=q.max_active,
+            busy_wait_ms=self.busy_wait_ms,
+        )
+        self.last = result
+        if result.limit != before:
+            q.set_limit(result.limit)
+            log.info(
+                "conversations at once %d -> %d (%s: model work waited %.0f ms on average, "
+                "%d dropped; %d held, %d in line)",
+                before,
+                result.limit,
+                result.load,
+                result.mean_wait_ms,
+                result.dropped,
+                q.active,
+                q.waiting,
+            )
+        return result
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="queue-limit")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        while True:
+            await self._clock.sleep(self.interval_s)
+            try:
+                self.read()
+            except Exception:  # a reading must never stop the keeper
+                log.exception("reading the model pool's load failed")

@@ -1,0 +1,159 @@
+"""The adaptive limit on conversations: the step as a table, the queue's slots as it moves,
+and the keeper reading a real model pool whose work waits."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from bot.queue.limit import Interval, LimitKeeper, LimitStep, step
+from bot.queue.line import CallQueue
+from serve.priority_pool import Priority, PriorityPool, Urgency, priority
+from tests.support.clock import FakeClock
+
+BUSY_MS = 150.0
+
+
+def interval(started: float, mean_wait_ms: float, dropped: float = 0) -> Interval:
+    return Interval(started=started, wait_s=started * mean_wait_ms / 1000.0, dropped=dropped)
+
+
+@pytest.mark.parametrize(
+    ("limit", "active", "waiting", "seen", "expected"),
+    [
+        # No model work at all: nothing to read, nothing moves.
+        (8, 8, 3, interval(0, 0), LimitStep("idle", 8, 0.0, 0)),
+        # Work waited on average as long as the busy mark: a quarter of the conversations
+        # held fewer (at least one), never under the floor.
+        (16, 16, 0, interval(40, 150), LimitStep("busy", 12, 150.0, 0)),
+        (16, 16, 0, interval(40, 900), LimitStep("busy", 12, 900.0, 0)),
+        (3, 3, 2, interval(10, 400), LimitStep("busy", 2, 400.0, 0)),
+        (2, 2, 5, interval(10, 400), LimitStep("busy", 2, 400.0, 0)),
+        # Fewer held than the limit: the cut is from what is held, not from the limit.
+        (16, 6, 0, interval(20, 300), LimitStep("busy", 4, 300.0, 0)),
+        # A pause's work dropped over its budget is behind too, whatever the mean wait.
+        (8, 8, 0, interval(30, 10, dropped=2), LimitStep("busy", 6, 10.0, 2)),
+        # Calm (under a third of the mark, nothing dropped) while callers are kept out by
+        # the limit: one more, up to the maximum.
+        (6, 6, 3, interval(30, 20), LimitStep("calm", 7, 20.0, 0)),
+        (6, 6, 0, interval(30, 20), LimitStep("calm", 7, 20.0, 0)),
+        (16, 16, 3, interval(30, 20), LimitStep("steady", 16, 20.0, 0)),
+        # Calm with room to spare: the limit is not what holds callers back.
+        (8, 4, 0, interval(30, 20), LimitStep("steady", 8, 20.0, 0)),
+        # Between a third of the mark and the mark: as it is.
+        (6, 6, 3, interval(30, 100), LimitStep("steady", 6, 100.0, 0)),
+    ],
+)
+def test_the_limit_after_one_reading(
+    limit: int, active: int, waiting: int, seen: Interval, expected: LimitStep
+) -> None:
+    got = step(limit, active, waiting, seen, min_active=2, max_active=16, busy_wait_ms=BUSY_MS)
+    assert got.load == expected.load and got.limit == expected.limit
+    assert got.mean_wait_ms == pytest.approx(expected.mean_wait_ms)
+    assert got.dropped == expected.dropped
+
+
+def test_an_interval_is_the_pool_counters_difference_over_turns_and_pauses() -> None:
+    before = {
+        "now": {"started": 10, "wait_seconds": 1.0, "dropped": 0},
+        "ahead": {"started": 5, "wait_seconds": 0.5, "dropped": 1},
+        "spare": {"started": 100, "wait_seconds": 50.0, "dropped": 40},
+    }
+    after = {
+        "now": {"started": 14, "wait_seconds": 1.8, "dropped": 0},
+        "ahead": {"started": 9, "wait_seconds": 0.9, "dropped": 3},
+        "spare": {"started": 200, "wait_seconds": 99.0, "dropped": 90},
+    }
+    got = Interval.between(before, after)
+    # Spare work (may not be needed) says nothing of whether a caller waits.
+    assert (got.started, got.dropped) == (8, 2)
+    assert got.mean_wait_ms == pytest.approx(150.0)
+
+
+def test_a_lower_limit_takes_no_slot_away_and_a_higher_one_lets_the_line_in() -> None:
+    q = CallQueue(max_active=4, max_waiting=4)
+    held = [q.enter(f"c{i}") for i in range(4)]
+    assert all(t is not None and t.state == "active" for t in held)
+    q.set_limit(2)
+    assert q.active == 4  # nobody is cut off
+    late = q.enter("late")
+    assert late is not None and late.state == "waiting"
+    first = held[0]
+    assert first is not None
+    q.leave(first)  # 3 held, over the limit of 2: the line waits on
+    assert late.state == "waiting" and q.active == 3
+    for t in held[1:3]:
+        assert t is not None
+        q.leave(t)  # 1 held: a slot under the limit
+    assert late.state == "active" and q.active == 2
+    other, third = q.enter("other"), q.enter("third")
+    assert other is not None and third is not None and other.state == "waiting"
+    q.set_limit(4)  # the node caught up: the line gets the slots at once
+    assert (other.state, third.state) == ("active", "active")
+    with pytest.raises(ValueError, match="1 to 4"):
+        q.set_limit(5)
+    with pytest.raises(ValueError, match="1 to 4"):
+        q.set_limit(0)
+
+
+def test_the_keeper_lowers_the_limit_when_the_pools_work_waits_and_raises_it_when_calm() -> None:
+    pool = PriorityPool(1, thread_name_prefix="limit-test")
+    try:
+        q = CallQueue(max_active=8, max_waiting=8)
+        tickets = [q.enter(f"c{i}") for i in range(8)]
+        assert all(t is not None for t in tickets)
+        keeper = LimitKeeper(q, pool.counts, min_active=2, busy_wait_ms=BUSY_MS, interval_s=2.0)
+        assert keeper.read().load == "idle" and q.limit == 8
+        # A turn's work behind another for 400 ms on the one worker: the node is behind.
+        release = threading.Event()
+        with priority(Priority(Urgency.NOW)):
+            blocker = pool.submit(release.wait)
+            waited = pool.submit(lambda: None)
+        time.sleep(0.4)
+        release.set()
+        waited.result(timeout=5)
+        blocker.result(timeout=5)
+        busy = keeper.read()
+        assert busy.load == "busy" and busy.mean_wait_ms >= BUSY_MS, busy
+        assert q.limit == 6 and q.active == 8  # a quarter fewer; nobody cut off
+        # The conversations end down to the limit; callers wait; the work runs at once.
+        for t in tickets[:2]:
+            assert t is not None
+            q.leave(t)
+        waiting = q.enter("new")
+        assert waiting is not None and waiting.state == "waiting"
+        with priority(Priority(Urgency.NOW)):
+            for _ in range(3):
+                pool.submit(lambda: None).result(timeout=5)
+        calm = keeper.read()
+        assert calm.load == "calm" and q.limit == 7, calm
+        assert waiting.state == "active"  # the new slot went to the caller in line
+    finally:
+        pool.shutdown()
+
+
+async def test_the_keeper_reads_every_interval_on_its_clock() -> None:
+    clock = FakeClock()
+    readings = iter(
+        [
+            {"now": {"started": 0, "wait_seconds": 0.0, "dropped": 0}},
+            {"now": {"started": 10, "wait_seconds": 5.0, "dropped": 0}},  # 500 ms each
+            {"now": {"started": 20, "wait_seconds": 10.0, "dropped": 0}},
+        ]
+    )
+    q = CallQueue(max_active=12, max_waiting=2, clock=clock.now)
+    for i in range(12):
+        q.enter(f"c{i}")
+    keeper = LimitKeeper(
+        q, lambda: next(readings), min_active=2, busy_wait_ms=BUSY_MS, interval_s=2.0, clock=clock
+    )
+    keeper.start()
+    await clock.advance(1.9)
+    assert keeper.last is None and q.limit == 12
+    await clock.advance(0.2)
+    assert keeper.last is not None and keeper.last.load == "busy" and q.limit == 9
+    await clock.advance(2.0)
+    assert q.limit == 6  # a quarter of the 9 the limit holds: 9 -> 6
+    await keeper.stop()
