@@ -12,9 +12,10 @@ a bot that answers none of them.
 and moves the limit as TCP moves its window (additive increase, multiplicative decrease):
 
 - **busy**: the work of a turn that has ended (``now``) or of a caller's pause (``ahead``)
-  waited ``busy_wait_ms`` or more for a worker on average, or any pause's work waited past
-  its budget and was dropped (the turn then ends on silence alone): the limit falls by a
-  quarter of the conversations held (at least one), never below ``min_active``. Nobody is
+  waited ``busy_wait_ms`` or more for a worker on average, or a tenth or more of it
+  (``BUSY_DROPPED_SHARE``) was a pause's work that waited past its budget and was dropped
+  (those turns end on silence alone): the limit falls by a quarter of the conversations
+  held (at least one), never below ``min_active``. Nobody is
   cut off: the conversations held go on, new callers wait in line;
 - **calm**: the waits were under a third of that and nothing was dropped, while the limit
   was reached (callers kept out by it): one more conversation, up to ``max_active``;
@@ -41,6 +42,10 @@ log = logging.getLogger("switchboard.queue.limit")
 
 #: The pool's levels whose waits say the node is behind: a turn that has ended, a pause.
 _LEVELS = ("now", "ahead")
+#: The share of that work dropped over its budget at which the node is behind: one pass
+#: dropped now and then is the budget doing its job, a tenth of them is a node that cannot
+#: keep up.
+BUSY_DROPPED_SHARE = 0.1
 
 Counts = Mapping[str, Mapping[str, float]]
 Load = Literal["busy", "calm", "steady", "idle"]
@@ -57,6 +62,12 @@ class Interval:
     @property
     def mean_wait_ms(self) -> float:
         return 1000.0 * self.wait_s / self.started if self.started else 0.0
+
+    @property
+    def dropped_share(self) -> float:
+        """Of the work that started or was dropped, the share dropped."""
+        total = self.started + self.dropped
+        return self.dropped / total if total else 0.0
 
     @classmethod
     def between(cls, before: Counts, after: Counts) -> Interval:
@@ -95,11 +106,12 @@ def step(
     dropped = int(interval.dropped)
     if interval.started == 0 and dropped == 0:
         return LimitStep("idle", limit, 0.0, 0)
-    if wait >= busy_wait_ms or dropped > 0:
+    if wait >= busy_wait_ms or interval.dropped_share >= BUSY_DROPPED_SHARE:
         held = min(limit, active)
         lower = max(min_active, held - max(1, math.ceil(held / 4)))
         return LimitStep("busy", min(limit, lower), wait, dropped)
-    if wait < busy_wait_ms / 3 and (waiting > 0 or active >= limit) and limit < max_active:
+    calm = wait < busy_wait_ms / 3 and dropped == 0
+    if calm and (waiting > 0 or active >= limit) and limit < max_active:
         return LimitStep("calm", limit + 1, wait, dropped)
     return LimitStep("steady", limit, wait, dropped)
 

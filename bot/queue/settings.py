@@ -27,8 +27,8 @@ class QueueSettings(BaseModel):
     #: The fewest conversations the adaptive limit keeps.
     min_active: int = Field(2, ge=1, le=10_000)
     #: The average wait for a model worker (of a turn's or a pause's work) over one
-    #: reading at or above which the node is behind: the limit falls by a quarter. A pause's
-    #: work dropped over its budget (300 ms) counts as behind too.
+    #: reading at or above which the node is behind: the limit falls by a quarter. A tenth
+    #: of that work dropped over its budget (a pause's, 300 ms) counts as behind too.
     busy_wait_ms: float = Field(150.0, gt=0.0, le=10_000.0)
     #: How often the limit is read and moved.
     limit_interval_s: float = Field(2.0, ge=0.1, le=60.0)
