@@ -15,11 +15,17 @@ and moves the limit as TCP moves its window (additive increase, multiplicative d
   waited ``busy_wait_ms`` or more for a worker on average, or a tenth or more of it
   (``BUSY_DROPPED_SHARE``) was a pause's work that waited past its budget and was dropped
   (those turns end on silence alone): the limit falls by a quarter of the conversations
-  held (at least one), never below ``min_active``. Nobody is
-  cut off: the conversations held go on, new callers wait in line;
+  held (at least one), never below ``min_active``;
 - **calm**: the waits were under a third of that and nothing was dropped, while the limit
   was reached (callers kept out by it): one more conversation, up to ``max_active``;
-- otherwise, or with no work in the interval: as it was.
+- **idle**: no model work at all, with callers in line: a rise as when calm;
+- otherwise: as it was.
+
+A node starts at ``min_active`` and, until it is first behind, a rise is half the limit
+(at least one) rather than one (TCP's slow start): 2, 3, 4, 6, 9, 13, 16 in seven calm
+readings, so that a burst of callers at the start is not all let in before the node has
+read its load once. No conversation is ever cut off: a lower limit keeps new callers in
+line until enough conversations end.
 
 A pure function, tested as a table; ``LimitKeeper`` applies it to the queue every
 ``limit_interval_s`` and logs each change with the figures it was made on.
@@ -99,20 +105,28 @@ def step(
     min_active: int,
     max_active: int,
     busy_wait_ms: float,
+    slow_start: bool = False,
 ) -> LimitStep:
     """The limit after ``interval``, with ``active`` conversations held and ``waiting``
-    callers in line."""
+    callers in line; ``slow_start``: the node has not been behind yet, and a rise is half
+    the limit (at least one) instead of one."""
     wait = interval.mean_wait_ms
     dropped = int(interval.dropped)
+    rise = max(1, limit // 2) if slow_start else 1
+    wanted = waiting > 0 or active >= limit  # the limit keeps callers out
     if interval.started == 0 and dropped == 0:
+        # No model work at all: as calm as it gets (callers in line still hearing the
+        # welcome, conversations at their greeting).
+        if waiting > 0 and limit < max_active:
+            return LimitStep("idle", min(max_active, limit + rise), 0.0, 0)
         return LimitStep("idle", limit, 0.0, 0)
     if wait >= busy_wait_ms or interval.dropped_share >= BUSY_DROPPED_SHARE:
         held = min(limit, active)
         lower = max(min_active, held - max(1, math.ceil(held / 4)))
         return LimitStep("busy", min(limit, lower), wait, dropped)
     calm = wait < busy_wait_ms / 3 and dropped == 0
-    if calm and (waiting > 0 or active >= limit) and limit < max_active:
-        return LimitStep("calm", limit + 1, wait, dropped)
+    if calm and wanted and limit < max_active:
+        return LimitStep("calm", min(max_active, limit + rise), wait, dropped)
     return LimitStep("steady", limit, wait, dropped)
 
 
@@ -134,6 +148,11 @@ class LimitKeeper:
         self._clock = clock
         self._counts = counts
         self.min_active = min(min_active, queue.max_active)
+        # Slow start: a node starts at the fewest conversations and takes more as its
+        # work stays calm, half as many again each reading until it is first behind; a
+        # burst of callers at the start is not all let in before the first reading.
+        queue.set_limit(self.min_active)
+        self.slow_start = True
         self.busy_wait_ms = busy_wait_ms
         self.interval_s = interval_s
         self._last = counts()
@@ -156,7 +175,10 @@ class LimitKeeper:
             min_active=self.min_active,
             max_active=q.max_active,
             busy_wait_ms=self.busy_wait_ms,
+            slow_start=self.slow_start,
         )
+        if result.load == "busy":
+            self.slow_start = False
         self.last = result
         if result.limit != before:
             q.set_limit(result.limit)

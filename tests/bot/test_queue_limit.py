@@ -23,8 +23,10 @@ def interval(started: float, mean_wait_ms: float, dropped: float = 0) -> Interva
 @pytest.mark.parametrize(
     ("limit", "active", "waiting", "seen", "expected"),
     [
-        # No model work at all: nothing to read, nothing moves.
-        (8, 8, 3, interval(0, 0), LimitStep("idle", 8, 0.0, 0)),
+        # No model work at all: with callers in line, as calm as it gets; else as it is.
+        (8, 8, 3, interval(0, 0), LimitStep("idle", 9, 0.0, 0)),
+        (8, 8, 0, interval(0, 0), LimitStep("idle", 8, 0.0, 0)),
+        (16, 16, 3, interval(0, 0), LimitStep("idle", 16, 0.0, 0)),
         # Work waited on average as long as the busy mark: a quarter of the conversations
         # held fewer (at least one), never under the floor.
         (16, 16, 0, interval(40, 150), LimitStep("busy", 12, 150.0, 0)),
@@ -55,6 +57,24 @@ def test_the_limit_after_one_reading(
     assert got.load == expected.load and got.limit == expected.limit
     assert got.mean_wait_ms == pytest.approx(expected.mean_wait_ms)
     assert got.dropped == expected.dropped
+
+
+@pytest.mark.parametrize(
+    ("limit", "seen", "expected"),
+    [
+        # Until the node is first behind, a rise is half the limit (at least one).
+        (2, interval(0, 0), 3),
+        (4, interval(30, 20), 6),
+        (13, interval(30, 20), 16),  # never past the maximum
+        # A fall is a fall, slow start or not.
+        (9, interval(30, 400), 6),
+    ],
+)
+def test_a_slow_start_rises_by_half(limit: int, seen: Interval, expected: int) -> None:
+    got = step(
+        limit, limit, 5, seen, min_active=2, max_active=16, busy_wait_ms=BUSY_MS, slow_start=True
+    )
+    assert got.limit == expected, got
 
 
 def test_an_interval_is_the_pool_counters_difference_over_turns_and_pauses() -> None:
@@ -100,14 +120,17 @@ def test_a_lower_limit_takes_no_slot_away_and_a_higher_one_lets_the_line_in() ->
         q.set_limit(0)
 
 
-def test_the_keeper_lowers_the_limit_when_the_pools_work_waits_and_raises_it_when_calm() -> None:
+def test_the_keeper_starts_low_lowers_the_limit_when_work_waits_and_raises_it_when_calm() -> None:
     pool = PriorityPool(1, thread_name_prefix="limit-test")
     try:
         q = CallQueue(max_active=8, max_waiting=8)
-        tickets = [q.enter(f"c{i}") for i in range(8)]
-        assert all(t is not None for t in tickets)
         keeper = LimitKeeper(q, pool.counts, min_active=2, busy_wait_ms=BUSY_MS, interval_s=2.0)
-        assert keeper.read().load == "idle" and q.limit == 8
+        assert q.limit == 2 and keeper.slow_start  # the fewest, before any reading
+        tickets = [q.enter(f"c{i}") for i in range(8)]
+        assert [t.state for t in tickets if t is not None] == ["active"] * 2 + ["waiting"] * 6
+        # Callers in line and no model work: the limit rises by half, the line moves up.
+        assert keeper.read().load == "idle" and q.limit == 3 and q.active == 3
+        assert keeper.read().load == "idle" and q.limit == 4 and q.active == 4
         # A turn's work behind another for 400 ms on the one worker: the node is behind.
         release = threading.Event()
         with priority(Priority(Urgency.NOW)):
@@ -119,19 +142,17 @@ def test_the_keeper_lowers_the_limit_when_the_pools_work_waits_and_raises_it_whe
         blocker.result(timeout=5)
         busy = keeper.read()
         assert busy.load == "busy" and busy.mean_wait_ms >= BUSY_MS, busy
-        assert q.limit == 6 and q.active == 8  # a quarter fewer; nobody cut off
-        # The conversations end down to the limit; callers wait; the work runs at once.
-        for t in tickets[:2]:
-            assert t is not None
-            q.leave(t)
-        waiting = q.enter("new")
-        assert waiting is not None and waiting.state == "waiting"
+        assert q.limit == 3 and q.active == 4  # a quarter fewer; nobody cut off
+        assert not keeper.slow_start
+        # Calm work while callers wait: one more at a time now, once the held fall under.
+        held = [t for t in tickets if t is not None and t.state == "active"]
+        q.leave(held[0])
+        assert q.active == 3 and q.waiting == 4
         with priority(Priority(Urgency.NOW)):
             for _ in range(3):
                 pool.submit(lambda: None).result(timeout=5)
         calm = keeper.read()
-        assert calm.load == "calm" and q.limit == 7, calm
-        assert waiting.state == "active"  # the new slot went to the caller in line
+        assert calm.load == "calm" and q.limit == 4 and q.active == 4, calm
     finally:
         pool.shutdown()
 
@@ -141,21 +162,23 @@ async def test_the_keeper_reads_every_interval_on_its_clock() -> None:
     readings = iter(
         [
             {"now": {"started": 0, "wait_seconds": 0.0, "dropped": 0}},
-            {"now": {"started": 10, "wait_seconds": 5.0, "dropped": 0}},  # 500 ms each
-            {"now": {"started": 20, "wait_seconds": 10.0, "dropped": 0}},
+            {"now": {"started": 10, "wait_seconds": 0.1, "dropped": 0}},  # 10 ms each
+            {"now": {"started": 20, "wait_seconds": 5.1, "dropped": 0}},  # 500 ms each
         ]
     )
-    q = CallQueue(max_active=12, max_waiting=2, clock=clock.now)
+    q = CallQueue(max_active=12, max_waiting=12, clock=clock.now)
+    keeper = LimitKeeper(
+        q, lambda: next(readings), min_active=4, busy_wait_ms=BUSY_MS, interval_s=2.0, clock=clock
+    )
     for i in range(12):
         q.enter(f"c{i}")
-    keeper = LimitKeeper(
-        q, lambda: next(readings), min_active=2, busy_wait_ms=BUSY_MS, interval_s=2.0, clock=clock
-    )
+    assert (q.limit, q.active, q.waiting) == (4, 4, 8)
     keeper.start()
     await clock.advance(1.9)
-    assert keeper.last is None and q.limit == 12
+    assert keeper.last is None and q.limit == 4
     await clock.advance(0.2)
-    assert keeper.last is not None and keeper.last.load == "busy" and q.limit == 9
+    assert keeper.last is not None and keeper.last.load == "calm" and q.limit == 6
+    assert q.active == 6
     await clock.advance(2.0)
-    assert q.limit == 6  # a quarter of the 9 the limit holds: 9 -> 6
+    assert keeper.last.load == "busy" and q.limit == 4  # a quarter of the 6 held, at least 1
     await keeper.stop()
