@@ -18,7 +18,7 @@ and moves the limit as TCP moves its window (additive increase, multiplicative d
   held (at least one), never below ``min_active``;
 - **calm**: the waits were under a third of that and nothing was dropped, while the limit
   was reached (callers kept out by it): one more conversation, up to ``max_active``;
-- **idle**: no model work at all, with callers in line: a rise as when calm;
+- **idle**: no model work at all, while the limit was reached: a rise as when calm;
 - otherwise: as it was.
 
 A node starts at ``min_active`` and, until it is first behind, a rise is half the limit
@@ -117,7 +117,7 @@ def step(
     if interval.started == 0 and dropped == 0:
         # No model work at all: as calm as it gets (callers in line still hearing the
         # welcome, conversations at their greeting).
-        if waiting > 0 and limit < max_active:
+        if wanted and limit < max_active:
             return LimitStep("idle", min(max_active, limit + rise), 0.0, 0)
         return LimitStep("idle", limit, 0.0, 0)
     if wait >= busy_wait_ms or interval.dropped_share >= BUSY_DROPPED_SHARE:

@@ -23,9 +23,11 @@ def interval(started: float, mean_wait_ms: float, dropped: float = 0) -> Interva
 @pytest.mark.parametrize(
     ("limit", "active", "waiting", "seen", "expected"),
     [
-        # No model work at all: with callers in line, as calm as it gets; else as it is.
+        # No model work at all: as calm as it gets where the limit was reached; else as
+        # it is.
         (8, 8, 3, interval(0, 0), LimitStep("idle", 9, 0.0, 0)),
-        (8, 8, 0, interval(0, 0), LimitStep("idle", 8, 0.0, 0)),
+        (8, 8, 0, interval(0, 0), LimitStep("idle", 9, 0.0, 0)),
+        (8, 5, 0, interval(0, 0), LimitStep("idle", 8, 0.0, 0)),
         (16, 16, 3, interval(0, 0), LimitStep("idle", 16, 0.0, 0)),
         # Work waited on average as long as the busy mark: a quarter of the conversations
         # held fewer (at least one), never under the floor.
