@@ -39,6 +39,7 @@ import contextlib
 import datetime as dt
 import functools
 import itertools
+import json
 import os
 import shlex
 import sys
@@ -382,7 +383,16 @@ def _limit_changes(lines: Sequence[str]) -> list[str]:
     """The adaptive limit's moves the node logged (``bot.queue.limit``), as "16 -> 12 (busy:
     ...)"."""
     mark = "conversations at once "
-    return [line[line.index(mark) + len(mark) :].strip() for line in lines if mark in line]
+    moves = []
+    for line in lines:
+        if mark not in line:
+            continue
+        text = line
+        if line.startswith("{"):  # the node's JSON log lines
+            with contextlib.suppress(ValueError):
+                text = str(json.loads(line).get("msg", line))
+        moves.append(text[text.index(mark) + len(mark) :].strip())
+    return moves
 
 
 def _keep_turns(lines: Sequence[str], path: Path) -> None:
