@@ -147,6 +147,7 @@ class Node:
                     min_active=queue.min_active,
                     busy_wait_ms=queue.busy_wait_ms,
                     interval_s=queue.limit_interval_s,
+                    settle_s=queue.limit_settle_s,
                 )
             self.lobby = Lobby(
                 line,

@@ -22,10 +22,12 @@ and moves the limit as TCP moves its window (additive increase, multiplicative d
 - otherwise: as it was.
 
 A node starts at ``min_active`` and, until it is first behind, a rise is half the limit
-(at least one) rather than one (TCP's slow start): 2, 3, 4, 6, 9, 13, 16 in seven calm
-readings, so that a burst of callers at the start is not all let in before the node has
-read its load once. No conversation is ever cut off: a lower limit keeps new callers in
-line until enough conversations end.
+(at least one) rather than one (TCP's slow start: 2, 3, 4, 6, 9, 13, 16); two rises are at
+least ``settle_s`` apart, since a conversation let in shows its load only once its caller
+speaks (its greeting costs the models nothing): without it, a burst of 16 callers went 2,
+3, 4, 6, 9, 13 in five readings of greetings, all before the first question, and the 13
+held then kept the node behind whatever the limit said. No conversation is ever cut off:
+a lower limit keeps new callers in line until enough conversations end.
 
 A pure function, tested as a table; ``LimitKeeper`` applies it to the queue every
 ``limit_interval_s`` and logs each change with the figures it was made on.
@@ -106,14 +108,16 @@ def step(
     max_active: int,
     busy_wait_ms: float,
     slow_start: bool = False,
+    may_rise: bool = True,
 ) -> LimitStep:
     """The limit after ``interval``, with ``active`` conversations held and ``waiting``
     callers in line; ``slow_start``: the node has not been behind yet, and a rise is half
-    the limit (at least one) instead of one."""
+    the limit (at least one) instead of one; ``may_rise`` False: the last rise is too
+    recent for its conversations to show their load, so no other yet."""
     wait = interval.mean_wait_ms
     dropped = int(interval.dropped)
     rise = max(1, limit // 2) if slow_start else 1
-    wanted = waiting > 0 or active >= limit  # the limit keeps callers out
+    wanted = may_rise and (waiting > 0 or active >= limit)  # the limit keeps callers out
     if interval.started == 0 and dropped == 0:
         # No model work at all: as calm as it gets (callers in line still hearing the
         # welcome, conversations at their greeting).
@@ -142,6 +146,7 @@ class LimitKeeper:
         min_active: int,
         busy_wait_ms: float,
         interval_s: float,
+        settle_s: float = 0.0,
         clock: Clock = MONOTONIC,
     ) -> None:
         self.queue = queue
@@ -155,6 +160,10 @@ class LimitKeeper:
         self.slow_start = True
         self.busy_wait_ms = busy_wait_ms
         self.interval_s = interval_s
+        #: The least time between two rises: a conversation let in shows its load only
+        #: once its caller speaks (a greeting costs the models nothing).
+        self.settle_s = settle_s
+        self._risen_at = -math.inf
         self._last = counts()
         self._task: asyncio.Task[None] | None = None
         #: The last reading (None before the first).
@@ -176,9 +185,12 @@ class LimitKeeper:
             max_active=q.max_active,
             busy_wait_ms=self.busy_wait_ms,
             slow_start=self.slow_start,
+            may_rise=self._clock.now() - self._risen_at >= self.settle_s,
         )
         if result.load == "busy":
             self.slow_start = False
+        elif result.limit > before:
+            self._risen_at = self._clock.now()
         self.last = result
         if result.limit != before:
             q.set_limit(result.limit)

@@ -184,3 +184,29 @@ async def test_the_keeper_reads_every_interval_on_its_clock() -> None:
     await clock.advance(2.0)
     assert keeper.last.load == "busy" and q.limit == 4  # a quarter of the 6 held, at least 1
     await keeper.stop()
+
+
+async def test_two_rises_are_a_settling_time_apart() -> None:
+    # A conversation let in shows its load only once its caller speaks: a burst at the
+    # start, heard as idle readings (greetings), is let in a step at a time.
+    clock = FakeClock()
+    q = CallQueue(max_active=16, max_waiting=16, clock=clock.now)
+    idle = {"now": {"started": 0, "wait_seconds": 0.0, "dropped": 0}}
+    keeper = LimitKeeper(
+        q,
+        lambda: idle,
+        min_active=2,
+        busy_wait_ms=BUSY_MS,
+        interval_s=2.0,
+        settle_s=8.0,
+        clock=clock,
+    )
+    for i in range(16):
+        q.enter(f"c{i}")
+    keeper.start()
+    limits = []
+    for _ in range(6):
+        await clock.advance(2.0)
+        limits.append(q.limit)
+    await keeper.stop()
+    assert limits == [3, 3, 3, 3, 4, 4], limits
