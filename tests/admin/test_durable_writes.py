@@ -55,7 +55,11 @@ async def served(admin_engine: AsyncEngine) -> AsyncIterator[httpx.AsyncClient]:
     server = AdminServer(app, "127.0.0.1", 0)
     await server.start()
     try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as client:
+        # What is checked is each answer and the rows, not how fast: 21 requests at once
+        # (logins hash passwords) outlast httpx's 5 s default on a loaded machine.
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{server.port}", timeout=60.0
+        ) as client:
             yield client
     finally:
         await server.stop()
