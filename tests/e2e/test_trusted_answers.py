@@ -63,7 +63,9 @@ async def test_a_ten_question_call_invents_nothing_and_repeats_nothing(tmp_path:
         audio += speak(question, voice="awb") + bytes(int(GAP_S * RATE) * 2)
     source = tmp_path / "caller.wav"
     write_wav(source, audio)
-    with run_bot(profile=profile_path) as bot:
+    # A first node synthesizes every fixed phrase (over 300 s on a loaded, slow machine),
+    # as the other tests' own nodes wait for.
+    with run_bot(profile=profile_path, timeout_s=420) as bot:
         baresip_call(bot.uri, source, tmp_path / "baresip", timeout_s=160)
         texts = bot.records("turn_text")
         turns = {r["turn"]: r for r in bot.records("turn")}
