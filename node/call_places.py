@@ -13,10 +13,10 @@ back does not take it. The drain waits for both kinds of call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 
+from bot.tasks import cancel_and_wait
 from telephony.server import SipServer
 from telephony.webrtc import CallRefused, WebRtcCalls
 
@@ -84,8 +84,5 @@ class CallPlaces:
                 return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
-            for w in waits:
-                w.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await w
+            await cancel_and_wait(*waits)
         return browser.in_progress == 0

@@ -17,7 +17,6 @@ that work from live calls every two seconds. A newer version is tried at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +28,7 @@ from bot.config import nodes as node_config
 from bot.config import store as config_store
 from bot.config.store import Versioned
 from bot.profile import BotProfile
+from bot.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +93,8 @@ class ConfigSync:
         self._task = asyncio.create_task(self._poll(), name="config-sync")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def check(self) -> bool:
         """Load and apply a newer version if there is one; True if it did."""

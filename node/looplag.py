@@ -9,11 +9,12 @@ call run inline, a slow synchronous write) delays every call at once. The monito
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 
 import numpy as np
+
+from bot.tasks import cancel_and_wait
 
 log = logging.getLogger("switchboard.loop")
 
@@ -33,10 +34,7 @@ class LoopLagMonitor:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         self.report()
 
     def snapshot(self) -> dict[str, float]:

@@ -8,7 +8,6 @@ UTC wall-clock times, converted with one offset per call taken when it is answer
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -38,6 +37,7 @@ from bot.calllog.spool import Spool
 from bot.calllog.store import make_engine
 from bot.calllog.writer import RecordWriter
 from bot.pipeline.turn import STAGES, Turn
+from bot.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -175,11 +175,8 @@ class CallLog:
 
     async def close(self) -> None:
         """Write what is pending (or spool it), stop the writer, release the spool."""
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
-            self._heartbeat = None
+        await cancel_and_wait(self._heartbeat)
+        self._heartbeat = None
         await self.writer.close()
         await asyncio.to_thread(self._spool.close)
         await self.engine.dispose()

@@ -26,6 +26,7 @@ from bot.calllog.access import refusal
 from bot.calllog.records import Record
 from bot.calllog.spool import Spool
 from bot.calllog.store import write_batch
+from bot.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -124,11 +125,8 @@ class RecordWriter:
     async def close(self) -> None:
         """Stop the task after a last flush; what the database did not take stays spooled."""
         async with self._lock:  # lets a write in progress finish first
-            if self._task is not None:
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
-                self._task = None
+            await cancel_and_wait(self._task)
+            self._task = None
             await self._drain(replay=True)
 
     async def _run(self) -> None:

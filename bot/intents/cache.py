@@ -10,7 +10,6 @@ changed the configuration meanwhile; the watcher reconnects with backoff and rel
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -45,6 +44,7 @@ from bot.intents.store import (
 )
 from bot.pipeline.speech_cache import SpeechCache, pre_synthesized
 from bot.profile import IntentConfig
+from bot.tasks import cancel_and_wait
 from serve import TTS, Embedder
 from telephony.config import SAMPLE_RATE
 
@@ -390,11 +390,8 @@ class IntentCache:
             self._watcher = asyncio.create_task(self._watch(), name="intent-cache-watch")
 
     async def stop(self) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
-            self._watcher = None
+        await cancel_and_wait(self._watcher)
+        self._watcher = None
         await self.store.close()
 
     async def wait_reload(self, timeout_s: float) -> bool:

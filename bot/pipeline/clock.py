@@ -10,10 +10,11 @@ time itself. Provider timeouts (``serve``) stay real time: they bound real work.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable
 from typing import Protocol, TypeVar
+
+from bot.tasks import cancel_and_wait
 
 T = TypeVar("T")
 
@@ -56,7 +57,5 @@ async def wait_for(clock: Clock, awaitable: Awaitable[T], seconds: float) -> T:
     timer.cancel()
     if work.done():
         return work.result()
-    work.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await work
+    await cancel_and_wait(work)
     raise TimeoutError

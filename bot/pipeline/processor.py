@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,7 @@ from bot.pipeline.frames import (
     SystemFrame,
 )
 from bot.pipeline.line_state import LineState
+from bot.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
@@ -81,11 +81,8 @@ class Processor:
 
     async def stop(self) -> None:
         """Cancel the worker and wait for it."""
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
-            self._worker = None
+        await cancel_and_wait(self._worker)
+        self._worker = None
 
     async def put(self, frame: Frame) -> None:
         """Hand a frame to this processor."""

@@ -36,7 +36,6 @@ A pure function, tested as a table; ``LimitKeeper`` applies it to the queue ever
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -45,6 +44,7 @@ from typing import Literal
 
 from bot.pipeline.clock import MONOTONIC, Clock
 from bot.queue.line import CallQueue
+from bot.tasks import cancel_and_wait
 
 log = logging.getLogger("switchboard.queue.limit")
 
@@ -213,10 +213,7 @@ class LimitKeeper:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while True:

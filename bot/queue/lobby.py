@@ -33,6 +33,7 @@ from bot.pipeline.prompts import PromptAudio
 from bot.queue.hold import hold_pattern
 from bot.queue.line import CallQueue, Ticket
 from bot.queue.settings import QueueSettings
+from bot.tasks import cancel_and_wait
 from serve import TTS
 from telephony.events import CallEnded
 
@@ -243,18 +244,12 @@ class Lobby:
                     return Admission("dequeued", ticket, waited)
                 if next_update <= now < deadline:
                     next_update += s.update_every_s
-                    player.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await player
+                    await cancel_and_wait(player)
                     call.clear_playout()
                     text = s.update.format(position=self.queue.position(ticket))
                     player = asyncio.create_task(self._play(call, text))
         finally:
-            for task in (granted, gone, closing, player, reader):
-                task.cancel()
-            for task in (granted, gone, closing, player, reader):
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await cancel_and_wait(granted, gone, closing, player, reader)
         # Waited the longest allowed, or the node stops: the overflow target, or an apology
         # and a hang-up.
         self.queue.leave(ticket)
@@ -305,9 +300,7 @@ class Lobby:
                 self._event(call, "transfer_failed", f"{result.status} {result.reason}; bridging")
             result = await call.bridge(target, timeout_s=self._transfer_timeout_s)
         finally:
-            player.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await player
+            await cancel_and_wait(player)
         if not result.ok:
             return self._failed(call, result.status, result.reason)
         call.clear_playout()  # the hold audio still queued: the agent takes over

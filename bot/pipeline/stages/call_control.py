@@ -20,6 +20,7 @@ from bot.pipeline.clock import MONOTONIC, Clock, wait_for
 from bot.pipeline.frames import Bridged, CallAction, DataFrame, PlayAudio
 from bot.pipeline.processor import Processor
 from bot.profile import BotProfile
+from bot.tasks import cancel_and_wait
 from telephony.events import AudioIn, DtmfIn, TransferResult
 
 if TYPE_CHECKING:
@@ -309,9 +310,7 @@ class CallControl(Processor):
         await super().stop()
         task, self._transfer = self._transfer, None
         if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     def _answered(self, turn_index: int) -> bool:
         """Whether a request of the caller's was answered before the goodbye's turn."""

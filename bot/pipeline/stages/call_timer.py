@@ -4,7 +4,6 @@ that reaches its longest length is warned, then ended."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ from bot.pipeline.processor import Processor
 from bot.pipeline.stages.digit_collector import EventSink, Say
 from bot.pipeline.turn import Turn
 from bot.profile import BotProfile
+from bot.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
@@ -107,10 +107,7 @@ class CallTimer(Processor):
 
     async def stop(self) -> None:
         task, self._watch = self._watch, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await super().stop()
 
     async def process_system(self, frame: SystemFrame) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -27,6 +26,7 @@ from bot.pipeline.language.spoken_digits import digits_and_others, spoken_digits
 from bot.pipeline.line_state import LineState
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
+from bot.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from bot.pipeline.context import CallContext
@@ -265,10 +265,7 @@ class DigitCollector(Processor):
 
     async def stop(self) -> None:
         task, self._watch = self._watch, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         await super().stop()
 
     async def _watch_quiet(self) -> None:

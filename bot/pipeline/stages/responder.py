@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from contextlib import aclosing
@@ -25,6 +24,7 @@ from bot.pipeline.language.clauses import ClauseSplitter
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
 from bot.profile import BotProfile
+from bot.tasks import cancel_and_wait
 from serve import LLM, ChatMessage, ProviderError, StageTimings
 
 if TYPE_CHECKING:
@@ -161,10 +161,7 @@ class Responder(Processor):
         if self._open:
             self._open = False
             self._llm.conversation_closed()
-        if self._prefilling is not None:
-            self._prefilling.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._prefilling
+        await cancel_and_wait(self._prefilling)
         await super().stop()
 
     def _prefill(self) -> None:

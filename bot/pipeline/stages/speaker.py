@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from bot.pipeline.frames import (
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
 from bot.pipeline.turnlog import FILLER_AUDIO_OUT, TurnSink
+from bot.tasks import cancel_and_wait
 from serve import TTS, ProviderError, StageTimings
 
 if TYPE_CHECKING:
@@ -156,9 +156,7 @@ class Speaker(Processor):
         await super().stop()
         task, self._playout = self._playout, None
         if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     async def process_upstream(self, frame: Frame) -> None:
         """Words a stage after this one says (the call control's "please hold"): said
