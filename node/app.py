@@ -389,8 +389,17 @@ class Node:
                 if recorder is not None:
                     recorder.close()
                 return
+        sink: TurnSink = on_turn
+        ticket = admission.ticket if admission is not None else None
+        if ticket is not None and self.lobby is not None:
+            line = self.lobby.queue
+
+            def sink(turn: Turn) -> None:
+                line.heard(ticket)  # the conversation's load now shows (the adaptive limit)
+                on_turn(turn)
+
         try:
-            await self._converse(call, recorder, on_turn)
+            await self._converse(call, recorder, sink)
         finally:
             if self.lobby is not None and admission is not None and admission.ticket is not None:
                 self.lobby.release(admission.ticket)  # the next caller in line

@@ -21,13 +21,16 @@ and moves the limit as TCP moves its window (additive increase, multiplicative d
 - **idle**: no model work at all, while the limit was reached: a rise as when calm;
 - otherwise: as it was.
 
-A node starts at ``min_active`` and, until it is first behind, a rise is half the limit
-(at least one) rather than one (TCP's slow start: 2, 3, 4, 6, 9, 13, 16); two rises are at
-least ``settle_s`` apart, since a conversation let in shows its load only once its caller
-speaks (its greeting costs the models nothing): without it, a burst of 16 callers went 2,
-3, 4, 6, 9, 13 in five readings of greetings, all before the first question, and the 13
-held then kept the node behind whatever the limit said. No conversation is ever cut off:
-a lower limit keeps new callers in line until enough conversations end.
+A node starts at ``min_active`` and, until it is first behind, a rise doubles the limit
+rather than adding one (TCP's slow start: 2, 4, 8, 16). A rise waits until every
+conversation held has been heard (its first turn has ended, ``CallQueue.heard``), or for
+``settle_s`` after the last rise when one has not: a conversation let in shows its load
+only once its caller speaks (its greeting costs the models nothing). Without that, a burst
+of 16 callers went 2, 3, 4, 6, 9, 13 in five readings of greetings, all before the first
+question, and the 13 held then kept the node behind whatever the limit said; with a fixed
+8 s between rises instead, a node with room to spare kept 6 of a burst of 8 in line for
+half a minute. No conversation is ever cut off: a lower limit keeps new callers in line
+until enough conversations end.
 
 A pure function, tested as a table; ``LimitKeeper`` applies it to the queue every
 ``limit_interval_s`` and logs each change with the figures it was made on.
@@ -111,12 +114,12 @@ def step(
     may_rise: bool = True,
 ) -> LimitStep:
     """The limit after ``interval``, with ``active`` conversations held and ``waiting``
-    callers in line; ``slow_start``: the node has not been behind yet, and a rise is half
-    the limit (at least one) instead of one; ``may_rise`` False: the last rise is too
-    recent for its conversations to show their load, so no other yet."""
+    callers in line; ``slow_start``: the node has not been behind yet, and a rise doubles
+    the limit instead of adding one; ``may_rise`` False: conversations held have not shown
+    their load yet, so no rise yet."""
     wait = interval.mean_wait_ms
     dropped = int(interval.dropped)
-    rise = max(1, limit // 2) if slow_start else 1
+    rise = limit if slow_start else 1
     wanted = may_rise and (waiting > 0 or active >= limit)  # the limit keeps callers out
     if interval.started == 0 and dropped == 0:
         # No model work at all: as calm as it gets (callers in line still hearing the
@@ -154,14 +157,17 @@ class LimitKeeper:
         self._counts = counts
         self.min_active = min(min_active, queue.max_active)
         # Slow start: a node starts at the fewest conversations and takes more as its
-        # work stays calm, half as many again each reading until it is first behind; a
-        # burst of callers at the start is not all let in before the first reading.
+        # work stays calm, twice as many each time those held have all been heard, until
+        # it is first behind; a burst of callers at the start is not all let in before
+        # their load shows.
         queue.set_limit(self.min_active)
         self.slow_start = True
         self.busy_wait_ms = busy_wait_ms
         self.interval_s = interval_s
-        #: The least time between two rises: a conversation let in shows its load only
-        #: once its caller speaks (a greeting costs the models nothing).
+        #: The most time between two rises while a conversation held has not been heard:
+        #: a conversation let in shows its load only once its caller's first turn ends (a
+        #: greeting costs the models nothing); one whose caller says nothing holds a rise
+        #: back no longer than this.
         self.settle_s = settle_s
         self._risen_at = -math.inf
         self._last = counts()
@@ -185,7 +191,7 @@ class LimitKeeper:
             max_active=q.max_active,
             busy_wait_ms=self.busy_wait_ms,
             slow_start=self.slow_start,
-            may_rise=self._clock.now() - self._risen_at >= self.settle_s,
+            may_rise=q.unheard == 0 or self._clock.now() - self._risen_at >= self.settle_s,
         )
         if result.load == "busy":
             self.slow_start = False

@@ -33,6 +33,9 @@ class Ticket:
     state: TicketState = "waiting"
     #: When the caller got a slot (``arrived_at`` for one who never waited).
     admitted_at: float | None = None
+    #: The conversation's first turn has ended: its cost is in the models' work by now
+    #: (until then it is a greeting, which costs the models nothing).
+    heard: bool = False
     _granted: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
@@ -73,6 +76,15 @@ class CallQueue:
     def waiting(self) -> int:
         """Callers in line (the queue depth)."""
         return len(self._line)
+
+    @property
+    def unheard(self) -> int:
+        """Callers holding a slot whose first turn has not ended yet."""
+        return sum(1 for t in self._active if not t.heard)
+
+    def heard(self, ticket: Ticket) -> None:
+        """``ticket``'s conversation has had its first turn."""
+        ticket.heard = True
 
     def longest_wait(self) -> float:
         """Seconds the first caller in line has waited so far; 0.0 when nobody waits."""

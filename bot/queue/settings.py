@@ -32,8 +32,9 @@ class QueueSettings(BaseModel):
     busy_wait_ms: float = Field(150.0, gt=0.0, le=10_000.0)
     #: How often the limit is read and moved.
     limit_interval_s: float = Field(2.0, ge=0.1, le=60.0)
-    #: The least time between two rises of the limit: a conversation let in shows its
-    #: load only once its caller speaks.
+    #: A rise of the limit waits until every conversation held has had its first turn (a
+    #: conversation shows its load only once its caller speaks), or this long after the
+    #: last rise when one has not (a caller who says nothing).
     limit_settle_s: float = Field(8.0, ge=0.0, le=600.0)
     #: Callers waiting in line at most; one more hears ``full`` and is hung up.
     max_waiting: int = Field(10, ge=0, le=10_000)

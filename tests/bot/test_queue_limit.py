@@ -64,15 +64,15 @@ def test_the_limit_after_one_reading(
 @pytest.mark.parametrize(
     ("limit", "seen", "expected"),
     [
-        # Until the node is first behind, a rise is half the limit (at least one).
-        (2, interval(0, 0), 3),
-        (4, interval(30, 20), 6),
+        # Until the node is first behind, a rise doubles the limit.
+        (2, interval(0, 0), 4),
+        (4, interval(30, 20), 8),
         (13, interval(30, 20), 16),  # never past the maximum
         # A fall is a fall, slow start or not.
         (9, interval(30, 400), 6),
     ],
 )
-def test_a_slow_start_rises_by_half(limit: int, seen: Interval, expected: int) -> None:
+def test_a_slow_start_doubles(limit: int, seen: Interval, expected: int) -> None:
     got = step(
         limit, limit, 5, seen, min_active=2, max_active=16, busy_wait_ms=BUSY_MS, slow_start=True
     )
@@ -130,8 +130,7 @@ def test_the_keeper_starts_low_lowers_the_limit_when_work_waits_and_raises_it_wh
         assert q.limit == 2 and keeper.slow_start  # the fewest, before any reading
         tickets = [q.enter(f"c{i}") for i in range(8)]
         assert [t.state for t in tickets if t is not None] == ["active"] * 2 + ["waiting"] * 6
-        # Callers in line and no model work: the limit rises by half, the line moves up.
-        assert keeper.read().load == "idle" and q.limit == 3 and q.active == 3
+        # Callers in line and no model work: the limit doubles, the line moves up.
         assert keeper.read().load == "idle" and q.limit == 4 and q.active == 4
         # A turn's work behind another for 400 ms on the one worker: the node is behind.
         release = threading.Event()
@@ -179,16 +178,54 @@ async def test_the_keeper_reads_every_interval_on_its_clock() -> None:
     await clock.advance(1.9)
     assert keeper.last is None and q.limit == 4
     await clock.advance(0.2)
-    assert keeper.last is not None and keeper.last.load == "calm" and q.limit == 6
-    assert q.active == 6
+    assert keeper.last is not None and keeper.last.load == "calm" and q.limit == 8
+    assert q.active == 8
     await clock.advance(2.0)
-    assert keeper.last.load == "busy" and q.limit == 4  # a quarter of the 6 held, at least 1
+    assert keeper.last.load == "busy" and q.limit == 6  # a quarter of the 8 held, at least 1
     await keeper.stop()
 
 
-async def test_two_rises_are_a_settling_time_apart() -> None:
+async def test_a_rise_waits_for_the_conversations_held_to_be_heard() -> None:
     # A conversation let in shows its load only once its caller speaks: a burst at the
-    # start, heard as idle readings (greetings), is let in a step at a time.
+    # start, read as idle (greetings), is let in as the conversations held are heard, or a
+    # settling time apart where they are not.
+    clock = FakeClock()
+    q = CallQueue(max_active=16, max_waiting=16, clock=clock.now)
+    idle = {"now": {"started": 0, "wait_seconds": 0.0, "dropped": 0}}
+    keeper = LimitKeeper(
+        q,
+        lambda: idle,
+        min_active=2,
+        busy_wait_ms=BUSY_MS,
+        interval_s=2.0,
+        settle_s=8.0,
+        clock=clock,
+    )
+    tickets = [q.enter(f"c{i}") for i in range(16)]
+    keeper.start()
+
+    def hear_all_held() -> None:
+        for t in tickets:
+            if t is not None and t.state == "active":
+                q.heard(t)
+
+    limits = []
+    for second in range(2, 26, 2):
+        await clock.advance(2.0)
+        limits.append(q.limit)
+        if second == 4:
+            hear_all_held()  # the first four have each had a turn
+    await keeper.stop()
+    # 2 -> 4 at the first reading (no rise yet to wait on); 4 -> 8 at the reading after the
+    # four were heard (6 s), not the settling time after the last rise (10 s); 8 -> 16 only
+    # the settling time after that (14 s), the four let in at 6 s not heard.
+    assert limits == [4, 4, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16], limits
+    assert q.unheard == 12
+
+
+async def test_a_caller_who_says_nothing_holds_a_rise_back_no_longer_than_the_settling_time() -> (
+    None
+):
     clock = FakeClock()
     q = CallQueue(max_active=16, max_waiting=16, clock=clock.now)
     idle = {"now": {"started": 0, "wait_seconds": 0.0, "dropped": 0}}
@@ -209,4 +246,17 @@ async def test_two_rises_are_a_settling_time_apart() -> None:
         await clock.advance(2.0)
         limits.append(q.limit)
     await keeper.stop()
-    assert limits == [3, 3, 3, 3, 4, 4], limits
+    assert limits == [4, 4, 4, 4, 8, 8], limits
+
+
+def test_the_line_counts_conversations_held_and_not_yet_heard() -> None:
+    q = CallQueue(max_active=2, max_waiting=2)
+    a, b, c = q.enter("a"), q.enter("b"), q.enter("c")
+    assert a is not None and b is not None and c is not None
+    assert q.unheard == 2  # c waits in line: not held
+    q.heard(a)
+    assert q.unheard == 1
+    q.leave(b)  # c takes b's slot, unheard
+    assert c.state == "active" and q.unheard == 1
+    q.heard(c)
+    assert q.unheard == 0
