@@ -16,13 +16,16 @@ and moves the limit as TCP moves its window (additive increase, multiplicative d
   (``BUSY_DROPPED_SHARE``) was a pause's work that waited past its budget and was dropped
   (those turns end on silence alone): the limit falls by a quarter of the conversations
   held (at least one), never below ``min_active``;
-- **calm**: the waits were under a third of that and nothing was dropped, while the limit
-  was reached (callers kept out by it): one more conversation, up to ``max_active``;
-- **idle**: no model work at all, while the limit was reached: a rise as when calm;
+- **calm**: the waits were under a third of that and nothing was dropped, over the last
+  reading and over all the work since the limit last moved, while the limit was reached
+  (callers kept out by it): one more conversation, up to ``max_active``;
+- **idle**: no model work in the last reading (callers between turns, at their greeting):
+  a rise as when calm if the work since the limit last moved was calm, one more if there
+  was none at all;
 - otherwise: as it was.
 
-A node starts at ``min_active`` and, until it is first behind, a rise doubles the limit
-rather than adding one (TCP's slow start: 2, 4, 8, 16). A rise waits until every
+A node starts at ``min_active`` and, until it is first behind, a rise on calm work doubles
+the limit rather than adding one (TCP's slow start: 2, 4, 8, 16). A rise waits until every
 conversation held has been heard (its first turn has ended, ``CallQueue.heard``), or for
 ``settle_s`` after the last rise when one has not: a conversation let in shows its load
 only once its caller speaks (its greeting costs the models nothing). Without that, a burst
@@ -112,29 +115,40 @@ def step(
     busy_wait_ms: float,
     slow_start: bool = False,
     may_rise: bool = True,
+    since_change: Interval | None = None,
 ) -> LimitStep:
     """The limit after ``interval``, with ``active`` conversations held and ``waiting``
-    callers in line; ``slow_start``: the node has not been behind yet, and a rise doubles
-    the limit instead of adding one; ``may_rise`` False: conversations held have not shown
-    their load yet, so no rise yet."""
+    callers in line. A fall is read off ``interval`` alone; a rise off ``since_change``
+    too (the pool's work since the limit last moved; ``interval`` when not given), which
+    must be calm as well: one quiet reading between two callers' turns says nothing of
+    what the conversations let in by the last rise cost. ``slow_start``: the node has not
+    been behind yet, and a rise on calm work doubles the limit instead of adding one; a
+    rise on no work at all is one, slow start or not. ``may_rise`` False: conversations
+    held have not shown their load yet, so no rise yet."""
     wait = interval.mean_wait_ms
     dropped = int(interval.dropped)
-    rise = limit if slow_start else 1
-    wanted = may_rise and (waiting > 0 or active >= limit)  # the limit keeps callers out
+    span = interval if since_change is None else since_change
+    wanted = may_rise and (waiting > 0 or active >= limit) and limit < max_active
     if interval.started == 0 and dropped == 0:
         # No model work at all: as calm as it gets (callers in line still hearing the
         # welcome, conversations at their greeting).
-        if wanted and limit < max_active:
+        if wanted and _calm(span, busy_wait_ms):
+            rise = 1 if span.started == 0 else (limit if slow_start else 1)
             return LimitStep("idle", min(max_active, limit + rise), 0.0, 0)
         return LimitStep("idle", limit, 0.0, 0)
     if wait >= busy_wait_ms or interval.dropped_share >= BUSY_DROPPED_SHARE:
         held = min(limit, active)
         lower = max(min_active, held - max(1, math.ceil(held / 4)))
         return LimitStep("busy", min(limit, lower), wait, dropped)
-    calm = wait < busy_wait_ms / 3 and dropped == 0
-    if calm and wanted and limit < max_active:
+    if wanted and _calm(interval, busy_wait_ms) and _calm(span, busy_wait_ms):
+        rise = limit if slow_start else 1
         return LimitStep("calm", min(max_active, limit + rise), wait, dropped)
     return LimitStep("steady", limit, wait, dropped)
+
+
+def _calm(interval: Interval, busy_wait_ms: float) -> bool:
+    """Work waited under a third of the busy mark on average, and none was dropped."""
+    return interval.mean_wait_ms < busy_wait_ms / 3 and interval.dropped == 0
 
 
 class LimitKeeper:
@@ -171,6 +185,8 @@ class LimitKeeper:
         self.settle_s = settle_s
         self._risen_at = -math.inf
         self._last = counts()
+        #: The counters when the limit last moved: a rise is judged on all the work since.
+        self._changed = self._last
         self._task: asyncio.Task[None] | None = None
         #: The last reading (None before the first).
         self.last: LimitStep | None = None
@@ -179,6 +195,7 @@ class LimitKeeper:
         """One reading of the pool since the last; the queue's limit set from it."""
         now = self._counts()
         interval = Interval.between(self._last, now)
+        since_change = Interval.between(self._changed, now)
         self._last = now
         q = self.queue
         before = q.limit
@@ -192,6 +209,7 @@ class LimitKeeper:
             busy_wait_ms=self.busy_wait_ms,
             slow_start=self.slow_start,
             may_rise=q.unheard == 0 or self._clock.now() - self._risen_at >= self.settle_s,
+            since_change=since_change,
         )
         if result.load == "busy":
             self.slow_start = False
@@ -199,6 +217,7 @@ class LimitKeeper:
             self._risen_at = self._clock.now()
         self.last = result
         if result.limit != before:
+            self._changed = now
             q.set_limit(result.limit)
             log.info(
                 "conversations at once %d -> %d (%s: model work waited %.0f ms on average, "

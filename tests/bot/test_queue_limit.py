@@ -64,8 +64,10 @@ def test_the_limit_after_one_reading(
 @pytest.mark.parametrize(
     ("limit", "seen", "expected"),
     [
-        # Until the node is first behind, a rise doubles the limit.
-        (2, interval(0, 0), 4),
+        # Until the node is first behind, a rise on calm work doubles the limit; on no
+        # work at all it is one (nothing says what the conversations cost).
+        (2, interval(10, 20), 4),
+        (2, interval(0, 0), 3),
         (4, interval(30, 20), 8),
         (13, interval(30, 20), 16),  # never past the maximum
         # A fall is a fall, slow start or not.
@@ -77,6 +79,37 @@ def test_a_slow_start_doubles(limit: int, seen: Interval, expected: int) -> None
         limit, limit, 5, seen, min_active=2, max_active=16, busy_wait_ms=BUSY_MS, slow_start=True
     )
     assert got.limit == expected, got
+
+
+@pytest.mark.parametrize(
+    ("seen", "since_change", "expected"),
+    [
+        # A calm reading rises only when the work since the limit last moved was calm too.
+        (interval(10, 20), interval(40, 20), LimitStep("calm", 8, 20.0, 0)),
+        (interval(10, 20), interval(40, 100), LimitStep("steady", 4, 20.0, 0)),
+        (interval(10, 20), interval(40, 10, dropped=1), LimitStep("steady", 4, 20.0, 0)),
+        # A reading with no work between two callers' turns: the same.
+        (interval(0, 0), interval(40, 20), LimitStep("idle", 8, 0.0, 0)),
+        (interval(0, 0), interval(40, 100), LimitStep("idle", 4, 0.0, 0)),
+        # A fall is read off the last reading alone.
+        (interval(10, 300), interval(40, 20), LimitStep("busy", 3, 300.0, 0)),
+    ],
+)
+def test_a_rise_is_judged_on_the_work_since_the_limit_last_moved(
+    seen: Interval, since_change: Interval, expected: LimitStep
+) -> None:
+    got = step(
+        4,
+        4,
+        5,
+        seen,
+        min_active=2,
+        max_active=16,
+        busy_wait_ms=BUSY_MS,
+        slow_start=True,
+        since_change=since_change,
+    )
+    assert (got.load, got.limit) == (expected.load, expected.limit), got
 
 
 def test_an_interval_is_the_pool_counters_difference_over_turns_and_pauses() -> None:
@@ -130,8 +163,8 @@ def test_the_keeper_starts_low_lowers_the_limit_when_work_waits_and_raises_it_wh
         assert q.limit == 2 and keeper.slow_start  # the fewest, before any reading
         tickets = [q.enter(f"c{i}") for i in range(8)]
         assert [t.state for t in tickets if t is not None] == ["active"] * 2 + ["waiting"] * 6
-        # Callers in line and no model work: the limit doubles, the line moves up.
-        assert keeper.read().load == "idle" and q.limit == 4 and q.active == 4
+        # Callers in line and no model work: one more, the line moves up.
+        assert keeper.read().load == "idle" and q.limit == 3 and q.active == 3
         # A turn's work behind another for 400 ms on the one worker: the node is behind.
         release = threading.Event()
         with priority(Priority(Urgency.NOW)):
@@ -143,17 +176,17 @@ def test_the_keeper_starts_low_lowers_the_limit_when_work_waits_and_raises_it_wh
         blocker.result(timeout=5)
         busy = keeper.read()
         assert busy.load == "busy" and busy.mean_wait_ms >= BUSY_MS, busy
-        assert q.limit == 3 and q.active == 4  # a quarter fewer; nobody cut off
+        assert q.limit == 2 and q.active == 3  # a quarter fewer (one); nobody cut off
         assert not keeper.slow_start
         # Calm work while callers wait: one more at a time now, once the held fall under.
         held = [t for t in tickets if t is not None and t.state == "active"]
         q.leave(held[0])
-        assert q.active == 3 and q.waiting == 4
+        assert q.active == 2 and q.waiting == 5
         with priority(Priority(Urgency.NOW)):
             for _ in range(3):
                 pool.submit(lambda: None).result(timeout=5)
         calm = keeper.read()
-        assert calm.load == "calm" and q.limit == 4 and q.active == 4, calm
+        assert calm.load == "calm" and q.limit == 3 and q.active == 3, calm
     finally:
         pool.shutdown()
 
@@ -187,14 +220,20 @@ async def test_the_keeper_reads_every_interval_on_its_clock() -> None:
 
 async def test_a_rise_waits_for_the_conversations_held_to_be_heard() -> None:
     # A conversation let in shows its load only once its caller speaks: a burst at the
-    # start, read as idle (greetings), is let in as the conversations held are heard, or a
-    # settling time apart where they are not.
+    # start, on calm work, is let in as the conversations held are heard, or a settling
+    # time apart where they are not.
     clock = FakeClock()
     q = CallQueue(max_active=16, max_waiting=16, clock=clock.now)
-    idle = {"now": {"started": 0, "wait_seconds": 0.0, "dropped": 0}}
+    calm: dict[str, dict[str, float]] = {"now": {"started": 0, "wait_seconds": 0.0}}
+
+    def counts() -> dict[str, dict[str, float]]:
+        calm["now"]["started"] += 5  # five jobs a reading, 10 ms waits each
+        calm["now"]["wait_seconds"] += 0.05
+        return {"now": dict(calm["now"])}
+
     keeper = LimitKeeper(
         q,
-        lambda: idle,
+        counts,
         min_active=2,
         busy_wait_ms=BUSY_MS,
         interval_s=2.0,
@@ -246,7 +285,8 @@ async def test_a_caller_who_says_nothing_holds_a_rise_back_no_longer_than_the_se
         await clock.advance(2.0)
         limits.append(q.limit)
     await keeper.stop()
-    assert limits == [4, 4, 4, 4, 8, 8], limits
+    # No model work at all: one more a settling time apart.
+    assert limits == [3, 3, 3, 3, 4, 4], limits
 
 
 def test_the_line_counts_conversations_held_and_not_yet_heard() -> None:
