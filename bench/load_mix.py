@@ -28,7 +28,9 @@ heard and found. ``--queue N`` runs the node with its call queue at ``N`` conver
 room in line for every other caller) and its adaptive limit as configured
 (``SWITCHBOARD_QUEUE__ADAPTIVE``, on by default: ``bot.queue.limit``): each level then also
 prints how the limit moved and how many callers were answered; a caller kept in line hears
-the hold message through its script, and its steps count as unanswered.
+the hold message through its script: its steps said before it got the bot (the call log's
+``dequeued`` time) are counted as "in line", apart from the answered routes and the
+overall row.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import datetime as dt
 import functools
 import itertools
 import json
+import math
 import os
 import shlex
 import sys
@@ -53,6 +56,7 @@ from telephony.dialer import DialGate, DialResult, dial
 from testkit.botproc import run_bot
 from testkit.calllog_reader import LoggedCall, read_call_log
 from testkit.load_mix import (
+    IN_LINE,
     CallPlan,
     LevelResult,
     StepResult,
@@ -73,6 +77,7 @@ from testkit.load_mix import (
 from testkit.ports import free_udp_port
 from testkit.question_script import voiced_bounds
 from testkit.rtp_capture import Capture, Packet, PortFilter
+from testkit.soak import percentile
 from testkit.voices import FLITE_VOICES, speak
 from testkit.wire_calls import calls_on_wire
 
@@ -181,8 +186,12 @@ def evaluate(
         if plan.keys and not keys:
             print(f"caller {plan.index}: no keypad event on the wire", file=sys.stderr)
         logged = log.get(call.call_id, LoggedCall())
+        if logged.queue_wait_s is not None:
+            result.queue_waits_s.append(logged.queue_wait_s)
         joined = join_steps(steps, logged.turns, to_capture)
+        got_bot = -math.inf if logged.dequeued_at is None else to_capture(logged.dequeued_at)
         for step, on_wire, turn in zip(plan.steps, steps, joined, strict=True):
+            in_line = on_wire.start is not None and on_wire.start < got_bot
             stages = turn.stages if turn is not None else {}
             eot = bot = None
             # A key ends its turn as it is pressed: no end-of-turn decision to count.
@@ -195,7 +204,7 @@ def evaluate(
                     calls=level,
                     caller=plan.index,
                     planned=step.kind,
-                    route=route_label(turn),
+                    route=route_label(turn, in_line=in_line),
                     v2v_ms=on_wire.v2v_ms,
                     eot_ms=eot,
                     bot_ms=bot,
@@ -218,7 +227,11 @@ def report(levels: Sequence[LevelResult], header: str) -> str:
     )
     lines.append("|---|---|---|---|---|---|---|---|---|")
     for lv in levels:
-        groups = {**by_route(lv.steps), "**all**": lv.steps}
+        # A step said in line is no turn of the bot's: its own row, not in the overall one.
+        groups = {
+            **by_route(lv.steps),
+            "**all**": [s for s in lv.steps if s.route != IN_LINE],
+        }
         for route, steps in groups.items():
             v2v = [s.v2v_ms for s in steps if s.v2v_ms is not None]
             n, p50, p95, top = summarize(v2v)
@@ -361,12 +374,23 @@ async def main_async(args: argparse.Namespace, levels: list[int], command: str) 
             # A caller in line hears the hold message, which is voiced: only a step the
             # node logged as a turn is the bot's answer.
             answered = len(
-                {s.caller for s in lv.steps if s.v2v_ms is not None and s.route != "unjoined"}
+                {
+                    s.caller
+                    for s in lv.steps
+                    if s.v2v_ms is not None and s.route not in ("unjoined", IN_LINE)
+                }
             )
             moved = "; ".join(changes) if changes else "never moved"
+            waits = sorted(lv.queue_waits_s)
+            waited = (
+                f"{len(waits)} waited in line (P50 {percentile(waits, 50):.1f} s, "
+                f"max {waits[-1]:.1f} s)"
+                if waits
+                else "none waited in line"
+            )
             print(
-                f"{level} calls, queue of {args.queue}: {answered} callers answered; "
-                f"conversations at once: {moved}"
+                f"{level} calls, queue of {args.queue}: {answered} callers answered, "
+                f"{waited}; conversations at once: {moved}"
             )
     if args.verbose:
         for lv in results:

@@ -255,11 +255,18 @@ def join_steps(
     return out
 
 
-def route_label(turn: LogTurn | None) -> str:
+#: A step said while its caller waited in the call queue (the node's log says when the
+#: caller got the bot): no turn of the bot's to join, and what the wire carries after it is
+#: the hold message, not an answer.
+IN_LINE = "in line"
+
+
+def route_label(turn: LogTurn | None, *, in_line: bool = False) -> str:
     """The route a step is counted under: the logged route ("cache" for an intent's ready
-    answer); "unjoined" when no logged turn was found for it."""
+    answer); ``IN_LINE`` for a step with no turn said before its caller left the queue;
+    "unjoined" when no logged turn was found for it otherwise."""
     if turn is None:
-        return "unjoined"
+        return IN_LINE if in_line else "unjoined"
     return "cache" if turn.route in CACHE_ROUTES else turn.route
 
 
@@ -299,6 +306,8 @@ class LevelResult:
     steps: list[StepResult] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     failed_calls: list[str] = field(default_factory=list)
+    #: Seconds each caller that waited in the call queue waited (the call log's).
+    queue_waits_s: list[float] = field(default_factory=list)
 
 
 def summarize(values: Sequence[float]) -> tuple[int, float | None, float | None, float | None]:

@@ -155,6 +155,13 @@ def test_each_step_gets_the_last_logged_turn_that_ended_inside_it(
     assert [route_label(t) for t in joined] == ["cache", "keypad", "unjoined"]
 
 
+def test_a_step_said_in_line_is_counted_apart() -> None:
+    assert route_label(None, in_line=True) == "in line"
+    assert route_label(None, in_line=False) == "unjoined"
+    # A turn the bot logged is its route, whatever the queue said.
+    assert route_label(turn("exact", 1.0), in_line=True) == "cache"
+
+
 def step(planned: str, route: str, v2v: float | None, eot: float | None = None) -> StepResult:
     return StepResult(calls=1, caller=0, planned=planned, route=route, v2v_ms=v2v, eot_ms=eot)
 
