@@ -7,8 +7,9 @@ its next call.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, HTTPException, Path, Request, status
 from pydantic import BaseModel, Field, computed_field, field_validator
@@ -242,6 +243,67 @@ async def _write(
         raise HTTPException(status.HTTP_409_CONFLICT, detail=str(exc)) from None
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class _Items:
+    """One of the profile's lists the API edits an item at a time."""
+
+    field: str  # the profile's list
+    key: str  # the field that names an item
+    kind: str  # the audit record's action and target prefix
+
+
+_INTENTS = _Items("intents", "name", "intent")
+_KNOWLEDGE = _Items("knowledge", "topic", "knowledge")
+
+
+async def _edit(
+    session: SessionDep,
+    cur: Versioned,
+    items: _Items,
+    key: str,
+    *,
+    who: Editor,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+) -> int:
+    """The next version with ``after`` for the item named ``key``: added when ``before``
+    is None, removed when ``after`` is, else changed in its place."""
+    data = cur.profile.model_dump()
+    listed: list[dict[str, Any]] = data[items.field]
+    if before is None:
+        assert after is not None  # neither before nor after: nothing to write
+        listed.append(after)
+        action = "create"
+    elif after is None:
+        data[items.field] = [i for i in listed if i[items.key] != key]
+        action = "delete"
+    else:
+        data[items.field] = [after if i[items.key] == key else i for i in listed]
+        action = "update"
+    return await _write(
+        session,
+        cur,
+        data,
+        who=who,
+        action=f"{items.kind}.{action}",
+        target=f"{items.kind}:{key}",
+        before=before,
+        after=after,
+    )
+
+
+def _page(items: list[T], page: PageDep) -> Page[T]:
+    return Page(
+        items=items[page.offset : page.offset + page.limit],
+        total=len(items),
+        limit=page.limit,
+        offset=page.offset,
+    )
+
+
 def _settings_read(version: int, profile: BotProfile) -> SettingsRead:
     data = profile.model_dump(exclude={"intents", "knowledge"})
     return SettingsRead(config_version=version, **data)
@@ -402,12 +464,9 @@ def _find_intent(profile: BotProfile, name: str) -> IntentConfig:
 )
 async def list_intents(session: SessionDep, _who: Viewer, page: PageDep) -> Page[IntentRead]:
     cur = await _current(session)
-    items = [IntentRead(config_version=cur.version, **i.model_dump()) for i in cur.profile.intents]
-    return Page(
-        items=items[page.offset : page.offset + page.limit],
-        total=len(items),
-        limit=page.limit,
-        offset=page.offset,
+    return _page(
+        [IntentRead(config_version=cur.version, **i.model_dump()) for i in cur.profile.intents],
+        page,
     )
 
 
@@ -433,19 +492,8 @@ async def create_intent(body: IntentCreate, session: SessionDep, who: Editor) ->
     cur = await _current(session)
     if any(i.name == body.name for i in cur.profile.intents):
         raise HTTPException(status.HTTP_409_CONFLICT, detail=f"name: intent {body.name!r} exists")
-    data = cur.profile.model_dump()
     new = IntentConfig.model_validate(body.model_dump()).model_dump()
-    data["intents"].append(new)
-    version = await _write(
-        session,
-        cur,
-        data,
-        who=who,
-        action="intent.create",
-        target=f"intent:{body.name}",
-        before=None,
-        after=new,
-    )
+    version = await _edit(session, cur, _INTENTS, body.name, who=who, before=None, after=new)
     return IntentRead(config_version=version, **new)
 
 
@@ -461,18 +509,7 @@ async def update_intent(
     cur = await _current(session)
     old = _find_intent(cur.profile, name).model_dump()
     new = {**old, **body.model_dump(exclude_unset=True)}
-    data = cur.profile.model_dump()
-    data["intents"] = [new if i["name"] == name else i for i in data["intents"]]
-    version = await _write(
-        session,
-        cur,
-        data,
-        who=who,
-        action="intent.update",
-        target=f"intent:{name}",
-        before=old,
-        after=new,
-    )
+    version = await _edit(session, cur, _INTENTS, name, who=who, before=old, after=new)
     return IntentRead(config_version=version, **new)
 
 
@@ -485,18 +522,7 @@ async def update_intent(
 async def delete_intent(name: IntentName, session: SessionDep, who: Editor) -> None:
     cur = await _current(session)
     old = _find_intent(cur.profile, name).model_dump()
-    data = cur.profile.model_dump()
-    data["intents"] = [i for i in data["intents"] if i["name"] != name]
-    await _write(
-        session,
-        cur,
-        data,
-        who=who,
-        action="intent.delete",
-        target=f"intent:{name}",
-        before=old,
-        after=None,
-    )
+    await _edit(session, cur, _INTENTS, name, who=who, before=old, after=None)
 
 
 # -- knowledge -------------------------------------------------------------------------
@@ -520,12 +546,7 @@ async def list_knowledge(session: SessionDep, _who: Viewer, page: PageDep) -> Pa
     items = [
         KnowledgeRead(config_version=cur.version, **e.model_dump()) for e in cur.profile.knowledge
     ]
-    return Page(
-        items=items[page.offset : page.offset + page.limit],
-        total=len(items),
-        limit=page.limit,
-        offset=page.offset,
-    )
+    return _page(items, page)
 
 
 @router.get(
@@ -555,19 +576,8 @@ async def create_knowledge(
         raise HTTPException(
             status.HTTP_409_CONFLICT, detail=f"topic: knowledge topic {body.topic!r} exists"
         )
-    data = cur.profile.model_dump()
     new = KnowledgeEntry.model_validate(body.model_dump()).model_dump()
-    data["knowledge"].append(new)
-    version = await _write(
-        session,
-        cur,
-        data,
-        who=who,
-        action="knowledge.create",
-        target=f"knowledge:{body.topic}",
-        before=None,
-        after=new,
-    )
+    version = await _edit(session, cur, _KNOWLEDGE, body.topic, who=who, before=None, after=new)
     return KnowledgeRead(config_version=version, **new)
 
 
@@ -583,18 +593,7 @@ async def update_knowledge(
     cur = await _current(session)
     old = _find_entry(cur.profile, topic).model_dump()
     new = {**old, **body.model_dump(exclude_unset=True)}
-    data = cur.profile.model_dump()
-    data["knowledge"] = [new if e["topic"] == topic else e for e in data["knowledge"]]
-    version = await _write(
-        session,
-        cur,
-        data,
-        who=who,
-        action="knowledge.update",
-        target=f"knowledge:{topic}",
-        before=old,
-        after=new,
-    )
+    version = await _edit(session, cur, _KNOWLEDGE, topic, who=who, before=old, after=new)
     return KnowledgeRead(config_version=version, **new)
 
 
@@ -607,18 +606,7 @@ async def update_knowledge(
 async def delete_knowledge(topic: TopicName, session: SessionDep, who: Editor) -> None:
     cur = await _current(session)
     old = _find_entry(cur.profile, topic).model_dump()
-    data = cur.profile.model_dump()
-    data["knowledge"] = [e for e in data["knowledge"] if e["topic"] != topic]
-    await _write(
-        session,
-        cur,
-        data,
-        who=who,
-        action="knowledge.delete",
-        target=f"knowledge:{topic}",
-        before=old,
-        after=None,
-    )
+    await _edit(session, cur, _KNOWLEDGE, topic, who=who, before=old, after=None)
 
 
 # -- try an utterance ------------------------------------------------------------------
