@@ -256,7 +256,6 @@ asr_backends.register(
 # Beam search on the 30 s path: on the fitted window, 5 beams on one thread dropped a
 # sentence's last words ("... the delivery address for"), where greedy did not.
 asr_backends.register("whisper-beam", _whisper(TINY_EN, windowed=False, beam_size=5))
-asr_backends.register("whisper-base-beam", _whisper(BASE, windowed=False, beam_size=5))
 # tiny.en for every turn, and a second pass the bot asks for on doubt (serve/asr_twopass.py):
 # with base, or with tiny.en searching 5 beams. The model path, if given, is the first's.
 asr_backends.register(
