@@ -19,6 +19,8 @@ the capture:
 
     .venv/bin/python -m bench.load_mix --calls 1,8,16
 
+``--cpu-limit CORES`` runs the node and its callers on that many cores' worth of CPU (a
+cgroup quota, ``testkit/cpu_limit.py``): a slower node on any machine.
 ``--tier ADDRESS`` runs the node's models on a Ray Serve tier at ADDRESS
 (``SWITCHBOARD_TIER__BACKEND=ray``, ``SWITCHBOARD_TIER__ADDRESS``; docs/scaling.md): the
 same mix against GPU backends. Only loopback SIP and RTP; each level is bounded by its
@@ -55,6 +57,7 @@ from bot.profile import DEFAULT_PROFILE
 from telephony.dialer import DialGate, DialResult, dial
 from testkit.botproc import run_bot
 from testkit.calllog_reader import LoggedCall, read_call_log
+from testkit.cpu_limit import CpuLimitUnavailable, cpu_limit
 from testkit.load_mix import (
     IN_LINE,
     CallPlan,
@@ -454,6 +457,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="run the node with a call queue of N conversations (its adaptive limit on)",
     )
+    parser.add_argument(
+        "--cpu-limit",
+        type=float,
+        metavar="CORES",
+        help="run the node and its callers on this many cores' worth of CPU (a cgroup quota,"
+        " needs root): a slower node on any machine",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="every step on stderr")
     parser.add_argument(
         "--turns",
@@ -467,7 +477,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--calls takes levels from 1 to {MAX_CALLS}")
     command = "python -m bench.load_mix " + shlex.join(list(sys.argv[1:] if argv is None else argv))
     try:
-        return asyncio.run(main_async(args, levels, command.strip()))
+        limited = args.cpu_limit is not None
+        with cpu_limit(args.cpu_limit) if limited else contextlib.nullcontext():
+            return asyncio.run(main_async(args, levels, command.strip()))
+    except CpuLimitUnavailable as exc:
+        print(f"--cpu-limit: {exc}", file=sys.stderr)
+        return 2
     except CaptureDenied as exc:
         print(
             f"cannot capture packets on the loopback interface: {exc}\n"
