@@ -401,8 +401,8 @@ class Node:
         try:
             await self._converse(call, recorder, sink)
         finally:
-            if self.lobby is not None and admission is not None and admission.ticket is not None:
-                self.lobby.release(admission.ticket)  # the next caller in line
+            if self.lobby is not None and ticket is not None:
+                self.lobby.release(ticket)  # the next caller in line
 
     async def _converse(
         self, call: CallPort, recorder: CallRecorder | None, on_turn: TurnSink

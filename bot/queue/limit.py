@@ -129,11 +129,12 @@ def step(
     dropped = int(interval.dropped)
     span = interval if since_change is None else since_change
     wanted = may_rise and (waiting > 0 or active >= limit) and limit < max_active
+    # Slow start doubles on work that showed what the conversations cost; else one more.
+    rise = limit if slow_start and span.started > 0 else 1
     if interval.started == 0 and dropped == 0:
         # No model work at all: as calm as it gets (callers in line still hearing the
         # welcome, conversations at their greeting).
         if wanted and _calm(span, busy_wait_ms):
-            rise = 1 if span.started == 0 else (limit if slow_start else 1)
             return LimitStep("idle", min(max_active, limit + rise), 0.0, 0)
         return LimitStep("idle", limit, 0.0, 0)
     if wait >= busy_wait_ms or interval.dropped_share >= BUSY_DROPPED_SHARE:
@@ -141,7 +142,6 @@ def step(
         lower = max(min_active, held - max(1, math.ceil(held / 4)))
         return LimitStep("busy", min(limit, lower), wait, dropped)
     if wanted and _calm(interval, busy_wait_ms) and _calm(span, busy_wait_ms):
-        rise = limit if slow_start else 1
         return LimitStep("calm", min(max_active, limit + rise), wait, dropped)
     return LimitStep("steady", limit, wait, dropped)
 
