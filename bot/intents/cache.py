@@ -16,11 +16,12 @@ import logging
 import time
 from collections.abc import Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from bot.intents.background import background_lines
+from bot.intents.clauses import clauses, leads_further, worth_splitting
 from bot.intents.confirm import confirm_question
 from bot.intents.fit import Fitted, fit
 from bot.intents.match import (
@@ -372,8 +373,11 @@ class IntentCache:
         else:
             found = state.index.exact(text)
             if found is None:
-                vector = await self._embedder.embed([query_text(text)])
+                query = query_text(text)
+                vector = await self._embedder.embed([query])
                 found = state.index.semantic(vector[0], state.thresholds)
+                if state.thresholds.clauses and worth_splitting(found):
+                    found = await self._by_clause(query, found, state)
             match = found
         entry = None
         asking = match.route == "confirm" or match.ask_if_unanswered
@@ -381,6 +385,20 @@ class IntentCache:
         if state is not None and wanted is not None:
             entry = state.entries.get(wanted)
         return Lookup(match=match, entry=entry, lookup_ms=(time.perf_counter() - started) * 1e3)
+
+    async def _by_clause(self, query: str, whole: Match, state: _State) -> Match:
+        """``whole``, or the match of the clause of ``query`` that leads further for the
+        same intent (``bot.intents.clauses``)."""
+        parts = clauses(query)
+        if not parts:
+            return whole
+        vectors = await self._embedder.embed(parts)
+        found = whole
+        for part, vector in zip(parts, vectors, strict=True):
+            match = state.index.semantic(vector, state.thresholds)
+            if leads_further(match, found):
+                found = replace(match, clause=part)
+        return found
 
     # -- watching the store ----------------------------------------------------------
 

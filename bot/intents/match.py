@@ -120,6 +120,10 @@ class IntentMatchingConfig(BaseModel):
     #: center gets asks for ("let me talk to a person", "goodbye") is matched with the
     #: product's stock phrasings of it too (``bot.intents.stock``).
     stock_phrasings: bool = True
+    #: Words the rule does not answer are matched clause by clause too ("I've just moved |
+    #: and I need to close the account at my old place."), for the intent the whole is
+    #: nearest to only (``bot.intents.clauses``).
+    clauses: bool = True
     #: At load, raise ``threshold`` just above the score of any background line the intents
     #: would answer (each line held to the others: ``bot.intents.fit``).
     fit_threshold: bool = True
@@ -184,6 +188,8 @@ class Match:
     #: The runner-up intent (the best other one, whose score is ``runner_up_score``): with
     #: the best, what a question offering two intents names (None: one intent, or exact).
     runner_up: str | None = None
+    #: The clause of the words that decided (``bot.intents.clauses``); None: the whole.
+    clause: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,67 @@
+"""A request said with its context: its clauses matched one by one.
+
+Callers say what happened before what they want: "I've just moved and I need to close the
+account at my old place.", "We've got no electricity, the whole street is dark." A sentence
+embedding of the whole mixes the two, and a thin intent's three examples ("I'm moving
+house.") sit far from the mix: the whole scores below the threshold, or a background line
+about another thing is nearer ("I need to change my name on the account."). Each clause
+alone ("I've just moved") is as near as a caller who said only that.
+
+The rule: when the whole words are not answered, each clause of at least ``MIN_WORDS``
+words (split at punctuation and before "and", "but", "so", "because") is matched as the
+whole is, with the same rule (thresholds, margins, background lines, negatives); a clause
+that leads further (an answer where the whole was asked about or led nowhere, a question
+where it led nowhere) decides, but only for the intent the whole words are nearest to. A
+clause that sets the scene for another request ("Uh, my order arrived | but it's all
+smashed up.": order status for the clause, a damaged item for the whole) never answers for
+the whole. Words an intent's negative example vetoed are not split: the operator wrote
+that example against them.
+
+Measured (``python -m bench.intent_eval.decisions``, clean text and cached Whisper
+transcripts; docs/benchmarks.md, "A request said with its context"): on the default
+profile's tuning split 2 more paraphrases answered directly, on a new operator's energy
+profile 3 more and 1 more right after at most one question; no wrong intent, one more
+question to an out-of-scope caller (of 99, from speech).
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.intents.match import Match
+
+#: The fewest words a clause needs to be matched alone ("Hi," and "Yes," are not requests).
+MIN_WORDS = 3
+
+_SPLIT = re.compile(r"(?<=[,.?!;])\s+|\s+(?=(?:and|but|so|because)\s)", re.IGNORECASE)
+_JOINING = re.compile(r"^(?:and|but|so|because)\s+", re.IGNORECASE)
+_EDGE = " ,;"
+
+#: How far each route leads: an answer, a question, nowhere.
+_LEADS = {"exact": 2, "semantic": 2, "confirm": 1, "none": 0}
+#: The whole words' reasons for not answering that splitting may overcome: not a negative
+#: example's veto (the operator's own word) nor no words at all.
+_SPLITTABLE = frozenset({"below threshold", "margin too small", "background closer"})
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of ``text`` worth matching alone, in order; none when it has fewer than
+    two (one clause is the whole)."""
+    parts = (_JOINING.sub("", p.strip(_EDGE)) for p in _SPLIT.split(text) if p.strip(_EDGE))
+    kept = [p for p in parts if len(p.split()) >= MIN_WORDS]
+    return kept if len(kept) > 1 else []
+
+
+def worth_splitting(whole: Match) -> bool:
+    """Whether the whole words' match may be bettered by one of their clauses."""
+    return whole.route in ("confirm", "none") and whole.reason in _SPLITTABLE
+
+
+def leads_further(clause: Match, whole: Match) -> bool:
+    """Whether a clause's match decides instead of the whole's: the same intent, nearer an
+    answer."""
+    return (
+        clause.best is not None
+        and clause.best == whole.best
+        and _LEADS[clause.route] > _LEADS[whole.route]
+    )
