@@ -12,6 +12,8 @@ import pytest
 from bot.intents.cache import IntentCache
 from bot.intents.clauses import clauses, leads_further, worth_splitting
 from bot.intents.match import Match
+from bot.pipeline.deciding.call_lookups import CallLookups
+from bot.pipeline.deciding.decider import Decider
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
 from tests.bot.published import published
 
@@ -116,3 +118,17 @@ async def test_a_scene_setting_clause_never_answers_for_the_whole(
     assert found.best == "damaged_item", found
     assert found.intent != "order_status", found
     assert found.clause is None, found
+
+
+async def test_the_turns_decision_says_which_clause_decided(
+    energy: tuple[IntentCache, IntentCache],
+) -> None:
+    split, _whole = energy
+    decider = Decider(CallLookups(split, None), load_profile(ENERGY))
+    decision = await decider.decide(
+        "Our electricity has gone off, and the whole street is dark.", call_id="clauses"
+    )
+    assert (decision.kind, decision.intent) == ("answer", "power_cut"), decision
+    assert (
+        decision.why == "semantic match of power_cut by its clause 'Our electricity has gone off'"
+    )

@@ -292,7 +292,7 @@ class Decider:
                 "ask",
                 "confirm",
                 words,
-                f"near {entry.name}, not sure enough to answer",
+                f"near {entry.name}, not sure enough to answer{_by_clause(match)}",
                 heard=heard,
                 intent=entry.name,
                 score=score,
@@ -305,7 +305,7 @@ class Decider:
                 "answer",
                 match.route,
                 words,
-                f"{match.route} match of {entry.name}",
+                f"{match.route} match of {entry.name}{_by_clause(match)}",
                 heard=heard,
                 intent=entry.name,
                 score=score,
@@ -922,3 +922,8 @@ def _about_last_answer(
     if not answer or not about_last_answer(text, answer) or not new_words(text, asked):
         return None
     return sentence_about(text, answer)
+
+
+def _by_clause(match: Match) -> str:
+    """What the decision's reason adds when one clause of the words decided the match."""
+    return "" if match.clause is None else f" by its clause {match.clause!r}"
