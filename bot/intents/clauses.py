@@ -32,6 +32,9 @@ from bot.intents.match import Match
 
 #: The fewest words a clause needs to be matched alone ("Hi," and "Yes," are not requests).
 MIN_WORDS = 3
+#: The most clauses matched (one embedding call for all): of a longer story the last ones,
+#: where a caller's request usually comes ("..., and nobody can tell me where it is.").
+MAX_CLAUSES = 4
 
 _SPLIT = re.compile(r"(?<=[,.?!;])\s+|\s+(?=(?:and|but|so|because)\s)", re.IGNORECASE)
 _JOINING = re.compile(r"^(?:and|but|so|because)\s+", re.IGNORECASE)
@@ -45,11 +48,11 @@ _SPLITTABLE = frozenset({"below threshold", "margin too small", "background clos
 
 
 def clauses(text: str) -> list[str]:
-    """The clauses of ``text`` worth matching alone, in order; none when it has fewer than
-    two (one clause is the whole)."""
+    """The clauses of ``text`` worth matching alone, in order (the last ``MAX_CLAUSES``);
+    none when it has fewer than two (one clause is the whole)."""
     parts = (_JOINING.sub("", p.strip(_EDGE)) for p in _SPLIT.split(text) if p.strip(_EDGE))
     kept = [p for p in parts if len(p.split()) >= MIN_WORDS]
-    return kept if len(kept) > 1 else []
+    return kept[-MAX_CLAUSES:] if len(kept) > 1 else []
 
 
 def worth_splitting(whole: Match) -> bool:

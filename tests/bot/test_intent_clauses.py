@@ -44,6 +44,16 @@ ENERGY = (
         ("Hi, I have a power cut.", []),  # "Hi" is no clause: one clause is the whole
         ("I'd like to give a meter reading, please.", []),
         ("Where is my order?", []),
+        (  # a long story: its last four clauses
+            "I ordered a sofa in May, and it never came, so I called you twice, "
+            "but nobody rang me back, and I still don't know where it is.",
+            [
+                "it never came",
+                "I called you twice",
+                "nobody rang me back",
+                "I still don't know where it is.",
+            ],
+        ),
     ],
 )
 def test_clauses_are_split_at_punctuation_and_joining_words(text: str, expected: list[str]) -> None:
