@@ -19,9 +19,9 @@ that example against them.
 
 Measured (``python -m bench.intent_eval.decisions``, clean text and cached Whisper
 transcripts; docs/benchmarks.md, "A request said with its context"): on the default
-profile's tuning split 2 more paraphrases answered directly, on a new operator's energy
-profile 3 more and 1 more right after at most one question; no wrong intent, one more
-question to an out-of-scope caller (of 99, from speech).
+profile's tuning split 1-2 more paraphrases answered directly, on a new operator's energy
+profile 3 more and 1 more right after at most one question; no wrong intent, no false
+accept and no more questions to out-of-scope callers on any set.
 """
 
 from __future__ import annotations
