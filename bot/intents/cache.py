@@ -387,8 +387,8 @@ class IntentCache:
         return Lookup(match=match, entry=entry, lookup_ms=(time.perf_counter() - started) * 1e3)
 
     async def _by_clause(self, query: str, whole: Match, state: _State) -> Match:
-        """``whole``, or the match of the clause of ``query`` that leads further for the
-        same intent (``bot.intents.clauses``)."""
+        """``whole``, or the match of a clause of ``query`` that the rule answers, for the
+        intent the whole is nearest to (``bot.intents.clauses``)."""
         parts = clauses(query)
         if not parts:
             return whole

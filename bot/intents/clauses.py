@@ -10,8 +10,11 @@ alone ("I've just moved") is as near as a caller who said only that.
 The rule: when the whole words are not answered, each clause of at least ``MIN_WORDS``
 words (split at punctuation and before "and", "but", "so", "because") is matched as the
 whole is, with the same rule (thresholds, margins, background lines, negatives); a clause
-that leads further (an answer where the whole was asked about or led nowhere, a question
-where it led nowhere) decides, but only for the intent the whole words are nearest to. A
+the rule answers decides, where the whole was asked about or led nowhere, but only for
+the intent the whole words are nearest to. A clause is never asked about: where the whole
+led nowhere the knowledge base has its say first ("Is it people? | Box okay as the
+shipping address?", heard for a question about PO boxes, was asked about two intents by
+its second clause instead of answered from the knowledge base). A
 clause that sets the scene for another request ("Uh, my order arrived | but it's all
 smashed up.": order status for the clause, a damaged item for the whole) never answers for
 the whole. Words an intent's negative example vetoed are not split: the operator wrote
@@ -40,8 +43,6 @@ _SPLIT = re.compile(r"(?<=[,.?!;])\s+|\s+(?=(?:and|but|so|because)\s)", re.IGNOR
 _JOINING = re.compile(r"^(?:and|but|so|because)\s+", re.IGNORECASE)
 _EDGE = " ,;"
 
-#: How far each route leads: an answer, a question, nowhere.
-_LEADS = {"exact": 2, "semantic": 2, "confirm": 1, "none": 0}
 #: The whole words' reasons for not answering that splitting may overcome: not a negative
 #: example's veto (the operator's own word) nor no words at all.
 _SPLITTABLE = frozenset({"below threshold", "margin too small", "background closer"})
@@ -61,10 +62,6 @@ def worth_splitting(whole: Match) -> bool:
 
 
 def leads_further(clause: Match, whole: Match) -> bool:
-    """Whether a clause's match decides instead of the whole's: the same intent, nearer an
-    answer."""
-    return (
-        clause.best is not None
-        and clause.best == whole.best
-        and _LEADS[clause.route] > _LEADS[whole.route]
-    )
+    """Whether a clause's match decides instead of the whole's: an answer, for the intent
+    the whole is nearest to."""
+    return clause.best is not None and clause.best == whole.best and clause.route == "semantic"

@@ -64,14 +64,17 @@ def _match(route: str, best: str | None, reason: str = "") -> Match:
     return Match(route=route, intent=None, score=0.5, best=best, reason=reason)  # type: ignore[arg-type]
 
 
-def test_only_a_clause_nearer_an_answer_for_the_same_intent_decides() -> None:
+def test_only_a_clause_answered_for_the_same_intent_decides() -> None:
     whole = _match("none", "moving_home", "background closer")
     assert worth_splitting(whole)
     assert leads_further(_match("semantic", "moving_home"), whole)
-    assert leads_further(_match("confirm", "moving_home"), whole)
     assert not leads_further(_match("semantic", "power_cut"), whole)  # another intent
+    # A clause is never asked about: the knowledge base has its say on the whole first.
+    assert not leads_further(_match("confirm", "moving_home"), whole)
     asked = _match("confirm", "moving_home", "below threshold")
-    assert not leads_further(_match("confirm", "moving_home"), asked)  # no further
+    assert worth_splitting(asked)
+    assert leads_further(_match("semantic", "moving_home"), asked)
+    assert not leads_further(_match("confirm", "moving_home"), asked)
     assert not worth_splitting(_match("none", "moving_home", "negative example closer"))
     assert not worth_splitting(_match("semantic", "moving_home"))
 
