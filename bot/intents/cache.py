@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from bot.intents.background import background_lines
-from bot.intents.clauses import clauses, leads_further, worth_splitting
+from bot.intents.clauses import clauses, decides, worth_splitting
 from bot.intents.confirm import confirm_question
 from bot.intents.fit import Fitted, fit
 from bot.intents.match import (
@@ -396,7 +396,7 @@ class IntentCache:
         found = whole
         for part, vector in zip(parts, vectors, strict=True):
             match = state.index.semantic(vector, state.thresholds)
-            if leads_further(match, found):
+            if decides(match, whole):
                 found = replace(match, clause=part)
         return found
 

@@ -61,7 +61,7 @@ def worth_splitting(whole: Match) -> bool:
     return whole.route in ("confirm", "none") and whole.reason in _SPLITTABLE
 
 
-def leads_further(clause: Match, whole: Match) -> bool:
+def decides(clause: Match, whole: Match) -> bool:
     """Whether a clause's match decides instead of the whole's: an answer, for the intent
     the whole is nearest to."""
     return clause.best is not None and clause.best == whole.best and clause.route == "semantic"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.intents.clauses import clauses, leads_further, worth_splitting
+from bot.intents.clauses import clauses, decides, worth_splitting
 from bot.intents.match import Match
 from bot.pipeline.deciding.call_lookups import CallLookups
 from bot.pipeline.deciding.decider import Decider
@@ -67,14 +67,14 @@ def _match(route: str, best: str | None, reason: str = "") -> Match:
 def test_only_a_clause_answered_for_the_same_intent_decides() -> None:
     whole = _match("none", "moving_home", "background closer")
     assert worth_splitting(whole)
-    assert leads_further(_match("semantic", "moving_home"), whole)
-    assert not leads_further(_match("semantic", "power_cut"), whole)  # another intent
+    assert decides(_match("semantic", "moving_home"), whole)
+    assert not decides(_match("semantic", "power_cut"), whole)  # another intent
     # A clause is never asked about: the knowledge base has its say on the whole first.
-    assert not leads_further(_match("confirm", "moving_home"), whole)
+    assert not decides(_match("confirm", "moving_home"), whole)
     asked = _match("confirm", "moving_home", "below threshold")
     assert worth_splitting(asked)
-    assert leads_further(_match("semantic", "moving_home"), asked)
-    assert not leads_further(_match("confirm", "moving_home"), asked)
+    assert decides(_match("semantic", "moving_home"), asked)
+    assert not decides(_match("confirm", "moving_home"), asked)
     assert not worth_splitting(_match("none", "moving_home", "negative example closer"))
     assert not worth_splitting(_match("semantic", "moving_home"))
 
