@@ -15,8 +15,11 @@ one's nearest phrasing is at least ``ADOPT_SIMILARITY``. Measured on four profil
 (2026-11-27): the intents asking for a person score 0.84-0.87, every other intent 0.48 or
 less, a transfer for fraud ("Someone took money from my account.") among them (0.38).
 Of the request's phrasings, those nearer the intent's own examples than any other intent's
-by ``ADOPT_LEAD`` join its examples (in a thin profile an intent of 39 examples draws the
-other intents' callers: "I want to terminate my contract" was asked about a person), and
+by ``ADOPT_LEAD``, or that no other intent's example comes within ``ADOPT_ALONE`` of, join
+its examples (in a thin profile an intent of 39 examples draws the other intents' callers:
+"I want to terminate my contract" was asked about a person; a lead alone, held to the
+intent's three examples, left out "Human." and "Operator please.", which no other intent
+is near, and new callers saying "Operator." or "Human." were not put through), and
 its negatives join the intent's negatives, in the index it is matched with: each negative
 only with the phrasing nearest to it among the request's (adopted, or one of the intent's
 own examples), the one it was written against. Alone, "I'd like to talk about my
@@ -43,6 +46,9 @@ ADOPT_SIMILARITY = 0.7
 #: A phrasing is adopted only when it is nearer its intent's own examples than any other
 #: intent's by this much.
 ADOPT_LEAD = 0.2
+#: ... or when no other intent's example is this similar to it (single words such as
+#: "Human." are near no example of an intent's three, its own included).
+ADOPT_ALONE = 0.3
 
 
 @dataclass(frozen=True)
@@ -132,7 +138,7 @@ def _adopt(
     examples = [
         i
         for i, t in enumerate(r.examples)
-        if normalize(t) not in said and own[i] - other[i] >= ADOPT_LEAD
+        if normalize(t) not in said and (own[i] - other[i] >= ADOPT_LEAD or other[i] < ADOPT_ALONE)
     ]
     said.update(normalize(r.examples[i]) for i in examples)
     # A negative was written against the phrasing nearest to it ("I'd like to talk about

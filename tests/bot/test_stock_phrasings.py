@@ -14,6 +14,8 @@ import pytest
 
 from bot.intents.match import IntentMatchingConfig, IntentVectors
 from bot.intents.stock import (
+    ADOPT_ALONE,
+    ADOPT_LEAD,
     ADOPT_SIMILARITY,
     adopted,
     embed_requests,
@@ -138,3 +140,33 @@ async def test_a_negative_comes_only_with_the_phrasing_it_was_written_against(
     # with them every negative.
     alone = with_stock_phrasings(thin[:1], [person])[0][0]
     assert set(alone.negatives) == set(person.request.negatives)
+
+
+async def test_a_phrasing_no_other_intent_is_near_is_adopted_without_a_lead(
+    minilm: MiniLMEmbedder,
+) -> None:
+    # Found on new operators' profiles: "Human." and "Operator." were not put through, since
+    # the one-word phrasings lead no other intent's examples by ADOPT_LEAD when held to the
+    # intent's three examples, though no other intent is near them.
+    requests = {r.request.name: r for r in await embed_requests(minilm.embed)}
+    person = requests["talk_to_person"]
+
+    async def vectors(intent: IntentConfig) -> IntentVectors:
+        v = await minilm.embed(intent.examples)
+        return IntentVectors(intent.name, tuple(intent.examples), (), v, v[:0], intent.action)
+
+    thin = [await vectors(i) for i in (AGENT, FRAUD, BILL)]
+    agent = with_stock_phrasings(thin, [person])[0][0]
+    others = [i.example_vectors for i in thin[1:]]
+    for phrasing, row in zip(person.request.examples, person.example_vectors, strict=True):
+        other = max(float((v @ row).max()) for v in others)
+        own = float((thin[0].example_vectors @ row).max())
+        expected = own - other >= ADOPT_LEAD or other < ADOPT_ALONE
+        assert (phrasing in agent.examples) == expected, phrasing
+    for phrasing in ("Human.", "Representative.", "I want an operator."):
+        assert phrasing in agent.examples, phrasing
+    # One nearer another intent's examples stays out.
+    assert "Transfer me to customer service." not in agent.examples
+    async with published(profile(), minilm) as cache:
+        found = await cache.lookup("Human.")
+        assert (found.match.route, found.match.intent) == ("exact", "speak_to_agent")
