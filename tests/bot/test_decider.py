@@ -427,3 +427,27 @@ async def test_the_call_remembers_each_answer_once_with_the_words_that_asked(
     answered = decider.conversation.answered
     assert [a.name for a in answered] == ["order_status", "delivery_cost"]
     assert answered[-1].words == "How much does delivery cost?" and answered[-1].intent
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        "Can I talk to you over chat on the website?",
+        "Could I talk to someone by chat on your website?",
+    ],
+)
+async def test_words_the_knowledge_base_answers_directly_are_not_acted_on(
+    cache: IntentCache, knowledge: KnowledgeIndex, words: str
+) -> None:
+    # Near enough to a request for a person to transfer, but a question about the chat: the
+    # operator's entry answers it, and no one is put through.
+    alone = await decider_for(cache).decide(words, call_id="c")
+    assert (alone.intent, alone.action) == ("talk_to_person", "transfer")
+    decision = await decider_for(cache, knowledge=knowledge).decide(words, call_id="c")
+    assert (decision.kind, decision.route, decision.intent) == ("answer", "knowledge", "live_chat")
+    assert decision.action is None and "not talk_to_person's transfer" in decision.why
+    # A request for a person the knowledge base does not answer directly is put through.
+    person = await decider_for(cache, knowledge=knowledge).decide(
+        "Can you put me through to a real person please?", call_id="c"
+    )
+    assert (person.intent, person.action) == ("talk_to_person", "transfer")

@@ -24,6 +24,9 @@ The rule, in order (each step is the first that applies):
    bot's answer (``continues``), is no reply.
 2. The intent cache: a sure match answers, a near one is asked about (once a call), or,
    with another thing as near, offered with it in one question (``_choice``: the rule).
+   A semantic match of an intent with an action (a transfer, a hang-up) on words a
+   knowledge entry answers directly gets that entry, and no action (``_asked_not_acted``:
+   "Can I talk to you over chat on the website?" asks about the chat).
    Words that match nothing are tried as a turn's own words (a second request said over
    the bot), as a follow-up joined to the question answered before ("and the fast one?",
    unless an answer before that one said the words it did not), as a detail of the last
@@ -301,6 +304,9 @@ class Decider:
                 asks=Asked("intent", words, call_id, entry=entry, score=match.score),
             )
         if match.intent is not None and entry is not None and match.route != "none":
+            instead = await self._asked_not_acted(match, entry, words, heard)
+            if instead is not None:
+                return instead
             return Decision(
                 "answer",
                 match.route,
@@ -315,6 +321,33 @@ class Decider:
         held = match.ask_if_unanswered and entry is not None and entry.confirm and not again
         return await self._knowledge(
             words, heard=heard, held=entry if held else None, call_id=call_id, score=match.score
+        )
+
+    async def _asked_not_acted(
+        self, match: Match, entry: CacheEntry, words: str, heard: Heard
+    ) -> Decision | None:
+        """The knowledge entry in place of an intent's action (a transfer, a hang-up) on
+        words the knowledge base answers directly: "Can I talk to you over chat on the
+        website?" is a question about the chat, not a request for a person, though near
+        enough to one to act on. Only on a semantic match: an example said as written acts.
+        None: the intent answers."""
+        index = self.lookups.knowledge
+        if entry.action is None or match.route != "semantic" or index is None:
+            return None
+        near = await self._entry_about(words)
+        if near is None or near.score < index.config.direct_score:
+            return None
+        return Decision(
+            "answer",
+            "knowledge",
+            words,
+            f"knowledge entry {near.entry.topic} directly, not {entry.name}'s {entry.action} "
+            f"({match.score:.2f})",
+            heard=heard,
+            intent=near.entry.topic,
+            score=round(near.score, 4),
+            say=near.entry.answer,
+            knowledge=(near,),
         )
 
     async def _knowledge(
