@@ -122,6 +122,7 @@ async def decide_all(
             if truth is None:
                 out.negatives_asked += 1
                 out.negative_choices += choice
+                out.notes.append(f"asked out of scope: {text!r} -> {first.asks.key} ({first.why})")
             else:
                 out.asked += 1
                 out.choices += choice
