@@ -6,7 +6,6 @@ held back. Matched with the real MiniLM embedder, as the intent cache matches at
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,19 +16,13 @@ from bot.intents.cache import IntentCache
 from bot.intents.fit import covered
 from bot.intents.match import IntentVectors
 from bot.profile import load_profile
+from tests.bot.new_profiles import new_profile
 from tests.bot.published import published
 
 if TYPE_CHECKING:
     from serve.embed_minilm import MiniLMEmbedder
 
-PROFILE = (
-    Path(__file__).resolve().parents[2]
-    / "bench"
-    / "intent_eval"
-    / "new_profiles"
-    / "kestrel_bank"
-    / "profile.toml"
-)
+PROFILE = new_profile("kestrel_bank")
 
 
 @pytest.fixture(scope="module")

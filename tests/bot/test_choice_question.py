@@ -8,13 +8,9 @@ import pytest
 
 from bot.intents.choice import KEY_CHOICES, Choice, choice_question, choice_topic, read_choice
 from bot.profile import DEFAULT_PROFILE, IntentConfig, KnowledgeEntry, load_profile
+from tests.bot.new_profiles import new_profile
 
-DENTAL = {
-    i.name: i
-    for i in load_profile(
-        DEFAULT_PROFILE.parents[2] / "bench/intent_eval/new_profiles/harbor_dental/profile.toml"
-    ).intents
-}
+DENTAL = {i.name: i for i in load_profile(new_profile("harbor_dental")).intents}
 BOOK, EMERGENCY = DENTAL["book_appointment"], DENTAL["emergency"]
 CANCEL = DENTAL["cancel_appointment"]
 SHOP = load_profile(DEFAULT_PROFILE)

@@ -4,7 +4,6 @@ with the real MiniLM embedder on a new operator's energy profile and on the defa
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -15,19 +14,13 @@ from bot.intents.match import Match
 from bot.pipeline.deciding.call_lookups import CallLookups
 from bot.pipeline.deciding.decider import Decider
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
+from tests.bot.new_profiles import new_profile
 from tests.bot.published import published
 
 if TYPE_CHECKING:
     from serve.embed_minilm import MiniLMEmbedder
 
-ENERGY = (
-    Path(__file__).resolve().parents[2]
-    / "bench"
-    / "intent_eval"
-    / "new_profiles"
-    / "northgate_energy"
-    / "profile.toml"
-)
+ENERGY = new_profile("northgate_energy")
 
 
 @pytest.mark.parametrize(

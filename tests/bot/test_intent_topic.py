@@ -12,8 +12,7 @@ from bot.intents.confirm import confirm_question
 from bot.intents.topic import derive_topic, gerund, topic_of, topic_of_entry
 from bot.knowledge.index import topic_question
 from bot.profile import DEFAULT_PROFILE, IntentConfig, KnowledgeEntry, load_profile
-
-NEW_PROFILES = DEFAULT_PROFILE.parents[2] / "bench" / "intent_eval" / "new_profiles"
+from tests.bot.new_profiles import NEW_PROFILES
 
 #: Every intent and entry of the shipped profile, and of the development profiles (written
 #: as new operators write them: no topics), with the topic the bot says. "*": written by

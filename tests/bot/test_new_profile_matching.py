@@ -7,26 +7,19 @@ operator is warned about its thin intents at load."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from bot.intents.cache import IntentCache
 from bot.profile import load_profile
+from tests.bot.new_profiles import new_profile
 from tests.bot.published import published
 
 if TYPE_CHECKING:
     from serve.embed_minilm import MiniLMEmbedder
 
-PROFILE = (
-    Path(__file__).resolve().parents[2]
-    / "bench"
-    / "intent_eval"
-    / "new_profiles"
-    / "brightwave"
-    / "profile.toml"
-)
+PROFILE = new_profile("brightwave")
 
 
 @pytest.fixture(scope="module")
