@@ -17,6 +17,7 @@ from bot.intents.stock import (
     ADOPT_ALONE,
     ADOPT_LEAD,
     ADOPT_SIMILARITY,
+    EmbeddedRequest,
     adopted,
     embed_requests,
     nearest_rows,
@@ -54,6 +55,20 @@ BILL = IntentConfig(
 )
 
 
+async def thin_profile(minilm: MiniLMEmbedder) -> list[IntentVectors]:
+    """The three intents, embedded as the cache embeds them (no negatives)."""
+    out = []
+    for intent in (AGENT, FRAUD, BILL):
+        v = await minilm.embed(intent.examples)
+        out.append(IntentVectors(intent.name, tuple(intent.examples), (), v, v[:0], intent.action))
+    return out
+
+
+async def embedded_requests(minilm: MiniLMEmbedder) -> dict[str, EmbeddedRequest]:
+    """The stock requests, embedded, by name."""
+    return {r.request.name: r for r in await embed_requests(minilm.embed)}
+
+
 def profile(*, stock: bool = True) -> BotProfile:
     base = load_profile(DEFAULT_PROFILE)
     return base.model_copy(
@@ -72,13 +87,9 @@ def test_the_stock_requests_are_the_default_profiles_intents_with_an_action() ->
 
 
 async def test_only_an_intent_asking_for_the_same_thing_adopts_it(minilm: MiniLMEmbedder) -> None:
-    requests = {r.request.name: r for r in await embed_requests(minilm.embed)}
+    requests = await embedded_requests(minilm)
 
-    async def vectors(intent: IntentConfig) -> IntentVectors:
-        v = await minilm.embed(intent.examples)
-        return IntentVectors(intent.name, tuple(intent.examples), (), v, v[:0], intent.action)
-
-    agent, fraud, bill = [await vectors(i) for i in (AGENT, FRAUD, BILL)]
+    agent, fraud, bill = await thin_profile(minilm)
     assert adopted(agent, requests["talk_to_person"])
     assert not adopted(agent, requests["goodbye"])  # another action
     assert not adopted(fraud, requests["talk_to_person"])  # a transfer for another reason
@@ -114,14 +125,10 @@ async def test_a_negative_comes_only_with_the_phrasing_it_was_written_against(
     # Seen on new operators' profiles: "I'd like to talk about my account." adopted
     # without "I'd like to talk to your staff." vetoed "I'd like to talk to customer
     # service please.".
-    requests = {r.request.name: r for r in await embed_requests(minilm.embed)}
+    requests = await embedded_requests(minilm)
     person = requests["talk_to_person"]
 
-    async def vectors(intent: IntentConfig) -> IntentVectors:
-        v = await minilm.embed(intent.examples)
-        return IntentVectors(intent.name, tuple(intent.examples), (), v, v[:0], intent.action)
-
-    thin = [await vectors(i) for i in (AGENT, FRAUD, BILL)]
+    thin = await thin_profile(minilm)
     agent = with_stock_phrasings(thin, [person])[0][0]
     counterpart = {
         n: person.request.examples[k]
@@ -148,14 +155,10 @@ async def test_a_phrasing_no_other_intent_is_near_is_adopted_without_a_lead(
     # Found on new operators' profiles: "Human." and "Operator." were not put through, since
     # the one-word phrasings lead no other intent's examples by ADOPT_LEAD when held to the
     # intent's three examples, though no other intent is near them.
-    requests = {r.request.name: r for r in await embed_requests(minilm.embed)}
+    requests = await embedded_requests(minilm)
     person = requests["talk_to_person"]
 
-    async def vectors(intent: IntentConfig) -> IntentVectors:
-        v = await minilm.embed(intent.examples)
-        return IntentVectors(intent.name, tuple(intent.examples), (), v, v[:0], intent.action)
-
-    thin = [await vectors(i) for i in (AGENT, FRAUD, BILL)]
+    thin = await thin_profile(minilm)
     agent = with_stock_phrasings(thin, [person])[0][0]
     others = [i.example_vectors for i in thin[1:]]
     for phrasing, row in zip(person.request.examples, person.example_vectors, strict=True):
