@@ -337,18 +337,8 @@ class Decider:
         near = await self._entry_about(words)
         if near is None or near.score < index.config.direct_score:
             return None
-        return Decision(
-            "answer",
-            "knowledge",
-            words,
-            f"knowledge entry {near.entry.topic} directly, not {entry.name}'s {entry.action} "
-            f"({match.score:.2f})",
-            heard=heard,
-            intent=near.entry.topic,
-            score=round(near.score, 4),
-            say=near.entry.answer,
-            knowledge=(near,),
-        )
+        why = f"knowledge entry {near.entry.topic} directly, not {entry.name}'s {entry.action}"
+        return _entry_said(words, heard, near, (near,), f"{why} ({match.score:.2f})")
 
     async def _knowledge(
         self,
@@ -408,16 +398,8 @@ class Decider:
                 return self._ask_topic(words, heard, entry, call_id, f"other_topic: {entry.topic}")
             best = about[0]
             if best.score >= index.config.direct_score:
-                return Decision(
-                    "answer",
-                    "knowledge",
-                    words,
-                    f"knowledge entry {best.entry.topic}",
-                    heard=heard,
-                    intent=best.entry.topic,
-                    score=round(best.score, 4),
-                    say=best.entry.answer,
-                    knowledge=tuple(about),
+                return _entry_said(
+                    words, heard, best, tuple(about), f"knowledge entry {best.entry.topic}"
                 )
             if index.config.extractive:
                 choice = self._topic_choice(words, heard, about, call_id)
@@ -955,6 +937,23 @@ def _about_last_answer(
     if not answer or not about_last_answer(text, answer) or not new_words(text, asked):
         return None
     return sentence_about(text, answer)
+
+
+def _entry_said(
+    words: str, heard: Heard, entry: Retrieved, about: tuple[Retrieved, ...], why: str
+) -> Decision:
+    """A knowledge entry's answer said as the operator wrote it (route ``knowledge``)."""
+    return Decision(
+        "answer",
+        "knowledge",
+        words,
+        why,
+        heard=heard,
+        intent=entry.entry.topic,
+        score=round(entry.score, 4),
+        say=entry.entry.answer,
+        knowledge=about,
+    )
 
 
 def _by_clause(match: Match) -> str:
