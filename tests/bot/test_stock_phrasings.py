@@ -69,6 +69,16 @@ async def embedded_requests(minilm: MiniLMEmbedder) -> dict[str, EmbeddedRequest
     return {r.request.name: r for r in await embed_requests(minilm.embed)}
 
 
+async def person_adopted(
+    minilm: MiniLMEmbedder,
+) -> tuple[EmbeddedRequest, list[IntentVectors], IntentVectors]:
+    """The stock request for a person, the thin profile, and its agent intent with the
+    request's phrasings and negatives it adopts."""
+    person = (await embedded_requests(minilm))["talk_to_person"]
+    thin = await thin_profile(minilm)
+    return person, thin, with_stock_phrasings(thin, [person])[0][0]
+
+
 def profile(*, stock: bool = True) -> BotProfile:
     base = load_profile(DEFAULT_PROFILE)
     return base.model_copy(
@@ -125,11 +135,7 @@ async def test_a_negative_comes_only_with_the_phrasing_it_was_written_against(
     # Seen on new operators' profiles: "I'd like to talk about my account." adopted
     # without "I'd like to talk to your staff." vetoed "I'd like to talk to customer
     # service please.".
-    requests = await embedded_requests(minilm)
-    person = requests["talk_to_person"]
-
-    thin = await thin_profile(minilm)
-    agent = with_stock_phrasings(thin, [person])[0][0]
+    person, thin, agent = await person_adopted(minilm)
     counterpart = {
         n: person.request.examples[k]
         for n, k in zip(
@@ -155,11 +161,7 @@ async def test_a_phrasing_no_other_intent_is_near_is_adopted_without_a_lead(
     # Found on new operators' profiles: "Human." and "Operator." were not put through, since
     # the one-word phrasings lead no other intent's examples by ADOPT_LEAD when held to the
     # intent's three examples, though no other intent is near them.
-    requests = await embedded_requests(minilm)
-    person = requests["talk_to_person"]
-
-    thin = await thin_profile(minilm)
-    agent = with_stock_phrasings(thin, [person])[0][0]
+    person, thin, agent = await person_adopted(minilm)
     others = [i.example_vectors for i in thin[1:]]
     for phrasing, row in zip(person.request.examples, person.example_vectors, strict=True):
         other = max(float((v @ row).max()) for v in others)
