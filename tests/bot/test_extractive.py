@@ -24,6 +24,12 @@ from tests.bot.deciding import decider_for, responder_for
 
 PROFILE = load_profile(DEFAULT_PROFILE)
 ENTRIES = {e.topic: e for e in PROFILE.knowledge}
+#: The model's time to its first token here: these tests check which way a turn goes and
+#: what is said, not how fast the packaged model is. The bot's own 10 s limit was passed by
+#: a fresh-clone run with the other test groups on the same two cores, and the turn went to
+#: the fallback instead of the model; the limit itself is tested with fake providers
+#: (tests/serve/test_base.py).
+LLM_TIMEOUT_S = 120.0
 
 
 def case(*asks: tuple[str, str | None]) -> Case:
@@ -50,7 +56,7 @@ async def running(responder: Responder) -> AsyncIterator[Collector]:
 
 @pytest.mark.models
 async def test_extractive_mode_asks_about_an_entry_and_never_generates() -> None:
-    extractive = await Rig.load(PROFILE)
+    extractive = await Rig.load(PROFILE, llm_timeout_s=LLM_TIMEOUT_S)
     assert extractive.knowledge.config.extractive  # the default profile's mode
     # The model-worded mode, set apart (extractive = false), to compare.
     config = PROFILE.knowledge_matching.model_copy(update={"extractive": False})
@@ -93,7 +99,7 @@ async def test_extractive_mode_asks_about_an_entry_and_never_generates() -> None
 
 @pytest.mark.models
 async def test_a_topic_question_is_forgotten_once_another_answer_was_given() -> None:
-    rig = await Rig.load(PROFILE)
+    rig = await Rig.load(PROFILE, llm_timeout_s=LLM_TIMEOUT_S)
     decider = decider_for(knowledge=rig.knowledge, profile=PROFILE)
     responder = responder_for(rig.llm, PROFILE, decider=decider)
     async with running(responder):
@@ -114,7 +120,7 @@ async def test_a_topic_question_is_forgotten_once_another_answer_was_given() -> 
 
 @pytest.mark.models
 async def test_the_topic_question_plays_from_audio_synthesized_ahead() -> None:
-    rig = await Rig.load(PROFILE)
+    rig = await Rig.load(PROFILE, llm_timeout_s=LLM_TIMEOUT_S)
     question = topic_question(ENTRIES["gift_cards"])
     assert question in Responder.phrases(PROFILE)  # the node synthesizes it at start
     ahead = {question: b"\x01\x02" * 80}
@@ -142,7 +148,7 @@ def test_the_topic_question_is_the_operators_or_made_from_the_topic() -> None:
 async def test_the_rig_hears_a_turn_again_with_the_second_transcript_as_a_call_does() -> None:
     # The spoken evaluation replays the second recognizer's transcript of a turn whose
     # first one led nowhere, as the router asks for it on a call (bot.pipeline.rehear).
-    rig = await Rig.load(PROFILE)
+    rig = await Rig.load(PROFILE, llm_timeout_s=LLM_TIMEOUT_S)
     misheard, again = "Howl much is the living?", "How much is delivery?"
     asked = case((misheard, "delivery_cost"))
     [alone] = await rig.converse(asked, [misheard])
