@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from bot.answers.small_talk import is_small_talk, small_talk_kind
 from bot.answers.text import sentences
 from bot.pipeline.clock import MONOTONIC, Clock
-from bot.pipeline.language.end_of_turn import judge
+from bot.pipeline.language.end_of_turn import judge, whole_question
 from bot.pipeline.language.intonation import Intonation, read_intonation
 from bot.pipeline.rehear import ends_call
 from bot.pipeline.said_ahead import live_words
@@ -374,24 +374,36 @@ class Speculator:
         timings: StageTimings,
         early: asyncio.Task[str | None] | None = None,
     ) -> None:
-        """Look the words up, hear them again where worth it, and decide them."""
+        """Look the words up, decide them, and hear them again where worth it: when the
+        decision asks for the second words (the first lead nowhere), or for the pause's
+        reading, unless the operator's words answer a whole question as first heard
+        (``_sure_as_heard``)."""
         decider = self._decider
         if decider is not None and decider.lookups.cache is not None:
             try:
                 spec.lookup = await decider.lookups.intent(text)
             except ProviderError as exc:
                 log.debug("speculative lookup failed: %s", exc)
-        if self._worth_hearing_again(spec, text):
-            spec.second = await self._hear_again(spec, audio, timings, early)
-        if decider is None or self._current is not spec:
-            return  # nothing to decide, or the caller spoke again
-        spec.version = decider.conversation.version
-        second = spec.second
+        worth = self._worth_hearing_again(spec, text)
+        asked = False
 
         async def heard_again() -> str | None:
-            return second
+            """The second words, heard once, when asked for (None: not worth hearing
+            again here, or the second hearing failed)."""
+            nonlocal asked
+            if worth and not asked:
+                asked = True
+                spec.second = await self._hear_again(spec, audio, timings, early)
+            return spec.second
 
+        if decider is None or self._current is not spec:
+            if worth and decider is None:
+                await heard_again()  # the words are heard, not decided: for the reading
+            return  # nothing to decide, or the caller spoke again
+        spec.version = decider.conversation.version
         spec.decision = await decider.decide(text, call_id=self._call_id, hear=heard_again)
+        if worth and not asked and not _sure_as_heard(spec.decision, text):
+            await heard_again()  # for the pause's reading only: the decision is made
         if self._read_intonation and spec.decision.kind in _WAITS_ON_INTONATION:
             # ~6 ms of numpy on a few seconds of voice, off the event loop.
             spec.intonation = await asyncio.to_thread(read_intonation, audio, self._rate)
@@ -418,6 +430,22 @@ class Speculator:
             and found.match.route not in ("none", "confirm")
         )
         return not answered and judge(text) in ("finished", "open") and not is_small_talk(text)
+
+
+def _sure_as_heard(decision: Decision, text: str) -> bool:
+    """A knowledge entry answers the words as first heard, said as written, and they are a
+    question asked whole (``whole_question``): the answer needs no second hearing, and
+    neither does the pause's reading. A second recognizer is what tells half a request
+    heard as a sentence ("I got an email." of "I got an email | saying my order was
+    cancelled", which the order confirmation's entry answers); such halves are statements
+    or short questions. A whole question the second recognizer mishears no longer waits
+    the unsure silence for it."""
+    return (
+        decision.kind == "answer"
+        and decision.route == "knowledge"
+        and decision.heard == "first"
+        and whole_question(text)
+    )
 
 
 async def _dropped(spec: Speculation, early: asyncio.Task[str | None]) -> None:

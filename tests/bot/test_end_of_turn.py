@@ -27,6 +27,7 @@ from bot.pipeline.language.end_of_turn import (
     judge,
     leads_with_answer,
     strip_hold,
+    whole_question,
 )
 from bot.pipeline.processor import Collector
 from bot.pipeline.rehear import Rehearing
@@ -497,3 +498,25 @@ def test_two_recognizers_heard_alike_only_when_most_words_are_the_same(
     first: str, second: str, alike: bool
 ) -> None:
     assert heard_alike(first, second) is alike
+
+
+@pytest.mark.parametrize(
+    ("words", "whole"),
+    [
+        ("Do you sell gift cards?", True),
+        ("How long does a refund take?", True),
+        ("Can I pay with PayPal?", True),
+        # halves of the paused sets, heard as finished sentences
+        ("I got an email.", False),
+        ("Can you help me?", False),
+        ("Can you hack it?", False),
+        # five words, but a thought still going
+        ("How long does it take to?", False),
+        ("Would you be able to?", False),
+        # two sentences: one may be the start of the next
+        ("Hello. Do you sell gift cards?", False),
+        ("I've been waiting for my refund for two weeks.", False),
+    ],
+)
+def test_a_question_asked_whole(words: str, whole: bool) -> None:
+    assert whole_question(words) is whole

@@ -293,6 +293,28 @@ def heard_alike(first: str, second: str) -> bool:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= AGREEMENT
 
 
+#: Words a question must have to be taken as asked whole (``whole_question``). The first
+#: halves of the paused sets heard as a finished question are shorter ("Can you help me?",
+#: "Can you hack it?" for "Could you check if"); the knowledge entries' questions callers
+#: ask are not ("Do you sell gift cards?").
+WHOLE_QUESTION_WORDS = 5
+
+
+def whole_question(text: str) -> bool:
+    """One sentence, a question (a final question mark) of at least
+    ``WHOLE_QUESTION_WORDS`` words, that reads finished: what a caller asks whole. Half a
+    request heard as a sentence is most often a statement ("I got an email.") or a short
+    question ("Can you help me?")."""
+    stripped = text.strip()
+    sentences = [s for s in _SENTENCE_END.split(stripped) if _words(s)]
+    return (
+        len(sentences) == 1
+        and stripped.endswith("?")
+        and len(_words(stripped)) >= WHOLE_QUESTION_WORDS
+        and judge(stripped) == "finished"
+    )
+
+
 def leads_with_answer(text: str) -> bool:
     """The words start as a reply to a yes-or-no offer ("yes please", "no thanks"), rather
     than going on with the caller's own sentence ("my refund has gone through yet")."""
