@@ -104,7 +104,8 @@ class Outcome:
     #: last pass in the pause, reused; ``asr_second``: heard again), from the call log.
     model_ms: tuple[tuple[str, float], ...] = ()
     #: The reading the turn at the request's end waited by (``wait``, "fell" where the
-    #: voice fell, and where it ended in semitones), from the pause's record.
+    #: voice fell, and where it ended in semitones, "long" where the sentence was), from
+    #: the pause's record.
     waited: str = ""
 
 
@@ -260,12 +261,14 @@ async def run(
 
 
 def _waited(pause: tuple[object, object, object] | None) -> str:
-    """The reading the turn waited by: its wait, and whether the voice fell (end in st)."""
+    """The reading the turn waited by: its wait, whether the voice fell (end in st), and
+    whether the sentence was long."""
     record = pause[2] if pause is not None else None
     if not isinstance(record, dict):
         return ""
     fell = "fell " if record.get("fell") else ""
-    return f"{record.get('wait')} {fell}{record.get('end_st')}"
+    long = " long" if record.get("long") else ""
+    return f"{record.get('wait')} {fell}{record.get('end_st')}{long}"
 
 
 def _words(text: str) -> set[str]:

@@ -57,6 +57,8 @@ const SETTING_LABELS = {
   "endpointing.question_silence_ms": ["Question end silence (ms)", "A finished sentence the bot would only ask about (\"Just to check, ...?\"): often half a request. 0: no longer wait."],
   "endpointing.fallen_silence_ms": ["Fallen voice end silence (ms)", "Replaces the nothing-to-say and question waits above when the caller's voice also fell to the bottom of its range on the last words (a finished statement). 0: the pitch is not read."],
   "endpointing.fall_semitones": ["Fallen voice: semitones under the median", "How far below the caller's own median pitch the last words must end to count as fallen."],
+  "endpointing.long_sentence_silence_ms": ["Long sentence end silence (ms)", "Replaces the nothing-to-say and question waits when each recognizer heard a finished sentence of at least the words below (half a request heard as a sentence is short). 0: those waits stay."],
+  "endpointing.long_sentence_words": ["Long sentence: words", "How many words a finished sentence needs for the shorter wait above."],
   "endpointing.hangup_silence_ms": ["Hang-up end silence (ms)", "Words an intent would hang up on (a goodbye): a hang-up cannot be taken back, so a caller who was only pausing may go on. 0: no longer wait."],
   "endpointing.greeting_silence_ms": ["Greeting end silence (ms)", "Words that are only a greeting (\"Hello?\"): as often the start of a request as all of it, so the bot's greeting waits for a caller who goes on. 0: no longer wait."],
   "endpointing.acknowledgement_silence_ms": ["Bare yes or okay end silence (ms)", "Words that are only a yes, no or okay with nothing asked (\"Okay.\"): a caller often goes on with a request, so the reply waits. 0: no longer wait."],

@@ -24,6 +24,9 @@ range on them (``fell``: a finished statement, ``bot.pipeline.language.intonatio
 mid-sentence holds the pitch up. Two cues together, as listeners take a turn on: the fall
 alone does not shorten ``unsure`` (no hearing says the words are finished; "It's order
 number | five five two ..." fell 3.5 semitones on "number" in one espeak-ng voice).
+They shorten to ``long_sentence_silence_ms`` where each recognizer heard the finished
+sentence as at least ``long_sentence_words`` words (``long``): half a request heard as a
+finished sentence is short ("Can you help me?").
 
 The turn detector keeps the reading (not five flags), takes both its silence limit and
 whether the turn may end early from it, and puts it on the turn, so the call log's turn
@@ -36,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.pipeline.language.end_of_turn import Thought, heard_alike
+from bot.pipeline.language.end_of_turn import Thought, count_words, heard_alike
 from bot.pipeline.language.intonation import Intonation
 from bot.pipeline.rehear import other_words
 from bot.pipeline.speculation import Speculation
@@ -58,6 +61,9 @@ class PauseReading:
     fell: bool = False
     #: Where the voice ended against its median, in semitones (None: not read).
     end_st: float | None = None
+    #: The finished sentence was heard as at least ``long_sentence_words`` words by each
+    #: recognizer: a nowhere or question wait is ``long_sentence_silence_ms`` instead.
+    long: bool = False
 
     @property
     def may_end_early(self) -> bool:
@@ -75,6 +81,8 @@ class PauseReading:
             extra = _WAIT_MS[self.wait](cfg)
             if self.fell:  # decided in ``read_pause``: a wait it shortens, the setting on
                 extra = min(extra, cfg.fallen_silence_ms)
+            if self.long:
+                extra = min(extra, cfg.long_sentence_silence_ms)
         else:
             extra = 0
         return max(cfg.end_silence_ms, extra)
@@ -85,6 +93,7 @@ class PauseReading:
             "wait": self.wait,
             "fell": self.fell,
             "end_st": self.end_st,
+            "long": self.long,
         }
 
 
@@ -180,4 +189,16 @@ def read_pause(
         and cfg.fallen_silence_ms > 0
         and tone.fell(cfg.fall_semitones)
     )
-    return PauseReading(verdict, wait, fell=fell, end_st=end_st)
+    # A long finished sentence: half a request heard as one is short.
+    long = (
+        wait in _FALL_SHORTENS
+        and cfg.long_sentence_silence_ms > 0
+        and _fewest_words(done) >= cfg.long_sentence_words
+    )
+    return PauseReading(verdict, wait, fell=fell, end_st=end_st, long=long)
+
+
+def _fewest_words(done: Speculation) -> int:
+    """The words of the pause as the recognizer that heard fewer of them heard them."""
+    heard = [done.heard] if done.second is None else [done.heard, done.second]
+    return min(count_words(h) for h in heard)

@@ -201,3 +201,52 @@ def test_a_fallen_voice_alone_does_not_shorten_unsure_words_a_hang_up_a_greeting
     assert not reading.fell
     plain = toned(spec, 0.0)
     assert reading.silence_limit_ms(CFG) == read_pause(plain, judge, CFG).silence_limit_ms(CFG)
+
+
+LONG = "I need to update the phone number on my account."
+
+
+@pytest.mark.parametrize(
+    ("spec", "wait", "limit"),
+    [
+        (heard(LONG, LONG, decided="unsure"), "nowhere", 2000),
+        (heard("Can I swap the colour on my order?", decided="ask"), "question", 1800),
+    ],
+)
+def test_a_long_finished_sentence_shortens_the_nowhere_and_question_waits(
+    spec: Speculation, wait: str, limit: int
+) -> None:
+    reading = read_pause(spec, judge, CFG)
+    assert (reading.wait, reading.long, reading.fell) == (wait, True, False)
+    assert reading.silence_limit_ms(CFG) == CFG.long_sentence_silence_ms < limit
+    assert reading.record()["long"] is True
+    # The length is the profile's; 0 ms: the waits stay.
+    longer = CFG.model_copy(update={"long_sentence_words": 12})
+    assert read_pause(spec, judge, longer).silence_limit_ms(longer) == limit
+    off = CFG.model_copy(update={"long_sentence_silence_ms": 0})
+    assert read_pause(spec, judge, off).silence_limit_ms(off) == limit
+    # A fallen voice as well: the shorter of the two.
+    both = read_pause(toned(spec, -5.0), judge, CFG)
+    assert both.long and both.fell
+    assert both.silence_limit_ms(CFG) == min(CFG.fallen_silence_ms, CFG.long_sentence_silence_ms)
+
+
+@pytest.mark.parametrize(
+    ("spec", "wait"),
+    [
+        # Halves of the paused sets heard as finished sentences: short.
+        (heard("Can you help me?", "Can you help me?", decided="ask"), "question"),
+        (heard("The path is one lift.", "The path is one-grip.", decided="unsure"), "nowhere"),
+        # Long as the first recognizer heard it, short as the second did: the fewer words.
+        (
+            heard("I'd like to speak to you about it.", "I'd like to speak too.", decided="ask"),
+            "question",
+        ),
+        # Long, but no hearing says the words are finished.
+        (heard(LONG, "I need to update the phone number on my"), None),
+        (heard(LONG, "I need update my form and belong my account"), "unsure"),
+    ],
+)
+def test_short_or_unfinished_words_keep_their_wait(spec: Speculation, wait: str | None) -> None:
+    reading = read_pause(spec, judge, CFG)
+    assert reading.wait == wait and not reading.long

@@ -791,7 +791,13 @@ async def test_the_turn_log_says_what_the_pause_found_and_no_words() -> None:
     joined.own_words = "I can do hear me."
     record = turn_record(joined)
     assert (record["pause"], record["goes_on"]) == (None, 3)
-    assert record["reading"] == {"thought": "open", "wait": "unsure", "fell": False, "end_st": None}
+    assert record["reading"] == {
+        "thought": "open",
+        "wait": "unsure",
+        "fell": False,
+        "end_st": None,
+        "long": False,
+    }
     assert turn_record(Turn(call_id="c"))["reading"] is None
 
 

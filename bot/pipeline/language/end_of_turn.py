@@ -293,6 +293,11 @@ def heard_alike(first: str, second: str) -> bool:
     return difflib.SequenceMatcher(None, a, b, autojunk=False).ratio() >= AGREEMENT
 
 
+def count_words(text: str) -> int:
+    """How many words ``text`` holds (as the rules here read them)."""
+    return len(_words(text))
+
+
 #: Words a question must have to be taken as asked whole (``whole_question``). The first
 #: halves of the paused sets heard as a finished question are shorter ("Can you help me?",
 #: "Can you hack it?" for "Could you check if"); the knowledge entries' questions callers
