@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from bench.asr_compare import g711
 from bench.intonation_pauses import SETS
 from bot.intents.cache import IntentCache
-from bot.intents.store import MemoryStore
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.deciding.call_lookups import CallLookups
 from bot.pipeline.deciding.decider import Decider
@@ -46,8 +45,8 @@ from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
 from bot.vocabulary import vocabulary
 from serve import ASR
 from serve.registry import ModelSpec, asr_backends, embedder_backends
-from testkit.answer_eval.rig import SilentTTS
 from testkit.paused_speech import first_half, say_with_pause
+from testkit.profile_lookups import profile_lookups
 from testkit.voices import RATE
 
 _PAUSE_MS = 1000
@@ -120,15 +119,7 @@ async def run(sets: Sequence[str]) -> list[Passed]:
     embedder = embedder_backends.create("minilm", spec)
     await embedder.load()
     await embedder.warm()
-    tts = SilentTTS()
-    await tts.load()
-    cache = IntentCache(MemoryStore(), embedder, tts, voice="silent")
-    await cache.publish(profile.intents, profile.intent_matching)
-    knowledge = (
-        await KnowledgeIndex.build(profile.knowledge, embedder, profile.knowledge_matching)
-        if profile.knowledge
-        else None
-    )
+    cache, knowledge = await profile_lookups(profile, embedder)
     passing = Pass(profile, asr, cache, knowledge)
     silence = bytes(RATE * _AFTER_MS // 1000 * 2)
     out: list[Passed] = []

@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bot.intents.cache import IntentCache
-from bot.intents.store import MemoryStore
 from bot.knowledge.index import KnowledgeIndex
 from bot.pipeline.deciding.call_lookups import CallLookups
 from bot.pipeline.deciding.decider import Decider
@@ -35,7 +34,6 @@ from bot.pipeline.turn import Turn
 from bot.profile import DEFAULT_PROFILE, BotProfile, load_profile
 from bot.vocabulary import vocabulary
 from serve.registry import ModelSpec, asr_backends, embedder_backends
-from testkit.answer_eval.rig import SilentTTS
 from testkit.intent_eval.eval_sets import DATA, SPLITS, Items, load_eval_sets
 from testkit.intent_eval.transcripts import (
     VOICES,
@@ -46,6 +44,7 @@ from testkit.intent_eval.transcripts import (
     vocabulary_key,
     voice_keys,
 )
+from testkit.profile_lookups import profile_lookups
 
 CLEAN = "clean text"
 ASR = "Whisper transcripts"
@@ -179,15 +178,7 @@ async def run(args: argparse.Namespace) -> int:
     embedder.timeout_s = 120.0
     await embedder.load()
     await embedder.warm()
-    tts = SilentTTS()
-    await tts.load()
-    cache = IntentCache(MemoryStore(), embedder, tts, voice="silent")
-    await cache.publish(profile.intents, profile.intent_matching)
-    knowledge = (
-        await KnowledgeIndex.build(profile.knowledge, embedder, profile.knowledge_matching)
-        if profile.knowledge
-        else None
-    )
+    cache, knowledge = await profile_lookups(profile, embedder)
     rows: list[str] = []
     notes: list[str] = []
     try:

@@ -26,23 +26,13 @@ import time
 from pathlib import Path
 
 from bench.intent_eval.decisions import ASR, CLEAN, HEAD, decide_all, transcripts
-from bot.intents.cache import IntentCache
-from bot.intents.store import MemoryStore
 from bot.intents.suggest import suggest_examples
 from bot.knowledge.index import KnowledgeIndex
 from bot.profile import DEFAULT_PROFILE, BotProfile, IntentConfig, load_profile
 from serve.registry import ModelSpec, embedder_backends, llm_backends
-from testkit.answer_eval.rig import SilentTTS
 from testkit.intent_eval.eval_sets import DATA, SPLITS, Items, load_eval_sets
 from testkit.intent_eval.transcripts import cache_file
-
-
-async def _cache(profile: BotProfile, embedder: object) -> IntentCache:
-    tts = SilentTTS()
-    await tts.load()
-    cache = IntentCache(MemoryStore(), embedder, tts, voice="silent")  # type: ignore[arg-type]
-    await cache.publish(profile.intents, profile.intent_matching)
-    return cache
+from testkit.profile_lookups import silent_cache
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -74,7 +64,7 @@ async def run(args: argparse.Namespace) -> int:
                 inputs[split][ASR] = cached[0]
 
     async def tally_rows(p: BotProfile, tag: str) -> list[str]:
-        cache = await _cache(p, embedder)
+        cache = await silent_cache(p, embedder)
         try:
             rows = []
             for split, by_input in inputs.items():
@@ -93,7 +83,7 @@ async def run(args: argparse.Namespace) -> int:
     accepted: dict[str, list[str]] = {i.name: [] for i in profile.intents}
     started = time.perf_counter()
     for _ in range(args.rounds):
-        cache = await _cache(current, embedder)
+        cache = await silent_cache(current, embedder)
         try:
             intents: list[IntentConfig] = []
             for intent in current.intents:
