@@ -149,6 +149,11 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("’", "'"))
 
 
+def _sentences(text: str) -> list[str]:
+    """``text``'s sentences (split after a final mark), those with words only."""
+    return [s for s in _SENTENCE_END.split(text) if _words(s)]
+
+
 def _clauses(text: str) -> list[str]:
     return [" ".join(_words(c)) for c in _CLAUSE.split(text) if _words(c)]
 
@@ -248,7 +253,7 @@ def judge(text: str, digits: Digits | None = None) -> Thought:
         return "open"
     if is_hold(clauses[-1]):
         return "hold"
-    sentences = [s for s in _SENTENCE_END.split(stripped) if _words(s)]
+    sentences = _sentences(stripped)
     if len(sentences) > 1 and _loops(_words(sentences[-2]), _words(sentences[-1])):
         # Whisper looping on a short question ("And you connect me to a live agent. And you
         # can next me to"): the sentence before is what was said.
@@ -311,7 +316,7 @@ def whole_question(text: str) -> bool:
     request heard as a sentence is most often a statement ("I got an email.") or a short
     question ("Can you help me?")."""
     stripped = text.strip()
-    sentences = [s for s in _SENTENCE_END.split(stripped) if _words(s)]
+    sentences = _sentences(stripped)
     return (
         len(sentences) == 1
         and stripped.endswith("?")
