@@ -211,6 +211,45 @@ async def test_words_that_would_end_the_call_end_it_only_when_heard_so_twice(
     assert (decision.action == "hangup") == (intent == "goodbye")
 
 
+@pytest.mark.parametrize(
+    ("reply", "action", "say"),
+    [
+        ("Yes.", "hangup", "Thank you for calling Acme. Goodbye!"),
+        ("No.", None, "Of course. What else can I help you with?"),
+    ],
+)
+async def test_a_goodbye_heard_otherwise_as_words_near_it_is_asked_about(
+    decider: Decider, reply: str, action: str | None, say: str
+) -> None:
+    # The second hearing of a goodbye leads nowhere, yet its nearest intent is the goodbye:
+    # the caller is asked, not told "not sure"; the call ends on a yes only.
+    words = "Okay, that's everything, thanks a lot, bye."
+
+    async def hear() -> str | None:
+        return "Okay That everything Thanks a lot buy"
+
+    decision = await decider.decide(words, call_id="c", hear=hear)
+    assert (decision.kind, decision.route, decision.intent) == ("ask", "confirm", "goodbye")
+    assert decision.say == "Are you ready to end the call?" and decision.action is None
+    turn = Turn(call_id="c", transcript=words, decision=decision)
+    turn.route, turn.intent, turn.answer = decision.route, decision.intent, decision.say
+    decider.conversation.commit(turn, decision)
+    replied = await decider.decide(reply, call_id="c")
+    assert (replied.action, replied.say) == (action, say)
+
+
+async def test_a_goodbye_heard_otherwise_as_words_near_no_goodbye_is_not_asked_about(
+    decider: Decider,
+) -> None:
+    # "Where can I find" heard first as "Bye bye.": nearest another intent, not a goodbye.
+    async def hear() -> str | None:
+        return "Where can I find"
+
+    decision = await decider.decide("Bye bye.", call_id="c", hear=hear)
+    assert decision.kind != "ask" and decision.action is None
+    assert decision.heard == "second"
+
+
 # Two intents near the words, or an intent and a knowledge entry: one question offers both.
 TWO_INTENTS = "I'd like my parcel delivered to my neighbour."
 INTENT_AND_ENTRY = "Can you get someone on the phone for me?"

@@ -656,6 +656,12 @@ class Decider:
                 say=intent.answer,
                 entry=intent,
             )
+        more = self._profile.small_talk.more
+        if intent.action == "hangup" and more:
+            # "Are you ready to end the call?" "No.": the call goes on, on what the caller
+            # wants next (the goodbye's words hold no other request to look up).
+            return Decision("answer", "small_talk", words, f"no to {intent.name}: goes on",
+                            say=more)  # fmt: skip
         log.debug("not %s; answering %r", intent.name, asked.question)
         return await self._knowledge(
             asked.question,
@@ -697,7 +703,10 @@ class Decider:
         the second recognizer heard the same words, words that the same intent answers, or
         nothing (its pass failed: as before there was a second hearing); else the second
         words are decided in their place, wherever they lead ("Hi there." for "Bye there.":
-        small talk), and the call goes on."""
+        small talk), and the call goes on. Where the second words lead nowhere but are
+        nearest that same intent ("Okay That everything Thanks a lot buy" for "Okay, that's
+        everything, thanks a lot, bye."), the caller is asked (its ``confirm``: "Are you
+        ready to end the call?"), as a person would, rather than told "not sure"."""
         other = other_words(words, await hear())
         if other is None:
             return found, words, heard
@@ -708,7 +717,21 @@ class Decider:
         if same_answer(found, looked):
             return found, words, heard
         log.info("words that would end the call heard otherwise: %r for %r", other, words)
+        if await self._nearly_the_same_end(found, looked, other):
+            ask = replace(found.match, route="confirm", intent=None, runner_up=None)
+            return replace(found, match=ask), words, heard
         return looked, other, "second"
+
+    async def _nearly_the_same_end(self, found: Lookup, looked: Lookup, other: str) -> bool:
+        """The second words of words that would end the call lead nowhere of their own (no
+        intent, small talk or knowledge entry), and the intent nearest them is the one
+        that would end it."""
+        return (
+            not leads_somewhere(looked.match)
+            and looked.match.best == found.match.intent
+            and not is_small_talk(other)
+            and not await self._known(other)
+        )
 
     async def _instead(
         self, found: Lookup, words: str, other: str, heard: Heard, was: Heard
