@@ -90,6 +90,23 @@ _MORE_YES = _YES | {
 MAX_MORE_YES_WORDS = 4
 
 
+#: Words of a caller with more to say ("Yes, one more thing.", "No, I have another
+#: question.", "Hold on."): to "Are you ready to end the call?", not a yes.
+_MORE = ("one more", "another", "something else", "wait", "hold on")
+_GOES_ON = _MORE_YES | _NO | {"wait", "hold", "on", "please", "sorry", "yet", "just", "a", "sec"}
+
+
+def goes_on(text: str) -> bool:
+    """Whether ``text`` only says the caller has more to say (no request of its own)."""
+    said = normalize(text)
+    words = said.split()
+    return (
+        bool(words)
+        and all(w in _GOES_ON for w in words)
+        and any(f" {m} " in f" {said} " for m in _MORE)
+    )
+
+
 def asks_for_more(answer: str) -> bool:
     """Whether ``answer`` ends by asking if the caller wants anything more."""
     return _ASKS_FOR_MORE.search(answer) is not None

@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.intents.confirm import asks_for_more, confirm_question, read_answer, read_more
+from bot.intents.confirm import asks_for_more, confirm_question, goes_on, read_answer, read_more
 from bot.intents.fit import fit
 from bot.intents.match import IntentIndex, IntentMatchingConfig, IntentVectors
 from bot.intents.store import MemoryStore
@@ -102,6 +102,25 @@ def test_reading_a_yes_or_a_no(text: str, answer: str | None) -> None:
 )
 def test_reading_a_reply_to_anything_else(text: str, answer: str | None) -> None:
     assert read_more(text) == answer
+
+
+@pytest.mark.parametrize(
+    ("text", "more"),
+    [
+        ("Yes, one more thing.", True),
+        ("No, I have another question.", True),
+        ("Hold on.", True),
+        ("No, wait.", True),
+        ("Yes.", False),
+        ("Yes please.", False),
+        ("No.", False),
+        # A request of its own is decided as one.
+        ("Wait, what time do you open?", False),
+        ("Yes, one more thing, where is my order?", False),
+    ],
+)
+def test_words_of_a_caller_with_more_to_say(text: str, more: bool) -> None:
+    assert goes_on(text) is more
 
 
 def test_an_answer_that_asks_for_more() -> None:

@@ -216,6 +216,9 @@ async def test_words_that_would_end_the_call_end_it_only_when_heard_so_twice(
     [
         ("Yes.", "hangup", "Thank you for calling Acme. Goodbye!"),
         ("No.", None, "Of course. What else can I help you with?"),
+        # More to say, with a yes or a no: the call goes on.
+        ("Yes, one more thing.", None, "Of course. What else can I help you with?"),
+        ("No, I have another question.", None, "Of course. What else can I help you with?"),
     ],
 )
 async def test_a_goodbye_heard_otherwise_as_words_near_it_is_asked_about(

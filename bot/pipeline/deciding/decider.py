@@ -63,7 +63,7 @@ from bot.answers.injection import is_injection
 from bot.answers.repeat import asks_to_repeat
 from bot.answers.small_talk import is_small_talk
 from bot.intents.choice import Choosable, choice_question, choice_topic, read_choice
-from bot.intents.confirm import asks_for_more, read_answer, read_more
+from bot.intents.confirm import asks_for_more, goes_on, read_answer, read_more
 from bot.intents.match import Match, normalize
 from bot.knowledge.index import topic_question
 from bot.pipeline.deciding.conversation import Answered, Conversation, Said
@@ -631,6 +631,10 @@ class Decider:
             return await self._chosen(words, asked)
         if asked.kind == "more":
             return self._more(words, asked)
+        ends = asked.entry if asked.kind == "intent" else None
+        if ends is not None and ends.action == "hangup" and goes_on(words):
+            # "Are you ready to end the call?" "Yes, one more thing.": not a yes.
+            return self._goes_on(words, ends.name)
         answer = read_answer(words)
         if answer is None or (answer == "no" and asked.kind == "offer"):
             return None
@@ -656,18 +660,23 @@ class Decider:
                 say=intent.answer,
                 entry=intent,
             )
-        more = self._profile.small_talk.more
-        if intent.action == "hangup" and more:
+        if intent.action == "hangup":
             # "Are you ready to end the call?" "No.": the call goes on, on what the caller
             # wants next (the goodbye's words hold no other request to look up).
-            return Decision("answer", "small_talk", words, f"no to {intent.name}: goes on",
-                            say=more)  # fmt: skip
+            return self._goes_on(words, intent.name)
         log.debug("not %s; answering %r", intent.name, asked.question)
         return await self._knowledge(
             asked.question,
             why=f"no to {intent.name}",
             after_question=True,
         )
+
+    def _goes_on(self, words: str, ends: str) -> Decision:
+        """The call goes on after a question about ending it: asked what else (the
+        profile's words for it, else its greeting's)."""
+        replies = self._profile.small_talk
+        say = replies.more or replies.greeting.replace("{name}", self._profile.name)
+        return Decision("answer", "small_talk", words, f"no to {ends}: goes on", say=say)
 
     def _more(self, words: str, asked: Asked) -> Decision | None:
         """A yes or a no to "anything else?": asked what else on a yes; on a no, the
