@@ -107,6 +107,18 @@ def goes_on(text: str) -> bool:
     )
 
 
+#: Of ``_DONE``, what says the caller is done with nothing asked before it ("I'm fine."
+#: answers "How are you?" as well).
+_DONE_UNASKED = ("that's all", "that's it", "that's everything", "nothing else", "i think that's")
+
+
+def says_done(text: str) -> bool:
+    """Whether ``text`` only says the caller is done, asked or not ("That's it for now,
+    thanks.", "No, that's all."): ``read_more``'s no, with one of ``_DONE_UNASKED``."""
+    said = f" {normalize(text)} "
+    return read_more(text) == "no" and any(f" {d} " in said for d in _DONE_UNASKED)
+
+
 def asks_for_more(answer: str) -> bool:
     """Whether ``answer`` ends by asking if the caller wants anything more."""
     return _ASKS_FOR_MORE.search(answer) is not None

@@ -10,7 +10,14 @@ import numpy.typing as npt
 import pytest
 
 from bot.intents.cache import IntentCache
-from bot.intents.confirm import asks_for_more, confirm_question, goes_on, read_answer, read_more
+from bot.intents.confirm import (
+    asks_for_more,
+    confirm_question,
+    goes_on,
+    read_answer,
+    read_more,
+    says_done,
+)
 from bot.intents.fit import fit
 from bot.intents.match import IntentIndex, IntentMatchingConfig, IntentVectors
 from bot.intents.store import MemoryStore
@@ -121,6 +128,24 @@ def test_reading_a_reply_to_anything_else(text: str, answer: str | None) -> None
 )
 def test_words_of_a_caller_with_more_to_say(text: str, more: bool) -> None:
     assert goes_on(text) is more
+
+
+@pytest.mark.parametrize(
+    ("text", "done"),
+    [
+        ("That's it for now, thanks.", True),
+        ("No, that's all.", True),
+        ("Nothing else, thank you.", True),
+        # As often the reply to "How are you?".
+        ("I'm fine, thanks.", False),
+        ("I'm good.", False),
+        # A request of its own.
+        ("That's it, where is my order?", False),
+        ("No.", False),
+    ],
+)
+def test_words_that_say_the_caller_is_done_with_nothing_asked(text: str, done: bool) -> None:
+    assert says_done(text) is done
 
 
 def test_an_answer_that_asks_for_more() -> None:

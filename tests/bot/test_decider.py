@@ -253,6 +253,28 @@ async def test_a_goodbye_heard_otherwise_as_words_near_no_goodbye_is_not_asked_a
     assert decision.heard == "second"
 
 
+@pytest.mark.parametrize("words", ["That's it for now, thanks.", "No, that's it. Thanks."])
+async def test_words_that_only_say_the_caller_is_done_ask_to_end_the_call(
+    decider: Decider, words: str
+) -> None:
+    # Nothing asked before them, and no intent answers them: not "not sure", and no
+    # hang-up on words heard once; asked once a call.
+    decision = await decider.decide(words, call_id="c")
+    assert (decision.kind, decision.intent, decision.action) == ("ask", "goodbye", None)
+    assert decision.say == "Are you ready to end the call?"
+    assert decision.asks is not None and decision.asks.entry is not None
+    turn = Turn(call_id="c", transcript=words, decision=decision)
+    turn.route, turn.intent, turn.answer = decision.route, decision.intent, decision.say
+    decider.conversation.commit(turn, decision)
+    replied = await decider.decide("Yes.", call_id="c")
+    assert replied.action == "hangup"
+
+
+async def test_how_are_you_answered_fine_is_not_taken_for_done(decider: Decider) -> None:
+    decision = await decider.decide("I'm fine, thanks.", call_id="c")
+    assert decision.intent != "goodbye" and decision.action is None
+
+
 # Two intents near the words, or an intent and a knowledge entry: one question offers both.
 TWO_INTENTS = "I'd like my parcel delivered to my neighbour."
 INTENT_AND_ENTRY = "Can you get someone on the phone for me?"

@@ -63,7 +63,7 @@ from bot.answers.injection import is_injection
 from bot.answers.repeat import asks_to_repeat
 from bot.answers.small_talk import is_small_talk
 from bot.intents.choice import Choosable, choice_question, choice_topic, read_choice
-from bot.intents.confirm import asks_for_more, goes_on, read_answer, read_more
+from bot.intents.confirm import asks_for_more, goes_on, read_answer, read_more, says_done
 from bot.intents.match import Match, normalize
 from bot.knowledge.index import topic_question
 from bot.pipeline.deciding.conversation import Answered, Conversation, Said
@@ -361,6 +361,9 @@ class Decider:
         reply = profile.small_talk.reply(words, profile.name, answered=answered)
         if reply is not None:
             return Decision("answer", "small_talk", words, "small talk", heard=heard, say=reply)
+        done = self._done(words, heard, call_id)
+        if done is not None:
+            return done
         index = self.lookups.knowledge
         if index is None:
             return Decision("generate", "llm", words, why or "no knowledge base", heard=heard)
@@ -670,6 +673,28 @@ class Decider:
             why=f"no to {intent.name}",
             after_question=True,
         )
+
+    def _done(self, words: str, heard: Heard, call_id: str) -> Decision | None:
+        """Words that only say the caller is done ("That's it for now, thanks.", "No,
+        that's all.": ``says_done``), that no intent answered and nothing asked for:
+        the question of the profile's goodbye intent ("Are you ready to end the call?"),
+        once a call, else its small-talk goodbye. Not "not sure" to a caller who is leaving,
+        nor a hang-up on words heard once. None: other words."""
+        if is_small_talk(words) or not says_done(words):
+            return None
+        cache = self.lookups.cache
+        ends = cache.acting_entry("hangup") if cache is not None else None
+        if ends is not None:
+            if not ends.confirm or f"intent:{ends.name}" in self.conversation.asked:
+                return None
+            return Decision("ask", "confirm", words, f"the caller is done: {ends.name}?",
+                            heard=heard, intent=ends.name, say=ends.confirm, entry=ends,
+                            asks=Asked("intent", words, call_id, entry=ends))  # fmt: skip
+        goodbye = self._profile.small_talk.goodbye
+        if not goodbye:
+            return None
+        return Decision("answer", "small_talk", words, "the caller is done", heard=heard,
+                        say=goodbye.replace("{name}", self._profile.name))  # fmt: skip
 
     def _goes_on(self, words: str, ends: str) -> Decision:
         """The call goes on after a question about ending it: asked what else (the
