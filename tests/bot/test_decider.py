@@ -253,7 +253,15 @@ async def test_a_goodbye_heard_otherwise_as_words_near_no_goodbye_is_not_asked_a
     assert decision.heard == "second"
 
 
-@pytest.mark.parametrize("words", ["That's it for now, thanks.", "No, that's it. Thanks."])
+@pytest.mark.parametrize(
+    "words",
+    [
+        "That's it for now, thanks.",
+        "No, that's it. Thanks.",
+        # Small talk's goodbye, held back from the intent by its negative "Okay then.".
+        "Okay goodbye then.",
+    ],
+)
 async def test_words_that_only_say_the_caller_is_done_ask_to_end_the_call(
     decider: Decider, words: str
 ) -> None:

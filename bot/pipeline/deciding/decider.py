@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING
 
 from bot.answers.injection import is_injection
 from bot.answers.repeat import asks_to_repeat
-from bot.answers.small_talk import is_small_talk
+from bot.answers.small_talk import is_small_talk, small_talk_kind
 from bot.intents.choice import Choosable, choice_question, choice_topic, read_choice
 from bot.intents.confirm import asks_for_more, goes_on, read_answer, read_more, says_done
 from bot.intents.match import Match, normalize
@@ -358,12 +358,12 @@ class Decider:
             return Decision("decline", "fallback", words, "injection: the caller's words",
                             heard=heard, say=profile.decline)  # fmt: skip
         answered = self.conversation.last is not None
-        reply = profile.small_talk.reply(words, profile.name, answered=answered)
-        if reply is not None:
-            return Decision("answer", "small_talk", words, "small talk", heard=heard, say=reply)
         done = self._done(words, heard, call_id)
         if done is not None:
             return done
+        reply = profile.small_talk.reply(words, profile.name, answered=answered)
+        if reply is not None:
+            return Decision("answer", "small_talk", words, "small talk", heard=heard, say=reply)
         index = self.lookups.knowledge
         if index is None:
             return Decision("generate", "llm", words, why or "no knowledge base", heard=heard)
@@ -676,11 +676,14 @@ class Decider:
 
     def _done(self, words: str, heard: Heard, call_id: str) -> Decision | None:
         """Words that only say the caller is done ("That's it for now, thanks.", "No,
-        that's all.": ``says_done``), that no intent answered and nothing asked for:
-        the question of the profile's goodbye intent ("Are you ready to end the call?"),
-        once a call, else its small-talk goodbye. Not "not sure" to a caller who is leaving,
-        nor a hang-up on words heard once. None: other words."""
-        if is_small_talk(words) or not says_done(words):
+        that's all.": ``says_done``), or small talk that says goodbye ("Okay goodbye
+        then.": held back from the goodbye intent by its negative "Okay then."), that no
+        intent answered and nothing asked for: the question of the profile's goodbye intent
+        ("Are you ready to end the call?"), once a call, else its small-talk goodbye. Not
+        "not sure" to a caller who is leaving, a goodbye said on a line left open, nor a
+        hang-up on words heard once. None: other words (or asked already: small talk)."""
+        goodbye = small_talk_kind(words) == "goodbye"
+        if not goodbye and (is_small_talk(words) or not says_done(words)):
             return None
         cache = self.lookups.cache
         ends = cache.acting_entry("hangup") if cache is not None else None
@@ -690,11 +693,11 @@ class Decider:
             return Decision("ask", "confirm", words, f"the caller is done: {ends.name}?",
                             heard=heard, intent=ends.name, say=ends.confirm, entry=ends,
                             asks=Asked("intent", words, call_id, entry=ends))  # fmt: skip
-        goodbye = self._profile.small_talk.goodbye
-        if not goodbye:
-            return None
+        said = self._profile.small_talk.goodbye
+        if goodbye or not said:
+            return None  # small talk's own reply
         return Decision("answer", "small_talk", words, "the caller is done", heard=heard,
-                        say=goodbye.replace("{name}", self._profile.name))  # fmt: skip
+                        say=said.replace("{name}", self._profile.name))  # fmt: skip
 
     def _goes_on(self, words: str, ends: str) -> Decision:
         """The call goes on after a question about ending it: asked what else (the
