@@ -291,18 +291,8 @@ class Decider:
         if choice is not None:
             return choice
         if match.route == "confirm" and entry is not None and entry.confirm and not again:
-            return Decision(
-                "ask",
-                "confirm",
-                words,
-                f"near {entry.name}, not sure enough to answer{_by_clause(match)}",
-                heard=heard,
-                intent=entry.name,
-                score=score,
-                say=entry.confirm,
-                entry=entry,
-                asks=Asked("intent", words, call_id, entry=entry, score=match.score),
-            )
+            why = f"near {entry.name}, not sure enough to answer{_by_clause(match)}"
+            return _ask_intent(words, heard, entry, call_id, why, score=match.score)
         if match.intent is not None and entry is not None and match.route != "none":
             instead = await self._asked_not_acted(match, entry, words, heard)
             if instead is not None:
@@ -381,18 +371,8 @@ class Decider:
             found, asked = [], words
         if not found and not is_small_talk(words):
             if held is not None:
-                return Decision(
-                    "ask",
-                    "confirm",
-                    words,
-                    f"no_entry: held back from {held.name} by a negative example",
-                    heard=heard,
-                    intent=held.name,
-                    score=round(score, 4),
-                    say=held.confirm,
-                    entry=held,
-                    asks=Asked("intent", words, call_id, entry=held, score=score),
-                )
+                why = f"no_entry: held back from {held.name} by a negative example"
+                return _ask_intent(words, heard, held, call_id, why, score=score)
             return self._unsure(words, heard, "no_entry: nothing in the knowledge base")
         if found:
             about = index.about(asked, found)
@@ -690,9 +670,7 @@ class Decider:
         if ends is not None:
             if not ends.confirm or f"intent:{ends.name}" in self.conversation.asked:
                 return None
-            return Decision("ask", "confirm", words, f"the caller is done: {ends.name}?",
-                            heard=heard, intent=ends.name, say=ends.confirm, entry=ends,
-                            asks=Asked("intent", words, call_id, entry=ends))  # fmt: skip
+            return _ask_intent(words, heard, ends, call_id, f"the caller is done: {ends.name}?")
         said = self._profile.small_talk.goodbye
         if goodbye or not said:
             return None  # small talk's own reply
@@ -944,6 +922,24 @@ class Decider:
             return bool(await self.lookups.entries(words))
         except ProviderError:
             return False
+
+
+def _ask_intent(
+    words: str, heard: Heard, entry: CacheEntry, call_id: str, why: str, *, score: float = 0.0
+) -> Decision:
+    """The question about one intent (its ``confirm``), left waiting for the reply."""
+    return Decision(
+        "ask",
+        "confirm",
+        words,
+        why,
+        heard=heard,
+        intent=entry.name,
+        score=round(score, 4),
+        say=entry.confirm,
+        entry=entry,
+        asks=Asked("intent", words, call_id, entry=entry, score=score),
+    )
 
 
 def _purpose(
