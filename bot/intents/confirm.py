@@ -93,7 +93,9 @@ MAX_MORE_YES_WORDS = 4
 #: Words of a caller with more to say ("Yes, one more thing.", "No, I have another
 #: question.", "Hold on."): to "Are you ready to end the call?", not a yes.
 _MORE = ("one more", "another", "something else", "wait", "hold on")
-_GOES_ON = _MORE_YES | _NO | {"wait", "hold", "on", "please", "sorry", "yet", "just", "a", "sec"}
+_GOES_ON = _MORE_YES | _NO | {
+    "else", "wait", "hold", "on", "please", "sorry", "yet", "just", "a", "sec",
+}  # fmt: skip
 
 
 def goes_on(text: str) -> bool:

@@ -115,12 +115,14 @@ def test_reading_a_reply_to_anything_else(text: str, answer: str | None) -> None
     ("text", "more"),
     [
         ("Yes, one more thing.", True),
+        ("Yes, I have something else.", True),
         ("No, I have another question.", True),
         ("Hold on.", True),
         ("No, wait.", True),
         ("Yes.", False),
         ("Yes please.", False),
         ("No.", False),
+        ("No, nothing else.", False),
         # A request of its own is decided as one.
         ("Wait, what time do you open?", False),
         ("Yes, one more thing, where is my order?", False),
