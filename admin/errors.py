@@ -6,7 +6,10 @@ refused body, came back in the response. Here a 422 names the field, the reason 
 type, never the value; every text in an error is cut to ``MAX_ERROR_TEXT`` characters (a
 reason quoting an example of 5 MB is cut, and so is a path or key it names). An exception
 nothing handled is answered 500 ``internal error`` (the server logs its traceback); a node
-that cannot do what was asked (``NodeUnavailable``) is a 503 with its reason.
+that cannot do what was asked (``NodeUnavailable``) is a 503 with its reason, and so is a
+database that cannot be reached or answer in time (a refused or timed-out connection, a pool
+with no free connection, a locked SQLite file): ``database unavailable``, ``Retry-After: 5``,
+logged as a warning. Nothing was written: the request's transaction never committed.
 
 Every error has one shape, ``ErrorResponse``: ``{"detail": [{"loc", "msg", "type"}]}``, a
 422's field errors and a 404's "no user 'ada'" alike (``loc`` empty when no one field is at
@@ -15,6 +18,7 @@ fault). A 405 names in ``Allow`` every method the path takes.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -24,6 +28,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from pydantic import BaseModel
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 
@@ -31,6 +37,10 @@ from admin.http import SECURITY_HEADERS
 from admin.node_port import NodeUnavailable
 
 MAX_ERROR_TEXT = 300
+#: Seconds a client is told to wait before trying again when the database is unavailable.
+DB_RETRY_AFTER_S = 5
+
+log = logging.getLogger(__name__)
 
 
 #: ``type`` of an error that names no field, by status.
@@ -61,7 +71,8 @@ ERROR_MEANINGS = {
     422: "A field is missing, malformed or beyond its limits: `loc` names it, `msg` says why",
     429: "Too many attempts: try again after `Retry-After` seconds",
     500: "An unexpected failure (the server's log has it)",
-    503: "Needs what this server does not have (a node's models, a free call): `msg` says what",
+    503: "Needs what this server does not have (a node's models, a free call, its database): "
+    "`msg` says what; `Retry-After` when trying again later may work",
 }
 
 
@@ -174,6 +185,43 @@ async def _node_unavailable(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": _items(503, str(exc))}, status_code=503)
 
 
+#: PostgreSQL's error classes that say "not now" rather than "wrong": connection exception,
+#: insufficient resources (too many connections), operator intervention (shutting down).
+_PG_NOT_NOW = ("08", "53", "57")
+#: SQLite's busy and locked (primary result codes): another writer holds the file.
+_SQLITE_NOT_NOW = (5, 6)
+
+
+def db_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot serve now (trying again later may work),
+    rather than that something is wrong with the database or the query (a missing table)."""
+    if isinstance(exc, PoolTimeout):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    orig = exc.orig
+    code = getattr(orig, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in _SQLITE_NOT_NOW
+    # psycopg: a failure on the client's side (refused, timed out) has no SQLSTATE.
+    state = getattr(orig, "sqlstate", None)
+    return state is None or str(state)[:2] in _PG_NOT_NOW
+
+
+async def _db_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    if not db_unavailable(exc):
+        raise exc  # a fault, not an outage: the 500 below, its traceback logged
+    # The driver's words name the host and port: the log has them, the client does not.
+    log.warning("database unavailable for %s %s: %s", request.method, request.url.path, exc)
+    return JSONResponse(
+        {"detail": _items(503, "database unavailable: try again later")},
+        status_code=503,
+        headers={"Retry-After": str(DB_RETRY_AFTER_S)},
+    )
+
+
 async def _unhandled(request: Request, _exc: Exception) -> JSONResponse:
     # ServerErrorMiddleware, outside every other middleware, sends this one (so the security
     # headers are added here), then raises the exception again for the server to log.
@@ -188,4 +236,6 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(HTTPException, _http)
     app.add_exception_handler(NodeUnavailable, _node_unavailable)
+    app.add_exception_handler(OperationalError, _db_unavailable)
+    app.add_exception_handler(PoolTimeout, _db_unavailable)
     app.add_exception_handler(Exception, _unhandled)

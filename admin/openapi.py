@@ -11,6 +11,8 @@ by what it is rather than by a list kept beside it:
   403;
 - one that takes a body (any method but GET, HEAD and OPTIONS: ``admin.http.BodyGuard``
   reads every body): 413 and 422;
+- one that reads or writes the database (``admin.deps.db_session``): 503 when the database
+  cannot be reached or answer in time;
 - what a route declares itself (``responses=error_responses(404, 409)``).
 
 Every error status's body is ``ErrorResponse`` (``admin.errors``). The configuration's
@@ -30,7 +32,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic.json_schema import models_json_schema
 
-from admin.deps import principal
+from admin.deps import db_session, principal
 from admin.errors import ERROR_MEANINGS, ErrorResponse
 from bot.config import limits
 
@@ -110,6 +112,8 @@ def document(doc: dict[str, Any], app: FastAPI) -> None:
                     codes.add(403)
             if method not in _SAFE:
                 codes |= {413, 422}
+            if db_session in calls:
+                codes.add(503)  # the database unavailable
             _errors(op.setdefault("responses", {}), codes)
             if path.startswith("/api/v1/config") and method not in _SAFE:
                 body = op.get("requestBody", {}).get("content", {}).get("application/json")

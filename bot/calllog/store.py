@@ -21,8 +21,11 @@ from bot.calllog.records import Record
 CONNECT_TIMEOUT_S = 3
 
 
-def make_engine(url: str) -> AsyncEngine:
-    """An async engine for ``postgresql+psycopg://...`` or ``sqlite+aiosqlite:///...``."""
+def make_engine(url: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> AsyncEngine:
+    """An async engine for ``postgresql+psycopg://...`` or ``sqlite+aiosqlite:///...``.
+
+    ``connect_timeout_s``: how long a new PostgreSQL connection may take before the attempt
+    fails (the call log then spools to disk; the admin API answers 503)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -35,7 +38,7 @@ def make_engine(url: str) -> AsyncEngine:
         pool_pre_ping=True,
         pool_size=2,
         max_overflow=2,
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_S},
+        connect_args={"connect_timeout": connect_timeout_s},
     )
 
 

@@ -25,6 +25,8 @@ from bot.recording import CallRecorder, recording_path
 from tests.calllog.conftest import pg_database, pg_url  # noqa: F401 - a fixture
 
 PASSWORD = "correct horse battery"
+#: Seconds the tests' engines wait for a new PostgreSQL connection (the product's: 3).
+PATIENT_CONNECT_S = 30
 
 # The console's assertions wait up to 15 s, not Playwright's 5: beside three other test
 # processes on a slow 2-core machine, the console's first render after ``goto`` took over
@@ -45,7 +47,10 @@ def admin_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 @pytest.fixture
 async def admin_engine(admin_db_url: str) -> AsyncIterator[AsyncEngine]:
     await upgrade_async(admin_db_url)
-    engine = make_engine(admin_db_url)
+    # What these tests check is each answer and the rows, not how fast a connection comes:
+    # with every test group running at once, a connection to the suite's server once took
+    # over the product's 3 s, and one of 21 requests sent at once failed.
+    engine = make_engine(admin_db_url, connect_timeout_s=PATIENT_CONNECT_S)
     yield engine
     await engine.dispose()
 

@@ -9,14 +9,21 @@ out).
 
 from __future__ import annotations
 
+import logging
+import socket
+import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
+import psycopg
 import pytest
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.app import create_app
+from admin.errors import DB_RETRY_AFTER_S, db_unavailable
 from admin.http import SECURITY_HEADERS
 from admin.settings import AdminSettings
 from bot.calllog.store import make_engine
@@ -157,6 +164,69 @@ async def test_a_server_error_is_json_with_the_security_headers(tmp_path: Path) 
     assert r.json() == {"detail": [{"loc": [], "msg": "internal error", "type": "internal"}]}
     assert r.headers["cache-control"] == "no-store"
     _headers_present(r)
+
+
+async def test_a_database_that_cannot_be_reached_is_a_503_to_try_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found when a test's connection to a loaded PostgreSQL timed out: the request was a
+    500 "internal error", as if the server were broken. A database that refuses or times
+    out is an outage to wait out: 503 with ``Retry-After``, every header, a warning logged
+    (nothing the client sent, nor the server's address, in the answer)."""
+    with socket.socket() as held:  # a loopback port bound, never listening: refused
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        engine = make_engine(f"postgresql+psycopg://postgres@127.0.0.1:{port}/none")
+        app = create_app(engine, AdminSettings())
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        with caplog.at_level(logging.WARNING):
+            async with httpx.AsyncClient(transport=transport, base_url="https://t") as c:
+                login = await c.post("/api/v1/auth/login", json={"name": "a", "password": "pw"})
+                calls = await c.get("/api/v1/calls", headers=bearer("sb_not_a_token"))
+        await engine.dispose()
+    for r in (login, calls):
+        assert r.status_code == 503, r.text
+        assert r.json() == {
+            "detail": [
+                {"loc": [], "msg": "database unavailable: try again later", "type": "unavailable"}
+            ]
+        }
+        assert r.headers["retry-after"] == str(DB_RETRY_AFTER_S)
+        assert str(port) not in r.text
+        _headers_present(r)
+    said = [(rec.levelno, rec.getMessage()) for rec in caplog.records if rec.name == "admin.errors"]
+    assert [level for level, _ in said] == [logging.WARNING, logging.WARNING], said
+    assert "/api/v1/auth/login" in said[0][1] and str(port) in said[0][1]
+
+
+def test_only_an_outage_is_unavailable_not_a_fault() -> None:
+    """What counts as "try again later": refused, timed out, a full pool, a shutting-down or
+    overloaded server, a locked SQLite file; a missing table or a bad query is a fault (500)."""
+
+    def wrapped(orig: Exception) -> OperationalError:
+        return OperationalError("SELECT 1", {}, orig)
+
+    def pg(state: str | None) -> Exception:
+        err = psycopg.OperationalError("x")
+        err.sqlstate = state  # type: ignore[misc]
+        return err
+
+    def lite(code: int, words: str) -> Exception:
+        err = sqlite3.OperationalError(words)
+        err.sqlite_errorcode = code  # type: ignore[attr-defined]
+        return err
+
+    assert db_unavailable(PoolTimeout("QueuePool limit reached"))
+    assert db_unavailable(wrapped(psycopg.errors.ConnectionTimeout("connection timeout expired")))
+    assert db_unavailable(wrapped(pg(None)))  # refused: no SQLSTATE
+    assert db_unavailable(wrapped(pg("53300")))  # too many connections
+    assert db_unavailable(wrapped(pg("57P03")))  # cannot connect now (starting up)
+    assert db_unavailable(wrapped(pg("08006")))  # connection failure
+    assert db_unavailable(wrapped(lite(5, "database is locked")))
+    assert db_unavailable(wrapped(lite(517, "database is locked")))  # SQLITE_BUSY_SNAPSHOT
+    assert not db_unavailable(wrapped(lite(1, "no such table: admin_users")))
+    assert not db_unavailable(wrapped(pg("42P01")))  # undefined table
+    assert not db_unavailable(ValueError("not a database error"))
 
 
 async def test_a_body_that_is_not_utf8_is_a_422_like_any_malformed_json(
