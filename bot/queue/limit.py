@@ -1,4 +1,4 @@
-"""How many conversations the node can carry now: a limit that follows its model work's waits.
+"""How many conversations the node can carry now: a limit that follows its model work and pace.
 
 ``SWITCHBOARD_QUEUE__MAX_ACTIVE`` is the most conversations a node holds; how many it can
 serve at the turn gap depends on its CPU, which is not the same from machine to machine nor
@@ -8,17 +8,21 @@ of its usual speed decided turns 4-26 s after the callers stopped, and left most
 A caller in line, hearing where they are, is better served than sixteen callers talking over
 a bot that answers none of them.
 
-``step`` reads the shared model pool's counters (``PriorityPool.counts``) over one interval
-and moves the limit as TCP moves its window (additive increase, multiplicative decrease):
+``step`` reads the shared model pool's counters (``PriorityPool.counts``) and the node's turn
+pace (``TurnPace.counts``) over one interval and moves the limit as TCP moves its window
+(additive increase, multiplicative decrease):
 
 - **busy**: the work of a turn that has ended (``now``) or of a caller's pause (``ahead``)
   waited ``busy_wait_ms`` or more for a worker on average, or a tenth or more of it
   (``BUSY_DROPPED_SHARE``) was a pause's work that waited past its budget and was dropped
-  (those turns end on silence alone): the limit falls by a quarter of the conversations
-  held (at least one), never below ``min_active``;
-- **calm**: the waits were under a third of that and nothing was dropped, over the last
-  reading and over all the work since the limit last moved, while the limit was reached
-  (callers kept out by it): one more conversation, up to ``max_active``;
+  (those turns end on silence alone), or the turns that ended early (finished requests,
+  ``bot.queue.pace``) were decided ``busy_eot_ms`` or more after their callers stopped on
+  average (the CPU is slow for a reason the pool's queue does not see): the limit falls by
+  a quarter of the conversations held (at least one), never below ``min_active``;
+- **calm**: the waits were under a third of that, nothing was dropped, and the early turns
+  were decided in under ``CALM_EOT_SHARE`` of ``busy_eot_ms``, over the last reading and
+  over all the work since the limit last moved, while the limit was reached (callers kept
+  out by it): one more conversation, up to ``max_active``;
 - **idle**: no model work in the last reading (callers between turns, at their greeting):
   a rise as when calm if the work since the limit last moved was calm, one more if there
   was none at all;
@@ -60,6 +64,11 @@ _LEVELS = ("now", "ahead")
 #: dropped now and then is the budget doing its job, a tenth of them is a node that cannot
 #: keep up.
 BUSY_DROPPED_SHARE = 0.1
+#: Early turns decided in under this share of ``busy_eot_ms`` on average are calm: 300 ms of
+#: the default 500, about what a node with room to spare takes on this 2-core machine.
+CALM_EOT_SHARE = 0.6
+#: The key under which ``LimitKeeper`` adds the turn pace's counts to the pool's.
+PACE = "turns"
 
 Counts = Mapping[str, Mapping[str, float]]
 Load = Literal["busy", "calm", "steady", "idle"]
@@ -72,10 +81,19 @@ class Interval:
     started: float
     wait_s: float
     dropped: float
+    #: Turns that ended early in the interval, and their seconds from the caller's last
+    #: word to the decision, in all (``bot.queue.pace``).
+    early: float = 0.0
+    eot_s: float = 0.0
 
     @property
     def mean_wait_ms(self) -> float:
         return 1000.0 * self.wait_s / self.started if self.started else 0.0
+
+    @property
+    def mean_eot_ms(self) -> float:
+        """The early turns' mean end of turn (0: none ended early)."""
+        return 1000.0 * self.eot_s / self.early if self.early else 0.0
 
     @property
     def dropped_share(self) -> float:
@@ -91,7 +109,16 @@ class Interval:
                 for level in _LEVELS
             )
 
-        return cls(started=delta("started"), wait_s=delta("wait_seconds"), dropped=delta("dropped"))
+        def paced(key: str) -> float:
+            return after.get(PACE, {}).get(key, 0.0) - before.get(PACE, {}).get(key, 0.0)
+
+        return cls(
+            started=delta("started"),
+            wait_s=delta("wait_seconds"),
+            dropped=delta("dropped"),
+            early=paced("early"),
+            eot_s=paced("eot_seconds"),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +129,8 @@ class LimitStep:
     limit: int
     mean_wait_ms: float
     dropped: int
+    #: The early turns' mean end of turn in the reading (0: none, or not read).
+    mean_eot_ms: float = 0.0
 
 
 def step(
@@ -113,6 +142,7 @@ def step(
     min_active: int,
     max_active: int,
     busy_wait_ms: float,
+    busy_eot_ms: float = 0.0,
     slow_start: bool = False,
     may_rise: bool = True,
     since_change: Interval | None = None,
@@ -124,36 +154,50 @@ def step(
     what the conversations let in by the last rise cost. ``slow_start``: the node has not
     been behind yet, and a rise on calm work doubles the limit instead of adding one; a
     rise on no work at all is one, slow start or not. ``may_rise`` False: conversations
-    held have not shown their load yet, so no rise yet."""
+    held have not shown their load yet, so no rise yet. ``busy_eot_ms`` 0: the turns'
+    pace is not read."""
     wait = interval.mean_wait_ms
     dropped = int(interval.dropped)
+    eot = interval.mean_eot_ms if busy_eot_ms > 0 else 0.0
+    slow = interval.early > 0 and busy_eot_ms > 0 and eot >= busy_eot_ms
     span = interval if since_change is None else since_change
     wanted = may_rise and (waiting > 0 or active >= limit) and limit < max_active
     # Slow start doubles on work that showed what the conversations cost; else one more.
     rise = limit if slow_start and span.started > 0 else 1
-    if interval.started == 0 and dropped == 0:
+    if interval.started == 0 and dropped == 0 and not slow:
         # No model work at all: as calm as it gets (callers in line still hearing the
         # welcome, conversations at their greeting).
-        if wanted and _calm(span, busy_wait_ms):
-            return LimitStep("idle", min(max_active, limit + rise), 0.0, 0)
-        return LimitStep("idle", limit, 0.0, 0)
-    if wait >= busy_wait_ms or interval.dropped_share >= BUSY_DROPPED_SHARE:
+        if wanted and _calm(span, busy_wait_ms, busy_eot_ms):
+            return LimitStep("idle", min(max_active, limit + rise), 0.0, 0, eot)
+        return LimitStep("idle", limit, 0.0, 0, eot)
+    if wait >= busy_wait_ms or interval.dropped_share >= BUSY_DROPPED_SHARE or slow:
         held = min(limit, active)
         lower = max(min_active, held - max(1, math.ceil(held / 4)))
-        return LimitStep("busy", min(limit, lower), wait, dropped)
-    if wanted and _calm(interval, busy_wait_ms) and _calm(span, busy_wait_ms):
-        return LimitStep("calm", min(max_active, limit + rise), wait, dropped)
-    return LimitStep("steady", limit, wait, dropped)
+        return LimitStep("busy", min(limit, lower), wait, dropped, eot)
+    if (
+        wanted
+        and _calm(interval, busy_wait_ms, busy_eot_ms)
+        and _calm(span, busy_wait_ms, busy_eot_ms)
+    ):
+        return LimitStep("calm", min(max_active, limit + rise), wait, dropped, eot)
+    return LimitStep("steady", limit, wait, dropped, eot)
 
 
-def _calm(interval: Interval, busy_wait_ms: float) -> bool:
-    """Work waited under a third of the busy mark on average, and none was dropped."""
-    return interval.mean_wait_ms < busy_wait_ms / 3 and interval.dropped == 0
+def _calm(interval: Interval, busy_wait_ms: float, busy_eot_ms: float) -> bool:
+    """Work waited under a third of the busy mark on average, none was dropped, and the
+    turns that ended early were decided in under ``CALM_EOT_SHARE`` of theirs."""
+    paced = (
+        busy_eot_ms <= 0
+        or interval.early == 0
+        or interval.mean_eot_ms < CALM_EOT_SHARE * busy_eot_ms
+    )
+    return interval.mean_wait_ms < busy_wait_ms / 3 and interval.dropped == 0 and paced
 
 
 class LimitKeeper:
     """Moves ``queue``'s limit by ``step`` every ``interval_s``, reading ``counts`` (the
-    shared pool's ``PriorityPool.counts``)."""
+    shared pool's ``PriorityPool.counts``) and ``pace`` (the node's ``TurnPace.counts``;
+    None, or ``busy_eot_ms`` 0: not read)."""
 
     def __init__(
         self,
@@ -164,11 +208,15 @@ class LimitKeeper:
         busy_wait_ms: float,
         interval_s: float,
         settle_s: float = 0.0,
+        pace: Callable[[], Mapping[str, float]] | None = None,
+        busy_eot_ms: float = 0.0,
         clock: Clock = MONOTONIC,
     ) -> None:
         self.queue = queue
         self._clock = clock
-        self._counts = counts
+        self._pool_counts = counts
+        self._pace = pace
+        self.busy_eot_ms = busy_eot_ms if pace is not None else 0.0
         self.min_active = min(min_active, queue.max_active)
         # Slow start: a node starts at the fewest conversations and takes more as its
         # work stays calm, twice as many each time those held have all been heard, until
@@ -184,12 +232,18 @@ class LimitKeeper:
         #: back no longer than this.
         self.settle_s = settle_s
         self._risen_at = -math.inf
-        self._last = counts()
+        self._last = self._counts()
         #: The counters when the limit last moved: a rise is judged on all the work since.
         self._changed = self._last
         self._task: asyncio.Task[None] | None = None
         #: The last reading (None before the first).
         self.last: LimitStep | None = None
+
+    def _counts(self) -> Counts:
+        pool = self._pool_counts()
+        if self._pace is None:
+            return pool
+        return {**pool, PACE: self._pace()}
 
     def read(self) -> LimitStep:
         """One reading of the pool since the last; the queue's limit set from it."""
@@ -207,6 +261,7 @@ class LimitKeeper:
             min_active=self.min_active,
             max_active=q.max_active,
             busy_wait_ms=self.busy_wait_ms,
+            busy_eot_ms=self.busy_eot_ms,
             slow_start=self.slow_start,
             may_rise=q.unheard == 0 or self._clock.now() - self._risen_at >= self.settle_s,
             since_change=since_change,
@@ -221,12 +276,15 @@ class LimitKeeper:
             q.set_limit(result.limit)
             log.info(
                 "conversations at once %d -> %d (%s: model work waited %.0f ms on average, "
-                "%d dropped; %d held, %d in line)",
+                "%d dropped, %d finished requests decided %.0f ms after the caller stopped "
+                "on average; %d held, %d in line)",
                 before,
                 result.limit,
                 result.load,
                 result.mean_wait_ms,
                 result.dropped,
+                interval.early,
+                result.mean_eot_ms,
                 q.active,
                 q.waiting,
             )
