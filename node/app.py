@@ -153,7 +153,7 @@ class Node:
                     interval_s=queue.limit_interval_s,
                     settle_s=queue.limit_settle_s,
                     pace=self.pace.counts,
-                    busy_eot_ms=queue.busy_end_of_turn_ms,
+                    busy_decision_ms=queue.busy_decision_ms,
                 )
             self.lobby = Lobby(
                 line,

@@ -15,14 +15,15 @@ pace (``TurnPace.counts``) over one interval and moves the limit as TCP moves it
 - **busy**: the work of a turn that has ended (``now``) or of a caller's pause (``ahead``)
   waited ``busy_wait_ms`` or more for a worker on average, or a tenth or more of it
   (``BUSY_DROPPED_SHARE``) was a pause's work that waited past its budget and was dropped
-  (those turns end on silence alone), or the turns that ended early (finished requests,
-  ``bot.queue.pace``) were decided ``busy_eot_ms`` or more after their callers stopped on
-  average (the CPU is slow for a reason the pool's queue does not see): the limit falls by
+  (those turns end on silence alone), or the finished requests (answers in the operator's
+  words with nothing to wait for, ``bot.queue.pace``) were decided ``busy_decision_ms`` or
+  more after their callers stopped on average (the CPU is slow for a reason the pool's
+  queue does not see): the limit falls by
   a quarter of the conversations held (at least one), never below ``min_active``;
-- **calm**: the waits were under a third of that, nothing was dropped, and the early turns
-  were decided in under ``CALM_EOT_SHARE`` of ``busy_eot_ms``, over the last reading and
-  over all the work since the limit last moved, while the limit was reached (callers kept
-  out by it): one more conversation, up to ``max_active``;
+- **calm**: the waits were under a third of that, nothing was dropped, and the finished
+  requests were decided in under ``CALM_DECISION_SHARE`` of ``busy_decision_ms``, over the
+  last reading and over all the work since the limit last moved, while the limit was
+  reached (callers kept out by it): one more conversation, up to ``max_active``;
 - **idle**: no model work in the last reading (callers between turns, at their greeting):
   a rise as when calm if the work since the limit last moved was calm, one more if there
   was none at all;
@@ -64,9 +65,9 @@ _LEVELS = ("now", "ahead")
 #: dropped now and then is the budget doing its job, a tenth of them is a node that cannot
 #: keep up.
 BUSY_DROPPED_SHARE = 0.1
-#: Early turns decided in under this share of ``busy_eot_ms`` on average are calm: 300 ms of
+#: Early turns decided in under this share of ``busy_decision_ms`` on average are calm: 300 ms of
 #: the default 500, about what a node with room to spare takes on this 2-core machine.
-CALM_EOT_SHARE = 0.6
+CALM_DECISION_SHARE = 0.6
 #: The key under which ``LimitKeeper`` adds the turn pace's counts to the pool's.
 PACE = "turns"
 
@@ -81,19 +82,19 @@ class Interval:
     started: float
     wait_s: float
     dropped: float
-    #: Turns that ended early in the interval, and their seconds from the caller's last
+    #: Finished requests decided in the interval, and their seconds from the caller's last
     #: word to the decision, in all (``bot.queue.pace``).
-    early: float = 0.0
-    eot_s: float = 0.0
+    finished: float = 0.0
+    decided_s: float = 0.0
 
     @property
     def mean_wait_ms(self) -> float:
         return 1000.0 * self.wait_s / self.started if self.started else 0.0
 
     @property
-    def mean_eot_ms(self) -> float:
-        """The early turns' mean end of turn (0: none ended early)."""
-        return 1000.0 * self.eot_s / self.early if self.early else 0.0
+    def mean_decided_ms(self) -> float:
+        """The finished requests' mean time to their decision (0: none)."""
+        return 1000.0 * self.decided_s / self.finished if self.finished else 0.0
 
     @property
     def dropped_share(self) -> float:
@@ -116,8 +117,8 @@ class Interval:
             started=delta("started"),
             wait_s=delta("wait_seconds"),
             dropped=delta("dropped"),
-            early=paced("early"),
-            eot_s=paced("eot_seconds"),
+            finished=paced("finished"),
+            decided_s=paced("decided_seconds"),
         )
 
 
@@ -129,8 +130,9 @@ class LimitStep:
     limit: int
     mean_wait_ms: float
     dropped: int
-    #: The early turns' mean end of turn in the reading (0: none, or not read).
-    mean_eot_ms: float = 0.0
+    #: The finished requests' mean time to their decision in the reading (0: none, or not
+    #: read).
+    mean_decided_ms: float = 0.0
 
 
 def step(
@@ -142,7 +144,7 @@ def step(
     min_active: int,
     max_active: int,
     busy_wait_ms: float,
-    busy_eot_ms: float = 0.0,
+    busy_decision_ms: float = 0.0,
     slow_start: bool = False,
     may_rise: bool = True,
     since_change: Interval | None = None,
@@ -154,12 +156,12 @@ def step(
     what the conversations let in by the last rise cost. ``slow_start``: the node has not
     been behind yet, and a rise on calm work doubles the limit instead of adding one; a
     rise on no work at all is one, slow start or not. ``may_rise`` False: conversations
-    held have not shown their load yet, so no rise yet. ``busy_eot_ms`` 0: the turns'
+    held have not shown their load yet, so no rise yet. ``busy_decision_ms`` 0: the turns'
     pace is not read."""
     wait = interval.mean_wait_ms
     dropped = int(interval.dropped)
-    eot = interval.mean_eot_ms if busy_eot_ms > 0 else 0.0
-    slow = interval.early > 0 and busy_eot_ms > 0 and eot >= busy_eot_ms
+    decided = interval.mean_decided_ms if busy_decision_ms > 0 else 0.0
+    slow = interval.finished > 0 and busy_decision_ms > 0 and decided >= busy_decision_ms
     span = interval if since_change is None else since_change
     wanted = may_rise and (waiting > 0 or active >= limit) and limit < max_active
     # Slow start doubles on work that showed what the conversations cost; else one more.
@@ -167,29 +169,29 @@ def step(
     if interval.started == 0 and dropped == 0 and not slow:
         # No model work at all: as calm as it gets (callers in line still hearing the
         # welcome, conversations at their greeting).
-        if wanted and _calm(span, busy_wait_ms, busy_eot_ms):
-            return LimitStep("idle", min(max_active, limit + rise), 0.0, 0, eot)
-        return LimitStep("idle", limit, 0.0, 0, eot)
+        if wanted and _calm(span, busy_wait_ms, busy_decision_ms):
+            return LimitStep("idle", min(max_active, limit + rise), 0.0, 0, decided)
+        return LimitStep("idle", limit, 0.0, 0, decided)
     if wait >= busy_wait_ms or interval.dropped_share >= BUSY_DROPPED_SHARE or slow:
         held = min(limit, active)
         lower = max(min_active, held - max(1, math.ceil(held / 4)))
-        return LimitStep("busy", min(limit, lower), wait, dropped, eot)
+        return LimitStep("busy", min(limit, lower), wait, dropped, decided)
     if (
         wanted
-        and _calm(interval, busy_wait_ms, busy_eot_ms)
-        and _calm(span, busy_wait_ms, busy_eot_ms)
+        and _calm(interval, busy_wait_ms, busy_decision_ms)
+        and _calm(span, busy_wait_ms, busy_decision_ms)
     ):
-        return LimitStep("calm", min(max_active, limit + rise), wait, dropped, eot)
-    return LimitStep("steady", limit, wait, dropped, eot)
+        return LimitStep("calm", min(max_active, limit + rise), wait, dropped, decided)
+    return LimitStep("steady", limit, wait, dropped, decided)
 
 
-def _calm(interval: Interval, busy_wait_ms: float, busy_eot_ms: float) -> bool:
+def _calm(interval: Interval, busy_wait_ms: float, busy_decision_ms: float) -> bool:
     """Work waited under a third of the busy mark on average, none was dropped, and the
-    turns that ended early were decided in under ``CALM_EOT_SHARE`` of theirs."""
+    finished requests were decided in under ``CALM_DECISION_SHARE`` of theirs."""
     paced = (
-        busy_eot_ms <= 0
-        or interval.early == 0
-        or interval.mean_eot_ms < CALM_EOT_SHARE * busy_eot_ms
+        busy_decision_ms <= 0
+        or interval.finished == 0
+        or interval.mean_decided_ms < CALM_DECISION_SHARE * busy_decision_ms
     )
     return interval.mean_wait_ms < busy_wait_ms / 3 and interval.dropped == 0 and paced
 
@@ -197,7 +199,7 @@ def _calm(interval: Interval, busy_wait_ms: float, busy_eot_ms: float) -> bool:
 class LimitKeeper:
     """Moves ``queue``'s limit by ``step`` every ``interval_s``, reading ``counts`` (the
     shared pool's ``PriorityPool.counts``) and ``pace`` (the node's ``TurnPace.counts``;
-    None, or ``busy_eot_ms`` 0: not read)."""
+    None, or ``busy_decision_ms`` 0: not read)."""
 
     def __init__(
         self,
@@ -209,14 +211,14 @@ class LimitKeeper:
         interval_s: float,
         settle_s: float = 0.0,
         pace: Callable[[], Mapping[str, float]] | None = None,
-        busy_eot_ms: float = 0.0,
+        busy_decision_ms: float = 0.0,
         clock: Clock = MONOTONIC,
     ) -> None:
         self.queue = queue
         self._clock = clock
         self._pool_counts = counts
         self._pace = pace
-        self.busy_eot_ms = busy_eot_ms if pace is not None else 0.0
+        self.busy_decision_ms = busy_decision_ms if pace is not None else 0.0
         self.min_active = min(min_active, queue.max_active)
         # Slow start: a node starts at the fewest conversations and takes more as its
         # work stays calm, twice as many each time those held have all been heard, until
@@ -261,7 +263,7 @@ class LimitKeeper:
             min_active=self.min_active,
             max_active=q.max_active,
             busy_wait_ms=self.busy_wait_ms,
-            busy_eot_ms=self.busy_eot_ms,
+            busy_decision_ms=self.busy_decision_ms,
             slow_start=self.slow_start,
             may_rise=q.unheard == 0 or self._clock.now() - self._risen_at >= self.settle_s,
             since_change=since_change,
@@ -283,8 +285,8 @@ class LimitKeeper:
                 result.load,
                 result.mean_wait_ms,
                 result.dropped,
-                interval.early,
-                result.mean_eot_ms,
+                interval.finished,
+                result.mean_decided_ms,
                 q.active,
                 q.waiting,
             )

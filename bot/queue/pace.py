@@ -7,14 +7,16 @@ node's own audio). On a day this 2-core machine ran its recognizer at a third of
 speed, a node holding 3-9 conversations took 2.5 s (P50) over a turn's first hearing; its
 pool's waits read calm between the busy readings, and the limit rose again each time.
 
-The turn gap itself is mix-proof: a turn that ended early (``eot_reason == "early"``: its
-words read as a whole request the operator's words answer, once the pause's pass was
-ready) was decided as soon as the node could decide it, so the time from the caller's last
-word to that decision is the node's speed, whatever the pass did (one hearing or two). That
-is the figure a caller hears: a finished request decided within 250-300 ms keeps a human
-turn gap; above ~500 ms callers talk over the bot. Turns that waited on purpose
-(a question, "not sure", a caller who may go on) wait on their rule's silence, not on the
-CPU, and are not counted.
+The turn gap itself is mix-proof: a turn whose words the operator's own words answer (a
+cached intent, a knowledge entry: ``PACED_ROUTES``) and whose pause gave no reason to wait
+(a hang-up to be sure of, a greeting that often opens a request) was decided as soon as the
+node could decide it: early, on the pause's pass, on a node with room to spare; at the end
+of the silence, or later, on one behind (its pass not ready in time). So the time from the
+caller's last word to that turn's route is the node's speed, whatever the pass did (one
+hearing or two). That is the figure a caller hears: a finished request decided within
+250-300 ms keeps a human turn gap; above ~500 ms callers talk over the bot. Turns that
+waited on purpose (a question, "not sure", a caller who may go on) wait on their rule's
+silence, not on the CPU, and are not counted.
 
 ``TurnPace`` counts those turns and their seconds since the node started, as the pool counts
 its work; ``bot.queue.limit`` reads the difference over each interval.
@@ -24,28 +26,33 @@ from __future__ import annotations
 
 from bot.pipeline.turn import Turn
 
-#: The keys of ``TurnPace.counts``.
-PACE_COUNTS = ("early", "eot_seconds")
+#: The routes of an answer in the operator's own words: decided as soon as the node can.
+PACED_ROUTES = frozenset({"exact", "semantic", "knowledge"})
 
 
 class TurnPace:
-    """Turns that ended early, and the seconds from their caller's last word to their
-    decision, in all (fed every turn by the node's turn sink, on the event loop)."""
+    """Finished requests (``PACED_ROUTES``, no reason to wait) and the seconds from their
+    caller's last word to their route, in all (fed every turn by the node's turn sink, on
+    the event loop)."""
 
     def __init__(self) -> None:
-        self._early = 0
-        self._eot_s = 0.0
+        self._turns = 0
+        self._seconds = 0.0
 
     def observe(self, turn: Turn) -> None:
-        """Count ``turn`` if it ended early and both its times are known."""
-        if turn.eot_reason != "early":
+        """Count ``turn`` if it is such a request and its times are known."""
+        if turn.route not in PACED_ROUTES or turn.eot_reason == "max_turn":
             return
-        eot_ms = turn.since_speech_end_ms().get("eot_decided")
-        if eot_ms is None or eot_ms < 0:
+        reading = turn.pause_reading
+        if reading is not None and reading.wait is not None:
+            return  # it waited on purpose
+        since = turn.since_speech_end_ms()
+        decided_ms = since.get("route_decided", since.get("eot_decided"))
+        if decided_ms is None or decided_ms < 0:
             return
-        self._early += 1
-        self._eot_s += eot_ms / 1000.0
+        self._turns += 1
+        self._seconds += decided_ms / 1000.0
 
     def counts(self) -> dict[str, float]:
-        """Since the node started: ``early`` turns and their ``eot_seconds``."""
-        return {"early": float(self._early), "eot_seconds": self._eot_s}
+        """Since the node started: such ``finished`` requests and their ``decided_seconds``."""
+        return {"finished": float(self._turns), "decided_seconds": self._seconds}

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from bot.pipeline.deciding.decision import Route
+from bot.pipeline.pause_reading import PauseReading, Wait
 from bot.pipeline.turn import EotReason, Turn
 from bot.queue.limit import Interval, LimitKeeper, LimitStep, step
 from bot.queue.line import CallQueue
@@ -304,52 +306,59 @@ def test_the_line_counts_conversations_held_and_not_yet_heard() -> None:
     assert q.unheard == 0
 
 
-EOT_MS = 500.0
+DECISION_MS = 500.0
 
 
-def paced(started: float, mean_wait_ms: float, early: float, mean_eot_ms: float) -> Interval:
-    """Pool work as ``interval``, and ``early`` turns decided ``mean_eot_ms`` after their
+def paced(started: float, mean_wait_ms: float, finished: float, mean_ms: float) -> Interval:
+    """Pool work as ``interval``, and ``finished`` requests decided ``mean_ms`` after their
     callers stopped on average."""
     return Interval(
         started=started,
         wait_s=started * mean_wait_ms / 1000.0,
         dropped=0,
-        early=early,
-        eot_s=early * mean_eot_ms / 1000.0,
+        finished=finished,
+        decided_s=finished * mean_ms / 1000.0,
     )
 
 
 @pytest.mark.parametrize(
-    ("seen", "busy_eot_ms", "expected"),
+    ("seen", "busy_decision_ms", "expected"),
     [
         # The pool's work hardly waited, but finished requests were decided half a second
         # or more after the caller stopped: the CPU is slow for a reason the pool does not
         # see. Behind: a quarter fewer.
-        (paced(30, 10, 3, 500), EOT_MS, LimitStep("busy", 6, 10.0, 0, 500.0)),
-        (paced(30, 10, 1, 2500), EOT_MS, LimitStep("busy", 6, 10.0, 0, 2500.0)),
+        (paced(30, 10, 3, 500), DECISION_MS, LimitStep("busy", 6, 10.0, 0, 500.0)),
+        (paced(30, 10, 1, 2500), DECISION_MS, LimitStep("busy", 6, 10.0, 0, 2500.0)),
         # Decided at the turn gap, with calm waits: one more.
-        (paced(30, 10, 3, 250), EOT_MS, LimitStep("calm", 9, 10.0, 0, 250.0)),
+        (paced(30, 10, 3, 250), DECISION_MS, LimitStep("calm", 9, 10.0, 0, 250.0)),
         # Between 60% of the mark and the mark: as it is.
-        (paced(30, 10, 3, 350), EOT_MS, LimitStep("steady", 8, 10.0, 0, 350.0)),
-        # No turn ended early: the waits alone decide, as before.
-        (paced(30, 10, 0, 0), EOT_MS, LimitStep("calm", 9, 10.0, 0, 0.0)),
+        (paced(30, 10, 3, 350), DECISION_MS, LimitStep("steady", 8, 10.0, 0, 350.0)),
+        # No finished request decided: the waits alone decide, as before.
+        (paced(30, 10, 0, 0), DECISION_MS, LimitStep("calm", 9, 10.0, 0, 0.0)),
         # A slow decision in a reading with no model work (its pass ran in the reading
         # before) is behind, not idle.
-        (paced(0, 0, 2, 900), EOT_MS, LimitStep("busy", 6, 0.0, 0, 900.0)),
+        (paced(0, 0, 2, 900), DECISION_MS, LimitStep("busy", 6, 0.0, 0, 900.0)),
         # Not read (0): slow turns change nothing.
         (paced(30, 10, 3, 2500), 0.0, LimitStep("calm", 9, 10.0, 0, 0.0)),
         # Slow waits are behind whatever the pace.
-        (paced(30, 400, 3, 200), EOT_MS, LimitStep("busy", 6, 400.0, 0, 200.0)),
+        (paced(30, 400, 3, 200), DECISION_MS, LimitStep("busy", 6, 400.0, 0, 200.0)),
     ],
 )
 def test_finished_requests_decided_late_put_the_node_behind(
-    seen: Interval, busy_eot_ms: float, expected: LimitStep
+    seen: Interval, busy_decision_ms: float, expected: LimitStep
 ) -> None:
     got = step(
-        8, 8, 3, seen, min_active=2, max_active=16, busy_wait_ms=BUSY_MS, busy_eot_ms=busy_eot_ms
+        8,
+        8,
+        3,
+        seen,
+        min_active=2,
+        max_active=16,
+        busy_wait_ms=BUSY_MS,
+        busy_decision_ms=busy_decision_ms,
     )
     assert (got.load, got.limit) == (expected.load, expected.limit), got
-    assert got.mean_eot_ms == pytest.approx(expected.mean_eot_ms)
+    assert got.mean_decided_ms == pytest.approx(expected.mean_decided_ms)
 
 
 def test_a_rise_needs_the_pace_since_the_limit_last_moved_calm_too() -> None:
@@ -362,7 +371,7 @@ def test_a_rise_needs_the_pace_since_the_limit_last_moved_calm_too() -> None:
         min_active=2,
         max_active=16,
         busy_wait_ms=BUSY_MS,
-        busy_eot_ms=EOT_MS,
+        busy_decision_ms=DECISION_MS,
         since_change=paced(90, 10, 6, 420),
     )
     assert (got.load, got.limit) == ("steady", 8), got
@@ -371,41 +380,56 @@ def test_a_rise_needs_the_pace_since_the_limit_last_moved_calm_too() -> None:
 def test_an_interval_reads_the_turn_pace_beside_the_pool() -> None:
     before = {
         "now": {"started": 10, "wait_seconds": 1.0, "dropped": 0},
-        "turns": {"early": 4, "eot_seconds": 1.0},
+        "turns": {"finished": 4, "decided_seconds": 1.0},
     }
     after = {
         "now": {"started": 14, "wait_seconds": 1.4, "dropped": 0},
-        "turns": {"early": 7, "eot_seconds": 2.8},
+        "turns": {"finished": 7, "decided_seconds": 2.8},
     }
     got = Interval.between(before, after)
-    assert (got.started, got.early) == (4, 3)
+    assert (got.started, got.finished) == (4, 3)
     assert got.mean_wait_ms == pytest.approx(100.0)
-    assert got.mean_eot_ms == pytest.approx(600.0)
+    assert got.mean_decided_ms == pytest.approx(600.0)
     # A node without the pace (or before its first turn) reads none.
-    assert Interval.between({}, {"now": after["now"]}).early == 0
+    assert Interval.between({}, {"now": after["now"]}).finished == 0
 
 
-def _turn(reason: EotReason, eot_after_s: float | None) -> Turn:
-    turn = Turn(call_id="c1", eot_reason=reason)
+def _turn(
+    route: Route = "semantic",
+    decided_after_s: float | None = 0.25,
+    *,
+    reason: EotReason = "early",
+    wait: Wait | None = None,
+) -> Turn:
+    turn = Turn(call_id="c1", route=route, eot_reason=reason)
     turn.mark("speech_end", 100.0)
-    if eot_after_s is not None:
-        turn.mark("eot_decided", 100.0 + eot_after_s)
+    if decided_after_s is not None:
+        turn.mark("eot_decided", 100.0 + min(decided_after_s, 0.2))
+        turn.mark("route_decided", 100.0 + decided_after_s)
+    if wait is not None:
+        turn.pause_reading = PauseReading("finished", wait)
     return turn
 
 
-def test_the_pace_counts_only_turns_that_ended_early() -> None:
-    """A turn that waited on its rule's silence (a question, "not sure", a caller who may
-    go on) waited on purpose: not the node's speed."""
+def test_the_pace_counts_the_answers_in_the_operators_words_that_had_nothing_to_wait_for() -> None:
+    """The time to the route, whether the turn ended early (a node with room) or on the
+    silence (one behind, its pass late); not a turn that waited on purpose (a goodbye to be
+    sure of, a question, "not sure"), nor one the model or small talk answered."""
     pace = TurnPace()
-    assert pace.counts() == {"early": 0.0, "eot_seconds": 0.0}
-    pace.observe(_turn("early", 0.25))
-    pace.observe(_turn("early", 0.65))
-    pace.observe(_turn("silence", 1.8))
-    pace.observe(_turn("max_turn", 20.0))
-    pace.observe(_turn("early", None))  # never decided (the caller hung up)
+    assert pace.counts() == {"finished": 0.0, "decided_seconds": 0.0}
+    pace.observe(_turn("semantic", 0.25))
+    pace.observe(_turn("knowledge", 0.3))
+    pace.observe(_turn("exact", 1.6, reason="silence"))  # its pass was late
+    pace.observe(_turn("semantic", 1.6, reason="silence", wait="acts"))  # a goodbye
+    pace.observe(_turn("fallback", 2.0, reason="silence", wait="nowhere"))
+    pace.observe(_turn("confirm", 1.8, reason="silence", wait="question"))
+    pace.observe(_turn("small_talk", 0.4))
+    pace.observe(_turn("llm", 0.9, reason="silence"))
+    pace.observe(_turn("exact", 20.0, reason="max_turn"))
+    pace.observe(_turn("semantic", None))  # never decided (the caller hung up)
     got = pace.counts()
-    assert got["early"] == 2
-    assert got["eot_seconds"] == pytest.approx(0.9)
+    assert got["finished"] == 3
+    assert got["decided_seconds"] == pytest.approx(2.15)
 
 
 def test_the_keeper_lowers_the_limit_on_late_decisions_with_calm_waits() -> None:
@@ -420,7 +444,7 @@ def test_the_keeper_lowers_the_limit_on_late_decisions_with_calm_waits() -> None
         busy_wait_ms=BUSY_MS,
         interval_s=2.0,
         pace=pace.counts,
-        busy_eot_ms=EOT_MS,
+        busy_decision_ms=DECISION_MS,
     )
     for i in range(8):
         q.enter(f"c{i}")
@@ -430,12 +454,12 @@ def test_the_keeper_lowers_the_limit_on_late_decisions_with_calm_waits() -> None
         pool["now"]["started"] += 10
         pool["now"]["wait_seconds"] += 0.05  # 5 ms each: calm
         for _ in range(turns):
-            pace.observe(_turn("early", eot_s))
+            pace.observe(_turn("semantic", eot_s))
 
     work(3, 1.2)
     slow = keeper.read()
     assert (slow.load, q.limit) == ("busy", 4), slow
-    assert slow.mean_eot_ms == pytest.approx(1200.0)
+    assert slow.mean_decided_ms == pytest.approx(1200.0)
     work(3, 0.2)
     calm = keeper.read()
     assert (calm.load, q.limit) == ("calm", 5), calm
@@ -446,8 +470,8 @@ def test_the_keeper_lowers_the_limit_on_late_decisions_with_calm_waits() -> None
         min_active=2,
         busy_wait_ms=BUSY_MS,
         interval_s=2.0,
-        busy_eot_ms=EOT_MS,
+        busy_decision_ms=DECISION_MS,
     )
-    assert blind.busy_eot_ms == 0.0
+    assert blind.busy_decision_ms == 0.0
     work(3, 1.2)
     assert blind.read().load == "calm"
