@@ -36,7 +36,6 @@ from bot.profile import BotProfile, load_profile
 from bot.queue.limit import LimitKeeper
 from bot.queue.line import CallQueue
 from bot.queue.lobby import Lobby
-from bot.queue.pace import TurnPace
 from bot.recording import CallRecorder, RecordedCall, recording_path
 from node.admin_port import AdminPort
 from node.call_places import CallPlaces
@@ -86,8 +85,6 @@ class Node:
         #: The node's one count of calls, SIP and browser: its call limit and its drain.
         self.places = CallPlaces()
         self.metrics = NodeMetrics()
-        #: How soon finished requests are decided (the adaptive queue limit reads it).
-        self.pace = TurnPace()
         # The shared model pool's work by urgency: submitted, queued, dropped over budget.
         self.metrics.registry.register(PoolCollector())
         self.metrics.add_snapshot(
@@ -142,8 +139,7 @@ class Node:
         if queue.max_active is not None:
             line = CallQueue(queue.max_active, queue.max_waiting, clock=MONOTONIC.now)
             # The models' work is this node's own (not the tier's, which scales on the
-            # queue's depth instead): the limit follows how long that work waits, and how
-            # soon the node decides its callers' finished requests.
+            # queue's depth instead): the limit follows how long that work waits.
             if queue.adaptive and self.settings.tier.backend == "in-process":
                 self.queue_limit = LimitKeeper(
                     line,
@@ -152,8 +148,6 @@ class Node:
                     busy_wait_ms=queue.busy_wait_ms,
                     interval_s=queue.limit_interval_s,
                     settle_s=queue.limit_settle_s,
-                    pace=self.pace.counts,
-                    busy_decision_ms=queue.busy_decision_ms,
                 )
             self.lobby = Lobby(
                 line,
@@ -366,12 +360,10 @@ class Node:
         call_log = self.call_log
 
         metrics = self.metrics
-        pace = self.pace
 
         def on_turn(turn: Turn) -> None:
             log_line(turn)
             metrics.observe_turn(turn)
-            pace.observe(turn)
             if call_log is not None:
                 call_log.turn_finished(turn)
 

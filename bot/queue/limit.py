@@ -1,4 +1,4 @@
-"""How many conversations the node can carry now: a limit that follows its model work and pace.
+"""How many conversations the node can carry now: a limit that follows its model work's waits.
 
 ``SWITCHBOARD_QUEUE__MAX_ACTIVE`` is the most conversations a node holds; how many it can
 serve at the turn gap depends on its CPU, which is not the same from machine to machine nor
@@ -8,22 +8,17 @@ of its usual speed decided turns 4-26 s after the callers stopped, and left most
 A caller in line, hearing where they are, is better served than sixteen callers talking over
 a bot that answers none of them.
 
-``step`` reads the shared model pool's counters (``PriorityPool.counts``) and the node's turn
-pace (``TurnPace.counts``) over one interval and moves the limit as TCP moves its window
-(additive increase, multiplicative decrease):
+``step`` reads the shared model pool's counters (``PriorityPool.counts``) over one interval
+and moves the limit as TCP moves its window (additive increase, multiplicative decrease):
 
 - **busy**: the work of a turn that has ended (``now``) or of a caller's pause (``ahead``)
   waited ``busy_wait_ms`` or more for a worker on average, or a tenth or more of it
   (``BUSY_DROPPED_SHARE``) was a pause's work that waited past its budget and was dropped
-  (those turns end on silence alone), or the finished requests (answers in the operator's
-  words with nothing to wait for, ``bot.queue.pace``) were decided ``busy_decision_ms`` or
-  more after their callers stopped on average (the CPU is slow for a reason the pool's
-  queue does not see): the limit falls by
-  a quarter of the conversations held (at least one), never below ``min_active``;
-- **calm**: the waits were under a third of that, nothing was dropped, and the finished
-  requests were decided in under ``CALM_DECISION_SHARE`` of ``busy_decision_ms``, over the
-  last reading and over all the work since the limit last moved, while the limit was
-  reached (callers kept out by it): one more conversation, up to ``max_active``;
+  (those turns end on silence alone): the limit falls by a quarter of the conversations
+  held (at least one), never below ``min_active``;
+- **calm**: the waits were under a third of that and nothing was dropped, over the last
+  reading and over all the work since the limit last moved, while the limit was reached
+  (callers kept out by it): one more conversation, up to ``max_active``;
 - **idle**: no model work in the last reading (callers between turns, at their greeting):
   a rise as when calm if the work since the limit last moved was calm, one more if there
   was none at all;
@@ -65,11 +60,6 @@ _LEVELS = ("now", "ahead")
 #: dropped now and then is the budget doing its job, a tenth of them is a node that cannot
 #: keep up.
 BUSY_DROPPED_SHARE = 0.1
-#: Early turns decided in under this share of ``busy_decision_ms`` on average are calm: 300 ms of
-#: the default 500, about what a node with room to spare takes on this 2-core machine.
-CALM_DECISION_SHARE = 0.6
-#: The key under which ``LimitKeeper`` adds the turn pace's counts to the pool's.
-PACE = "turns"
 
 Counts = Mapping[str, Mapping[str, float]]
 Load = Literal["busy", "calm", "steady", "idle"]
@@ -82,19 +72,10 @@ class Interval:
     started: float
     wait_s: float
     dropped: float
-    #: Finished requests decided in the interval, and their seconds from the caller's last
-    #: word to the decision, in all (``bot.queue.pace``).
-    finished: float = 0.0
-    decided_s: float = 0.0
 
     @property
     def mean_wait_ms(self) -> float:
         return 1000.0 * self.wait_s / self.started if self.started else 0.0
-
-    @property
-    def mean_decided_ms(self) -> float:
-        """The finished requests' mean time to their decision (0: none)."""
-        return 1000.0 * self.decided_s / self.finished if self.finished else 0.0
 
     @property
     def dropped_share(self) -> float:
@@ -110,16 +91,7 @@ class Interval:
                 for level in _LEVELS
             )
 
-        def paced(key: str) -> float:
-            return after.get(PACE, {}).get(key, 0.0) - before.get(PACE, {}).get(key, 0.0)
-
-        return cls(
-            started=delta("started"),
-            wait_s=delta("wait_seconds"),
-            dropped=delta("dropped"),
-            finished=paced("finished"),
-            decided_s=paced("decided_seconds"),
-        )
+        return cls(started=delta("started"), wait_s=delta("wait_seconds"), dropped=delta("dropped"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,9 +102,6 @@ class LimitStep:
     limit: int
     mean_wait_ms: float
     dropped: int
-    #: The finished requests' mean time to their decision in the reading (0: none, or not
-    #: read).
-    mean_decided_ms: float = 0.0
 
 
 def step(
@@ -144,7 +113,6 @@ def step(
     min_active: int,
     max_active: int,
     busy_wait_ms: float,
-    busy_decision_ms: float = 0.0,
     slow_start: bool = False,
     may_rise: bool = True,
     since_change: Interval | None = None,
@@ -156,50 +124,36 @@ def step(
     what the conversations let in by the last rise cost. ``slow_start``: the node has not
     been behind yet, and a rise on calm work doubles the limit instead of adding one; a
     rise on no work at all is one, slow start or not. ``may_rise`` False: conversations
-    held have not shown their load yet, so no rise yet. ``busy_decision_ms`` 0: the turns'
-    pace is not read."""
+    held have not shown their load yet, so no rise yet."""
     wait = interval.mean_wait_ms
     dropped = int(interval.dropped)
-    decided = interval.mean_decided_ms if busy_decision_ms > 0 else 0.0
-    slow = interval.finished > 0 and busy_decision_ms > 0 and decided >= busy_decision_ms
     span = interval if since_change is None else since_change
     wanted = may_rise and (waiting > 0 or active >= limit) and limit < max_active
     # Slow start doubles on work that showed what the conversations cost; else one more.
     rise = limit if slow_start and span.started > 0 else 1
-    if interval.started == 0 and dropped == 0 and not slow:
+    if interval.started == 0 and dropped == 0:
         # No model work at all: as calm as it gets (callers in line still hearing the
         # welcome, conversations at their greeting).
-        if wanted and _calm(span, busy_wait_ms, busy_decision_ms):
-            return LimitStep("idle", min(max_active, limit + rise), 0.0, 0, decided)
-        return LimitStep("idle", limit, 0.0, 0, decided)
-    if wait >= busy_wait_ms or interval.dropped_share >= BUSY_DROPPED_SHARE or slow:
+        if wanted and _calm(span, busy_wait_ms):
+            return LimitStep("idle", min(max_active, limit + rise), 0.0, 0)
+        return LimitStep("idle", limit, 0.0, 0)
+    if wait >= busy_wait_ms or interval.dropped_share >= BUSY_DROPPED_SHARE:
         held = min(limit, active)
         lower = max(min_active, held - max(1, math.ceil(held / 4)))
-        return LimitStep("busy", min(limit, lower), wait, dropped, decided)
-    if (
-        wanted
-        and _calm(interval, busy_wait_ms, busy_decision_ms)
-        and _calm(span, busy_wait_ms, busy_decision_ms)
-    ):
-        return LimitStep("calm", min(max_active, limit + rise), wait, dropped, decided)
-    return LimitStep("steady", limit, wait, dropped, decided)
+        return LimitStep("busy", min(limit, lower), wait, dropped)
+    if wanted and _calm(interval, busy_wait_ms) and _calm(span, busy_wait_ms):
+        return LimitStep("calm", min(max_active, limit + rise), wait, dropped)
+    return LimitStep("steady", limit, wait, dropped)
 
 
-def _calm(interval: Interval, busy_wait_ms: float, busy_decision_ms: float) -> bool:
-    """Work waited under a third of the busy mark on average, none was dropped, and the
-    finished requests were decided in under ``CALM_DECISION_SHARE`` of theirs."""
-    paced = (
-        busy_decision_ms <= 0
-        or interval.finished == 0
-        or interval.mean_decided_ms < CALM_DECISION_SHARE * busy_decision_ms
-    )
-    return interval.mean_wait_ms < busy_wait_ms / 3 and interval.dropped == 0 and paced
+def _calm(interval: Interval, busy_wait_ms: float) -> bool:
+    """Work waited under a third of the busy mark on average, and none was dropped."""
+    return interval.mean_wait_ms < busy_wait_ms / 3 and interval.dropped == 0
 
 
 class LimitKeeper:
     """Moves ``queue``'s limit by ``step`` every ``interval_s``, reading ``counts`` (the
-    shared pool's ``PriorityPool.counts``) and ``pace`` (the node's ``TurnPace.counts``;
-    None, or ``busy_decision_ms`` 0: not read)."""
+    shared pool's ``PriorityPool.counts``)."""
 
     def __init__(
         self,
@@ -210,15 +164,11 @@ class LimitKeeper:
         busy_wait_ms: float,
         interval_s: float,
         settle_s: float = 0.0,
-        pace: Callable[[], Mapping[str, float]] | None = None,
-        busy_decision_ms: float = 0.0,
         clock: Clock = MONOTONIC,
     ) -> None:
         self.queue = queue
         self._clock = clock
-        self._pool_counts = counts
-        self._pace = pace
-        self.busy_decision_ms = busy_decision_ms if pace is not None else 0.0
+        self._counts = counts
         self.min_active = min(min_active, queue.max_active)
         # Slow start: a node starts at the fewest conversations and takes more as its
         # work stays calm, twice as many each time those held have all been heard, until
@@ -234,18 +184,12 @@ class LimitKeeper:
         #: back no longer than this.
         self.settle_s = settle_s
         self._risen_at = -math.inf
-        self._last = self._counts()
+        self._last = counts()
         #: The counters when the limit last moved: a rise is judged on all the work since.
         self._changed = self._last
         self._task: asyncio.Task[None] | None = None
         #: The last reading (None before the first).
         self.last: LimitStep | None = None
-
-    def _counts(self) -> Counts:
-        pool = self._pool_counts()
-        if self._pace is None:
-            return pool
-        return {**pool, PACE: self._pace()}
 
     def read(self) -> LimitStep:
         """One reading of the pool since the last; the queue's limit set from it."""
@@ -263,7 +207,6 @@ class LimitKeeper:
             min_active=self.min_active,
             max_active=q.max_active,
             busy_wait_ms=self.busy_wait_ms,
-            busy_decision_ms=self.busy_decision_ms,
             slow_start=self.slow_start,
             may_rise=q.unheard == 0 or self._clock.now() - self._risen_at >= self.settle_s,
             since_change=since_change,
@@ -278,15 +221,12 @@ class LimitKeeper:
             q.set_limit(result.limit)
             log.info(
                 "conversations at once %d -> %d (%s: model work waited %.0f ms on average, "
-                "%d dropped, %d finished requests decided %.0f ms after the caller stopped "
-                "on average; %d held, %d in line)",
+                "%d dropped; %d held, %d in line)",
                 before,
                 result.limit,
                 result.load,
                 result.mean_wait_ms,
                 result.dropped,
-                interval.finished,
-                result.mean_decided_ms,
                 q.active,
                 q.waiting,
             )

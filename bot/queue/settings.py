@@ -30,11 +30,6 @@ class QueueSettings(BaseModel):
     #: reading at or above which the node is behind: the limit falls by a quarter. A tenth
     #: of that work dropped over its budget (a pause's, 300 ms) counts as behind too.
     busy_wait_ms: float = Field(150.0, gt=0.0, le=10_000.0)
-    #: The average time from a caller's last word to the decision, over one reading's
-    #: finished requests (answers in the operator's words, with nothing to wait for), at or
-    #: above which the node is behind as well (``bot.queue.pace``): the CPU is slow for a reason
-    #: the pool's waits do not show. Calm is under 60% of it. 0: not read.
-    busy_decision_ms: float = Field(500.0, ge=0.0, le=10_000.0)
     #: How often the limit is read and moved.
     limit_interval_s: float = Field(2.0, ge=0.1, le=60.0)
     #: A rise of the limit waits until every conversation held has had its first turn (a
