@@ -506,6 +506,15 @@ def test_two_recognizers_heard_alike_only_when_most_words_are_the_same(
         ("Do you sell gift cards?", True),
         ("How long does a refund take?", True),
         ("Can I pay with PayPal?", True),
+        # the same with the recognizer's full stop: the words are in a question's order
+        ("When does my money come back.", True),
+        ("How long does a refund take.", True),
+        ("Do you sell gift cards.", True),
+        ("Is there a way to reach you by mail.", True),
+        # a full stop on a statement's order is a statement
+        ("I need help with a delivery.", False),
+        ("How I ordered the blue one.", False),
+        ("Delivery takes three to five days.", False),
         # halves of the paused sets, heard as finished sentences
         ("I got an email.", False),
         ("Can you help me?", False),
@@ -513,6 +522,11 @@ def test_two_recognizers_heard_alike_only_when_most_words_are_the_same(
         # five words, but a thought still going
         ("How long does it take to?", False),
         ("Would you be able to?", False),
+        ("How long does it take to.", False),
+        ("Can you tell me about.", False),
+        # under five words, whatever the mark
+        ("Do you ship.", False),
+        ("Can you help me.", False),
         # two sentences: one may be the start of the next
         ("Hello. Do you sell gift cards?", False),
         ("I've been waiting for my refund for two weeks.", False),

@@ -310,16 +310,39 @@ def count_words(text: str) -> int:
 WHOLE_QUESTION_WORDS = 5
 
 
+#: "how long", "how much": the question's auxiliary comes a word later.
+_HOW_MEASURES = frozenset(("long", "much", "many", "often", "soon", "far", "late", "early"))
+#: What follows an auxiliary that opens a question ("do you", "is there", "can my order").
+_ASKED_SUBJECTS = _SUBJECTS | {"there", "my", "your", "this", "that", "the", "a", "an"}
+
+
+def asked_as_question(text: str) -> bool:
+    """Words in a question's order, whatever the final mark: a wh-word and its auxiliary
+    ("When does ...", "How long does ..."), or an auxiliary before its subject ("Do you
+    ...", "Is there ...", "Can my order ..."). The recognizer's question mark is a guess:
+    tiny.en heard "When does my money come back?" with a full stop in one call of eight."""
+    words = [w for w in _words(text) if w not in _HESITATIONS]
+    if len(words) < 2:
+        return False
+    first, second = words[0], words[1]
+    if first in _WH:
+        if first == "how" and second in _HOW_MEASURES:
+            return len(words) > 2 and words[2] in _AUX
+        return second in _AUX
+    return first in _AUX and second in _ASKED_SUBJECTS
+
+
 def whole_question(text: str) -> bool:
-    """One sentence, a question (a final question mark) of at least
-    ``WHOLE_QUESTION_WORDS`` words, that reads finished: what a caller asks whole. Half a
-    request heard as a sentence is most often a statement ("I got an email.") or a short
-    question ("Can you help me?")."""
+    """One sentence, a question (a final question mark, or a full stop on words in a
+    question's order, ``asked_as_question``) of at least ``WHOLE_QUESTION_WORDS`` words,
+    that reads finished: what a caller asks whole. Half a request heard as a sentence is
+    most often a statement ("I got an email.") or a short question ("Can you help me?")."""
     stripped = text.strip()
     sentences = _sentences(stripped)
+    asked = stripped.endswith("?") or (stripped.endswith(".") and asked_as_question(stripped))
     return (
         len(sentences) == 1
-        and stripped.endswith("?")
+        and asked
         and len(_words(stripped)) >= WHOLE_QUESTION_WORDS
         and judge(stripped) == "finished"
     )
