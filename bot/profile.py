@@ -117,7 +117,11 @@ class EndpointingConfig(BaseModel):
     #: 6 words; 74 of the 81 whole requests that waited so were heard as 7 or more. A
     #: caller who pauses after a long finished sentence and goes on ("I ordered a sofa
     #: three weeks ago | and it never came") hears the question or "not sure" start after
-    #: this much silence instead. 0: those waits stay as they are.
+    #: this much silence instead. So do words each recognizer heard as a whole question of
+    #: five words or more (``whole_question``: "Do you sell or gift card?"): on the same
+    #: sets no half the bot would ask about or say "not sure" to was heard so; the halves
+    #: heard as questions are shorter ("Can you help me?"). 0: those waits stay as they
+    #: are.
     long_sentence_silence_ms: int = Field(1000, ge=0, le=10_000)
     long_sentence_words: int = Field(7, ge=1, le=100)
     #: Silence the turn waits for when the words match an intent that hangs up after its

@@ -25,8 +25,9 @@ mid-sentence holds the pitch up. Two cues together, as listeners take a turn on:
 alone does not shorten ``unsure`` (no hearing says the words are finished; "It's order
 number | five five two ..." fell 3.5 semitones on "number" in one espeak-ng voice).
 They shorten to ``long_sentence_silence_ms`` where each recognizer heard the finished
-sentence as at least ``long_sentence_words`` words (``long``): half a request heard as a
-finished sentence is short ("Can you help me?").
+sentence as at least ``long_sentence_words`` words, or as a whole question of five words or
+more (``long``): half a request heard as a finished sentence is short ("Can you help
+me?").
 
 The turn detector keeps the reading (not five flags), takes both its silence limit and
 whether the turn may end early from it, and puts it on the turn, so the call log's turn
@@ -39,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.pipeline.language.end_of_turn import Thought, count_words, heard_alike
+from bot.pipeline.language.end_of_turn import Thought, count_words, heard_alike, whole_question
 from bot.pipeline.language.intonation import Intonation
 from bot.pipeline.rehear import other_words
 from bot.pipeline.speculation import Speculation
@@ -193,9 +194,15 @@ def read_pause(
     long = (
         wait in _FALL_SHORTENS
         and cfg.long_sentence_silence_ms > 0
-        and _fewest_words(done) >= cfg.long_sentence_words
+        and (_fewest_words(done) >= cfg.long_sentence_words or _asked_whole(done))
     )
     return PauseReading(verdict, wait, fell=fell, end_st=end_st, long=long)
+
+
+def _asked_whole(done: Speculation) -> bool:
+    """Each recognizer heard a whole question (``whole_question``)."""
+    heard = [done.heard] if done.second is None else [done.heard, done.second]
+    return all(whole_question(h) for h in heard)
 
 
 def _fewest_words(done: Speculation) -> int:

@@ -210,7 +210,7 @@ LONG = "I need to update the phone number on my account."
     ("spec", "wait", "limit"),
     [
         (heard(LONG, LONG, decided="unsure"), "nowhere", 2000),
-        (heard("Can I swap the colour on my order?", decided="ask"), "question", 1800),
+        (heard(LONG, decided="ask"), "question", 1800),
     ],
 )
 def test_a_long_finished_sentence_shortens_the_nowhere_and_question_waits(
@@ -232,6 +232,33 @@ def test_a_long_finished_sentence_shortens_the_nowhere_and_question_waits(
 
 
 @pytest.mark.parametrize(
+    ("spec", "wait", "limit"),
+    [
+        (heard("Do you sell or gift card?", decided="ask"), "question", 1800),
+        (
+            heard(
+                "Do you have a shop in London?", "Do you have a shop in London?", decided="unsure"
+            ),
+            "nowhere",
+            2000,
+        ),
+        # The recognizer's full stop on words in a question's order.
+        (heard("When does my money come back.", decided="ask"), "question", 1800),
+    ],
+)
+def test_a_whole_question_shortens_the_nowhere_and_question_waits_whatever_its_length(
+    spec: Speculation, wait: str, limit: int
+) -> None:
+    """A question of five or six words asked whole, as each recognizer heard it: the first
+    halves of the paused sets heard as questions are shorter ("Can you help me?")."""
+    reading = read_pause(spec, judge, CFG)
+    assert (reading.wait, reading.long) == (wait, True)
+    assert reading.silence_limit_ms(CFG) == CFG.long_sentence_silence_ms < limit
+    off = CFG.model_copy(update={"long_sentence_silence_ms": 0})
+    assert read_pause(spec, judge, off).silence_limit_ms(off) == limit
+
+
+@pytest.mark.parametrize(
     ("spec", "wait"),
     [
         # Halves of the paused sets heard as finished sentences: short.
@@ -242,6 +269,12 @@ def test_a_long_finished_sentence_shortens_the_nowhere_and_question_waits(
             heard("I'd like to speak to you about it.", "I'd like to speak too.", decided="ask"),
             "question",
         ),
+        # A whole question as one recognizer heard it, a statement as the other did.
+        (
+            heard("Can I swap the colour?", "I swap the colour.", decided="ask"),
+            "question",
+        ),
+        (heard("Do you sell gift cards?", "You sell gift cards.", decided="ask"), "question"),
         # Long, but no hearing says the words are finished.
         (heard(LONG, "I need to update the phone number on my"), None),
         (heard(LONG, "I need update my form and belong my account"), "unsure"),
