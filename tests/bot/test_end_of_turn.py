@@ -515,6 +515,12 @@ def test_two_recognizers_heard_alike_only_when_most_words_are_the_same(
         ("I need help with a delivery.", False),
         ("How I ordered the blue one.", False),
         ("Delivery takes three to five days.", False),
+        # an auxiliary that opens a request, not a question
+        ("Have the driver call me please.", False),
+        ("Have a good one then bye.", False),
+        ("Do the return for me please.", False),
+        ("Have you got my new address.", True),
+        ("Does the coat come in blue.", True),
         # halves of the paused sets, heard as finished sentences
         ("I got an email.", False),
         ("Can you help me?", False),

@@ -314,6 +314,9 @@ WHOLE_QUESTION_WORDS = 5
 _HOW_MEASURES = frozenset(("long", "much", "many", "often", "soon", "far", "late", "early"))
 #: What follows an auxiliary that opens a question ("do you", "is there", "can my order").
 _ASKED_SUBJECTS = _SUBJECTS | {"there", "my", "your", "this", "that", "the", "a", "an"}
+#: Auxiliaries that also open a request ("Have the driver call me.", "Do the return for
+#: me.", "Be quick."): a question only before a pronoun ("Have you ...", "Do I ...").
+_IMPERATIVE_AUX = frozenset(("do", "have", "be"))
 
 
 def asked_as_question(text: str) -> bool:
@@ -329,6 +332,8 @@ def asked_as_question(text: str) -> bool:
         if first == "how" and second in _HOW_MEASURES:
             return len(words) > 2 and words[2] in _AUX
         return second in _AUX
+    if first in _IMPERATIVE_AUX:
+        return second in _SUBJECTS or second == "there"
     return first in _AUX and second in _ASKED_SUBJECTS
 
 
