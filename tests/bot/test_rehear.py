@@ -147,8 +147,9 @@ async def test_a_first_transcript_that_matches_is_never_heard_again(cache: Inten
     [
         # both hear a finished sentence that nothing answers: only "not sure" would be
         # said, so a caller pausing mid-request ("I think I was charged | twice") may go on
-        ("What is your fax number?", "What is your fax number?", 1100),
         ("I think I was charged.", "I think I was charged.", 1100),
+        # a whole question of five words or more: the long sentence's wait (1000 ms)
+        ("What is your fax number?", "What is your fax number?", 1000),
         # the second words read as a follow-up ("it"), but match no intent: the router goes
         # on with the first, which lead nowhere ("Can you send me | a copy of ..." was cut)
         ("Can you earn me?", "Can you handle it?", 1100),
