@@ -199,13 +199,16 @@ def read_pause(
     return PauseReading(verdict, wait, fell=fell, end_st=end_st, long=long)
 
 
+def _hearings(done: Speculation) -> list[str]:
+    """The pause's words as each recognizer that heard them heard them."""
+    return [done.heard] if done.second is None else [done.heard, done.second]
+
+
 def _asked_whole(done: Speculation) -> bool:
     """Each recognizer heard a whole question (``whole_question``)."""
-    heard = [done.heard] if done.second is None else [done.heard, done.second]
-    return all(whole_question(h) for h in heard)
+    return all(whole_question(h) for h in _hearings(done))
 
 
 def _fewest_words(done: Speculation) -> int:
     """The words of the pause as the recognizer that heard fewer of them heard them."""
-    heard = [done.heard] if done.second is None else [done.heard, done.second]
-    return min(count_words(h) for h in heard)
+    return min(count_words(h) for h in _hearings(done))
