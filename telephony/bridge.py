@@ -34,7 +34,7 @@ import pjsua2 as pj
 from telephony.call import SipCall
 from telephony.config import EndpointConfig
 from telephony.events import TransferResult
-from telephony.framebuf import write_frame
+from telephony.framebuf import pcm_port_format, write_frame
 from telephony.media_port import PlayoutBuffer, PortShelf
 
 T = TypeVar("T")
@@ -59,6 +59,8 @@ class BridgeCore(Protocol):
     def graveyard_add(self, obj: object) -> None: ...
 
     def hangup_call(self, call: SipCall) -> None: ...
+
+    def release_stream(self, call: Any) -> None: ...
 
 
 log = logging.getLogger(__name__)
@@ -87,13 +89,7 @@ class _SummaryPort(pj.AudioMediaPort):  # type: ignore[misc]
         self.closed = False
 
     def create(self, name: str, sample_rate: int) -> None:
-        fmt = pj.MediaFormatAudio()
-        fmt.type = pj.PJMEDIA_TYPE_AUDIO
-        fmt.clockRate = sample_rate
-        fmt.channelCount = 1
-        fmt.bitsPerSample = 16
-        fmt.frameTimeUsec = 20000
-        self.createPort(name, fmt)
+        self.createPort(name, pcm_port_format(sample_rate))
 
     def onFrameReceived(self, frame: Any) -> None:
         pass
@@ -123,6 +119,7 @@ class AgentLeg(pj.Call):  # type: ignore[misc]
         self.timed_out = False
         self.disconnected = False
         self.local_hangup = False
+        self.stream_released = False  # see telephony.stream_release
         self.target = ""
 
     def onCallState(self, prm: Any) -> None:
@@ -218,6 +215,7 @@ class Bridges:
         leg.local_hangup = True
         op = pj.CallOpParam()
         op.statusCode = 200 if leg.confirmed else 603
+        self.core.release_stream(leg)
         try:
             leg.hangup(op)
         except pj.Error as exc:

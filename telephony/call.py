@@ -196,6 +196,7 @@ class SipCall(pj.Call):  # type: ignore[misc]
         self.answered = False
         self.rejected = False
         self.disconnected = False
+        self.stream_released = False  # see telephony.stream_release
         # The pending transfer's outcome goes here (set and called on this thread).
         self.xfer_done: Callable[[TransferResult], None] | None = None
         #: The agent's leg of a bridged transfer (``telephony.bridge``), while it is up.

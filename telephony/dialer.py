@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -34,9 +35,9 @@ import numpy.typing as npt
 import pjsua2 as pj
 import soxr
 
-from telephony import srtp
+from telephony import pjsip_c, srtp, stream_release
 from telephony.config import SAMPLE_RATE
-from telephony.framebuf import read_frame, write_frame
+from telephony.framebuf import pcm_port_format, read_frame, write_frame
 
 RATE = SAMPLE_RATE
 FRAME_SAMPLES = RATE // 50
@@ -63,6 +64,9 @@ class DialResult:
     error: str = ""
     #: SDP of the far end's 200 OK (its answer), "" if none came.
     answer_sdp: str = ""
+    #: The call's stream left the bridge before its media was torn down: before our BYE,
+    #: or when the far end's BYE arrived (``telephony.stream_release``).
+    stream_released: bool = False
 
 
 # --------------------------------------------------------------------------- worker side
@@ -115,13 +119,7 @@ class _Recorder(pj.AudioMediaPort):  # type: ignore[misc]
         self.silence = bytes(FRAME_BYTES)
 
     def create(self) -> None:
-        fmt = pj.MediaFormatAudio()
-        fmt.type = pj.PJMEDIA_TYPE_AUDIO
-        fmt.clockRate = RATE
-        fmt.channelCount = 1
-        fmt.bitsPerSample = 16
-        fmt.frameTimeUsec = 20000
-        self.createPort("dialer", fmt)
+        self.createPort("dialer", pcm_port_format(RATE))
 
     def onFrameRequested(self, frame: Any) -> None:
         with self.lock:
@@ -157,6 +155,7 @@ class _OutboundCall(pj.Call):  # type: ignore[misc]
         self.status = 0
         self.answered_at: float | None = None
         self.disconnected = False
+        self.stream_released: bool | None = None  # None: not tried
         self.codec = ""
         self.answer_sdp = ""
         self.transfer_requests: list[str] = []
@@ -187,6 +186,30 @@ class _OutboundCall(pj.Call):  # type: ignore[misc]
                 self.port.startTransmit(aud)
                 si = self.getStreamInfo(idx)
                 self.codec = f"{si.codecName}/{si.codecClockRate}"
+
+
+class _StreamRelease:
+    """The call's stream out of the bridge before its media goes, whoever ends the call
+    (``telephony.stream_release``: the test dialer had the race that module describes)."""
+
+    def __init__(self, call: _OutboundCall, metronome: stream_release.Metronome) -> None:
+        self.call: _OutboundCall | None = call
+        self.metronome: stream_release.Metronome | None = metronome
+
+    def release(self) -> None:
+        call = self.call
+        if call is not None and call.stream_released is None and call.isActive():
+            call.stream_released = stream_release.release(int(call.getId()), self.metronome)
+
+    def on_bye(self, call_id: str) -> None:
+        call = self.call
+        with contextlib.suppress(pj.Error):
+            if call is not None and str(call.getInfo().callIdString) == call_id:
+                self.release()
+
+    def close(self) -> None:
+        """Let go of the pjsua2 objects (they are freed before the library is)."""
+        self.call = self.metronome = None
 
 
 def _answer_sdp(event: Any) -> str:
@@ -270,6 +293,9 @@ def run_call(spec: DialSpec) -> tuple[dict[str, Any], npt.NDArray[np.int16], npt
     port = _Recorder(spec)
     port.create()
     call = _OutboundCall(acc, port)
+    metronome = stream_release.Metronome(RATE)
+    releaser = _StreamRelease(call, metronome)
+    pjsip_c.watch_byes(releaser.on_bye)
     dtmf_sent: list[str] = []
     dtmf_queue = sorted(spec.dtmf)
     error = ""
@@ -306,6 +332,7 @@ def run_call(spec: DialSpec) -> tuple[dict[str, Any], npt.NDArray[np.int16], npt
         if not call.disconnected:
             by_remote = False
             if call.isActive():
+                releaser.release()
                 call.hangup(pj.CallOpParam(True))
             end = time.monotonic() + 2.0
             while not call.disconnected and time.monotonic() < end:
@@ -326,12 +353,14 @@ def run_call(spec: DialSpec) -> tuple[dict[str, Any], npt.NDArray[np.int16], npt
         "codec": call.codec,
         "error": error,
         "answer_sdp": call.answer_sdp,
+        "stream_released": bool(call.stream_released),
     }
     sent, received = port.sent[:ticks].reshape(-1), port.received[:ticks].reshape(-1)
     # pjsua2 objects must go before the library does; the media clock stops before the
     # port goes (a port freed while it ticks is called back through freed memory).
     ep.audDevManager().setNoDev()
-    del call, port
+    releaser.close()
+    del call, port, metronome
     acc.shutdown()
     del acc
     ep.libDestroy(pj.PJSUA_DESTROY_NO_NETWORK)

@@ -29,11 +29,11 @@ from typing import Any, TypeVar
 
 import pjsua2 as pj
 
-from telephony import front_token, pjsip_c, srtp
+from telephony import front_token, pjsip_c, srtp, stream_release
 from telephony.bridge import AgentLeg, Bridges
 from telephony.call import Bridger, CallHandle, SipCall, Transferrer
 from telephony.config import EndpointConfig
-from telephony.events import NO_ACK, CallEnded, TransferResult
+from telephony.events import BYE_WITHOUT_END, NO_ACK, CallEnded, TransferResult
 from telephony.media_port import PcmPort, PortShelf
 from telephony.sdp import has_common_codec, sip_body
 from telephony.sipcheck import request_defect
@@ -48,6 +48,7 @@ POLL_MS = 10  # libHandleEvents timeout: upper bound on command latency
 PORT_GRACE_S = 1.0  # an ended call (and its media port) waits this long to be freed (shelved)
 STATS_REFRESH_S = 1.0
 ACK_CHECK_MARGIN_S = 0.25  # after pjsip's own 64*T1 on an unACKed 200 OK
+BYE_END_GRACE_S = 2.0  # a BYE that named a call and did not end it by then: ended here
 _PROCESS_SLOT = threading.Lock()  # one pjsua2 library per process
 
 
@@ -138,6 +139,9 @@ class _Core:
         self.on_ending: Callable[[int], None] | None = None
         self.ending = 0
         self.stamp_key: bytes | None = None  # see SipEndpoint
+        #: Counts the bridge's ticks, for taking a call's stream out before its teardown
+        #: (``telephony.stream_release``).
+        self.metronome: stream_release.Metronome | None = None
 
     # plumbing -------------------------------------------------------------------
     def submit(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
@@ -288,7 +292,9 @@ class _Core:
         pjsip_c.set_timers(cfg.t1_ms)
         if self.stamp_key is not None:
             pjsip_c.refuse_strangers(self._stranger_dropped)
+        pjsip_c.watch_byes(self._on_bye)
         self.ep.audDevManager().setNullDev()
+        self.metronome = stream_release.Metronome(cfg.sample_rate)
         self._set_codec_priorities()
 
         tcfg = pj.TransportConfig()
@@ -362,6 +368,7 @@ class _Core:
         self.bridges.legs.clear()
         self.graveyard.clear()
         self.ports.clear()
+        self.metronome = None
         self.timers.clear()
         self.account = self.agent_account = None
         gc.collect()
@@ -461,6 +468,8 @@ class _Core:
             self.counters["calls_unacked"] += 1
             log.warning("call %s: the 200 OK was never ACKed: call ended", sip_call_id)
             live.end_note = NO_ACK
+            # pjsip tears the media down when its BYE is over: the stream goes first.
+            self.release_stream(live)
             live.local_hangup = True  # pjsip's own BYE is under way: no second one
             live.sink.put(CallEnded(NO_ACK, True, time.monotonic()))
             self._report_ending()
@@ -477,10 +486,55 @@ class _Core:
         call.local_hangup = True
         op = pj.CallOpParam()
         op.statusCode = 200 if call.answered else 603
+        self.release_stream(call)
         try:
             call.hangup(op)
         except pj.Error as exc:
             log.warning("hangup %s: %s", call.sip_call_id, exc.info())
+
+    def release_stream(self, call: Any) -> None:
+        """Endpoint thread: ``call``'s (a caller's or an agent leg's) audio stream out of
+        the bridge, before anything ends its media (``telephony.stream_release``)."""
+        if call.stream_released or call.disconnected:
+            return
+        call.stream_released = True
+        try:
+            index = int(call.getId())
+        except pj.Error:
+            return
+        if stream_release.release(index, self.metronome):
+            self.counters["streams_released"] += 1
+
+    def _on_bye(self, call_id: str) -> None:
+        """Endpoint thread, before pjsip acts on a BYE for ``call_id``."""
+        for call in list(self.calls.values()):
+            if call.sip_call_id == call_id and not call.disconnected:
+                self.release_stream(call)
+                self._end_if_bye_failed(call)
+        for leg in list(self.bridges.legs.values()):
+            if leg.disconnected:
+                continue
+            try:
+                leg_call_id = str(leg.getInfo().callIdString)
+            except pj.Error:
+                continue
+            if leg_call_id == call_id:
+                self.release_stream(leg)
+
+    def _end_if_bye_failed(self, call: SipCall) -> None:
+        """A BYE that named the call but did not end it (a wrong tag: pjsip answers 481)
+        has taken its stream out of the bridge: the call cannot go on, so it is ended."""
+        pjsua_id, sip_call_id = int(call.getId()), call.sip_call_id
+
+        def check() -> None:
+            live = self.calls.get(pjsua_id)
+            if live is None or live.sip_call_id != sip_call_id or live.disconnected:
+                return
+            log.warning("call %s: a BYE that did not end it took its media: ended", sip_call_id)
+            live.end_note = BYE_WITHOUT_END
+            self._hangup(live)
+
+        self.call_later(BYE_END_GRACE_S, check)
 
     def on_media_active(self, call: SipCall, idx: int, info: Any) -> None:
         call.aud_idx = idx

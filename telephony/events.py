@@ -63,6 +63,9 @@ InboundEvent = AudioIn | DtmfIn | CallEnded
 
 #: ``CallEnded.reason`` of a call whose 200 OK the caller never ACKed (within 64*T1).
 NO_ACK = "no ACK"
+#: ``CallEnded.reason`` of a call a BYE named but did not end (pjsip refused it, e.g. for a
+#: wrong tag): the BYE had its stream taken out already (``telephony.stream_release``).
+BYE_WITHOUT_END = "BYE without end"
 
 #: How long a blind transfer may take to report its outcome (the target may ring a while).
 TRANSFER_TIMEOUT_S = 30.0

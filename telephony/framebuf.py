@@ -69,3 +69,14 @@ def write_frame(frame: Any, data: bytes) -> None:
         frame.buf = pj.ByteVector(data)
     frame.size = len(data)
     frame.type = pj.PJMEDIA_FRAME_TYPE_AUDIO
+
+
+def pcm_port_format(sample_rate: int) -> Any:
+    """A media port's format: mono 16-bit PCM at ``sample_rate``, 20 ms frames."""
+    fmt = pj.MediaFormatAudio()
+    fmt.type = pj.PJMEDIA_TYPE_AUDIO
+    fmt.clockRate = sample_rate
+    fmt.channelCount = 1
+    fmt.bitsPerSample = 16
+    fmt.frameTimeUsec = 20000
+    return fmt

@@ -17,7 +17,7 @@ from typing import Any, TypeVar, cast
 import pjsua2 as pj
 
 from telephony.events import AudioIn, CallEnded, InboundEvent
-from telephony.framebuf import read_frame, write_frame
+from telephony.framebuf import pcm_port_format, read_frame, write_frame
 
 P = TypeVar("P")
 
@@ -206,13 +206,7 @@ class PcmPort(pj.AudioMediaPort):  # type: ignore[misc]
 
     def create(self, name: str, sample_rate: int) -> None:
         """Register with the conference bridge (endpoint thread only)."""
-        fmt = pj.MediaFormatAudio()
-        fmt.type = pj.PJMEDIA_TYPE_AUDIO
-        fmt.clockRate = sample_rate
-        fmt.channelCount = 1
-        fmt.bitsPerSample = 16
-        fmt.frameTimeUsec = 20000
-        self.createPort(name, fmt)
+        self.createPort(name, pcm_port_format(sample_rate))
 
     def onFrameReceived(self, frame: Any) -> None:
         if self.closed or self.bridged:

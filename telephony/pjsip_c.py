@@ -10,6 +10,10 @@ same handle as pjsua2's own). Endpoint thread only, like every other pjsua call.
 - ``calls_held``: the call slots pjsua holds (``pjsua_call_get_count``). A call pjsua has
   reported ended still holds its slot while its BYE lasts (64*T1 when the caller has gone),
   and a call beyond the slots pjsua has gets 486 from pjsua itself.
+- ``refuse_strangers`` and ``watch_byes``: pjsip modules that see requests before pjsua
+  does (``pjsip_endpt_register_module``).
+- ``remove_call_stream``: a call's stream out of the conference bridge
+  (``pjsua_conf_remove_port``, see ``telephony.stream_release``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib
+import re
 from collections.abc import Callable
 
 #: RFC 3261's ratios to T1: T2 (the longest retransmit interval) 4 s, T4 (how long a
@@ -35,6 +40,16 @@ def _lib() -> ctypes.CDLL:
     lib.pjsip_tsx_set_timers.restype = None
     lib.pjsua_call_get_count.argtypes = []
     lib.pjsua_call_get_count.restype = ctypes.c_uint
+    lib.pjsua_get_pjsip_endpt.argtypes = []
+    lib.pjsua_get_pjsip_endpt.restype = ctypes.c_void_p
+    lib.pjsip_endpt_register_module.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.pjsip_endpt_register_module.restype = ctypes.c_int
+    lib.pjsip_rx_data_get_info.argtypes = [ctypes.c_void_p]
+    lib.pjsip_rx_data_get_info.restype = ctypes.c_char_p
+    lib.pjsua_call_get_conf_port.argtypes = [ctypes.c_int]
+    lib.pjsua_call_get_conf_port.restype = ctypes.c_int
+    lib.pjsua_conf_remove_port.argtypes = [ctypes.c_int]
+    lib.pjsua_conf_remove_port.restype = ctypes.c_int
     return lib
 
 
@@ -96,31 +111,87 @@ _MODULE_NAME = b"mod-refuse-strangers"
 _kept: list[object] = []  # the module and its callback live as long as the library
 
 
-def refuse_strangers(on_drop: Callable[[], None]) -> None:
-    """After ``libInit``: drop every request outside a dialog but a new INVITE."""
+def _register_module(name: bytes, priority: int, on_rx: Callable[[int | None], int]) -> None:
+    """A pjsip module of ``priority`` whose ``on_rx(rdata)`` sees each request it is
+    reached by; 1 takes the request, 0 lets it go on. Kept for the library's life."""
     lib = _lib()
-    lib.pjsua_get_pjsip_endpt.argtypes = []
-    lib.pjsua_get_pjsip_endpt.restype = ctypes.c_void_p
-    lib.pjsip_endpt_register_module.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    lib.pjsip_endpt_register_module.restype = ctypes.c_int
-    lib.pjsip_rx_data_get_info.argtypes = [ctypes.c_void_p]
-    lib.pjsip_rx_data_get_info.restype = ctypes.c_char_p
-
-    def on_rx_request(rdata: int | None) -> int:
-        info = lib.pjsip_rx_data_get_info(rdata) or b""
-        # "Request msg INVITE/cseq=1 (rdata0x...)"
-        if info.startswith(b"Request msg INVITE/"):
-            return 0  # pjsua's call handler decides (the stamp)
-        on_drop()
-        return 1  # taken: nothing answered, nothing made
-
-    callback = _ON_RX(on_rx_request)
+    callback = _ON_RX(on_rx)
     module = _PjsipModule()
-    module.name = _PjStr(_MODULE_NAME, len(_MODULE_NAME))
+    module.name = _PjStr(name, len(name))
     module.id = -1
-    module.priority = _PRIORITY_AFTER_DIALOGS
+    module.priority = priority
     module.on_rx_request = callback
     status = lib.pjsip_endpt_register_module(lib.pjsua_get_pjsip_endpt(), ctypes.byref(module))
     if status != 0:
         raise RuntimeError(f"pjsip_endpt_register_module failed: status {status}")
     _kept.extend((module, callback))
+
+
+def _rx_info(rdata: int | None) -> bytes:
+    """pjsip's one-line summary of a received message ("Request msg INVITE/cseq=1 ...")."""
+    return bytes(_lib().pjsip_rx_data_get_info(rdata) or b"")
+
+
+def refuse_strangers(on_drop: Callable[[], None]) -> None:
+    """After ``libInit``: drop every request outside a dialog but a new INVITE."""
+
+    def on_rx_request(rdata: int | None) -> int:
+        if _rx_info(rdata).startswith(b"Request msg INVITE/"):
+            return 0  # pjsua's call handler decides (the stamp)
+        on_drop()
+        return 1  # taken: nothing answered, nothing made
+
+    _register_module(_MODULE_NAME, _PRIORITY_AFTER_DIALOGS, on_rx_request)
+
+
+# --------------------------------------------------------------------------- streams
+def remove_call_stream(call_index: int) -> bool:
+    """Take call ``call_index``'s audio stream out of the conference bridge now.
+
+    pjsua does the same when it tears the call's media down; its second removal finds the
+    slot empty and only logs it. True if a stream was there to remove. The bridge removes
+    the port at its next tick (``telephony.stream_release``).
+    """
+    lib = _lib()
+    slot = int(lib.pjsua_call_get_conf_port(call_index))
+    if slot <= 0:  # PJSUA_INVALID_ID, or no stream; 0 is the sound device, never a call's
+        return False
+    return int(lib.pjsua_conf_remove_port(slot)) == 0
+
+
+# A BYE is seen after the transaction layer (16: a retransmission is answered there and
+# never reaches here) and before the dialog layer (32), which hands it to the INVITE session
+# that ends the call and tears its media down in the same step.
+_PRIORITY_BEFORE_DIALOGS = 24
+_BYE_MODULE_NAME = b"mod-bye-first"
+#: pjsip_rx_data begins with its transport info (three pointers and an op key of 35) and
+#: the receive time: 320 bytes on a 64-bit build; the packet's text follows
+#: (``pkt_info.packet``, PJSIP_MAX_PKT_LEN = 4000 bytes). The text is looked for in the
+#: first bytes, not trusted to an offset, and nothing past the packet buffer is read.
+_PACKET_SEARCH_SPAN = 512
+_RDATA_READ = 320 + 4000
+_CALL_ID_RE = re.compile(rb"^(?:call-id|i)[ \t]*:[ \t]*([^\r\n]+?)[ \t]*\r?$", re.I | re.M)
+
+
+def bye_call_id(raw: bytes) -> str | None:
+    """The Call-ID of the BYE whose text begins somewhere in ``raw`` (None if none)."""
+    start = raw.find(b"BYE ", 0, _PACKET_SEARCH_SPAN)
+    if start < 0:
+        return None
+    head = raw[start:].split(b"\r\n\r\n", 1)[0].split(b"\0", 1)[0]
+    m = _CALL_ID_RE.search(head)
+    return m.group(1).decode("ascii", "replace") if m else None
+
+
+def watch_byes(on_bye: Callable[[str], None]) -> None:
+    """After ``libInit``: ``on_bye(call_id)`` for each BYE received, on the endpoint thread,
+    before pjsip acts on it (the callback may block briefly; the BYE then goes on)."""
+
+    def on_rx_request(rdata: int | None) -> int:
+        if rdata and _rx_info(rdata).startswith(b"Request msg BYE/"):
+            call_id = bye_call_id(ctypes.string_at(rdata, _RDATA_READ))
+            if call_id:
+                on_bye(call_id)
+        return 0  # never taken: pjsip goes on with it
+
+    _register_module(_BYE_MODULE_NAME, _PRIORITY_BEFORE_DIALOGS, on_rx_request)

@@ -89,6 +89,9 @@ async def test_unacked_answers_end_free_their_slots_and_ban_their_source(
             res = await dial_tone(node.config.port, 700.0, 2.5)
             hears_own_tone(res, 700.0)
             await wait_until(lambda: node.stats()["calls_unacked"] == 3, what="worker stats")
+            # Each stream left the bridge before its teardown (``telephony.stream_release``):
+            # the three unACKed calls' before pjsip's BYE was over, the caller's at its BYE.
+            await wait_until(lambda: node.stats()["streams_released"] == 4, what="streams out")
             stats = node.stats()
         finally:
             attacker.close()
