@@ -44,6 +44,18 @@ def resample(samples: Float32Array, in_rate: int, out_rate: int) -> Float32Array
 LEAD_SILENCE_PEAK = 200
 
 
+def trim_trailing_silence(pcm: bytes, sample_rate: int, *, keep_ms: int = 10) -> bytes:
+    """16-bit PCM ``pcm`` without the silence it ends with, but ``keep_ms`` of it after the
+    last sound (a synthesizer's audio ends with 120-260 ms under ``LEAD_SILENCE_PEAK``).
+    All-silent input gives nothing."""
+    samples = np.frombuffer(pcm, dtype="<i2")
+    loud = _loud(samples)
+    if not loud.size:
+        return b""
+    end = min(len(samples), int(loud[-1]) + 1 + sample_rate * keep_ms // 1000)
+    return samples[:end].tobytes()
+
+
 def trim_leading_silence(
     chunks: Iterator[bytes], sample_rate: int, *, keep_ms: int = 10
 ) -> Generator[bytes, None, None]:
@@ -55,7 +67,7 @@ def trim_leading_silence(
     try:
         for chunk in chunks:
             samples = np.concatenate([held, np.frombuffer(chunk, dtype="<i2")])
-            loud = np.flatnonzero(np.abs(samples.astype(np.int32)) > LEAD_SILENCE_PEAK)
+            loud = _loud(samples)
             if not loud.size:
                 held = samples[-keep:] if keep else samples[:0]
                 continue
@@ -66,3 +78,8 @@ def trim_leading_silence(
         close = getattr(chunks, "close", None)
         if close is not None:
             close()
+
+
+def _loud(samples: npt.NDArray[np.int16]) -> npt.NDArray[np.intp]:
+    """The indexes of the samples louder than ``LEAD_SILENCE_PEAK``."""
+    return np.flatnonzero(np.abs(samples.astype(np.int32)) > LEAD_SILENCE_PEAK)

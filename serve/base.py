@@ -16,9 +16,10 @@ import os
 import threading
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from serve.errors import ProviderError, ProviderTimeout, ProviderUnavailable, WorkDropped
@@ -117,7 +118,10 @@ class Provider(abc.ABC):
     own_thread: bool = False
     """True: a thread-safe provider still runs on its own thread, so that its long jobs
     (synthesizing a sentence) never queue in front of the shared pool's short, urgent ones
-    (transcribing the turn a caller just finished)."""
+    (transcribing the turn a caller just finished). The own thread takes its jobs by
+    priority too (a one-worker ``PriorityPool``): a question synthesized in one caller's
+    pause waits behind the words of a turn that has ended, and is raised with its pass
+    when its own turn ends."""
     thread_nice: int = 0
     """Niceness of the provider's own thread (not thread-safe, or ``own_thread``). A
     positive value lets work on the caller's critical path (VAD, ASR, intent lookup) take
@@ -130,7 +134,7 @@ class Provider(abc.ABC):
         self.retries = retries
         self.loaded = False
         self._metrics = _Metrics()
-        self._own_executor: ThreadPoolExecutor | None = None
+        self._own_executor: PriorityPool | None = None
 
     @property
     def description(self) -> str:
@@ -185,11 +189,10 @@ class Provider(abc.ABC):
         if self.thread_safe and not self.own_thread:
             return shared_executor()
         if self._own_executor is None:
-            self._own_executor = ThreadPoolExecutor(
+            self._own_executor = PriorityPool(
                 1,
                 thread_name_prefix=f"serve-{self.name}",
-                initializer=_renice,
-                initargs=(self.thread_nice,),
+                initializer=partial(_renice, self.thread_nice),
             )
         return self._own_executor
 
@@ -287,7 +290,7 @@ class Provider(abc.ABC):
         (``serve.priority_pool``): None keeps the calling context's (``NOW`` unless set);
         an ``Urgency`` runs it at that level with the level's default budget; a
         ``Priority`` as it is. Work dropped over its budget raises ``WorkDropped``; a
-        provider on its own thread runs its jobs in order whatever their priority.
+        provider on its own thread queues its jobs the same way, on its one worker.
         """
         started = time.monotonic()
         picked_up: list[float] = []
@@ -327,7 +330,9 @@ class Provider(abc.ABC):
 
         async def open_pipe() -> tuple[_ThreadPipe[T], T | _End]:
             pipe = _ThreadPipe(loop, make_iter)
-            loop.run_in_executor(self._executor(), pipe.run)
+            # A stream whose job never runs (withdrawn, or dropped over its budget) ends
+            # there, instead of leaving its consumer waiting out ``timeout_s``.
+            pipe.watch(loop.run_in_executor(self._executor(), pipe.run))
             try:
                 return pipe, await pipe.get()
             except BaseException:
@@ -433,6 +438,19 @@ class _ThreadPipe(Generic[T]):
         if isinstance(item, _End) and item.error is not None:
             raise item.error
         return item
+
+    def watch(self, job: asyncio.Future[None]) -> None:
+        """End the pipe when ``job`` (``run`` on a pool) ends without running: withdrawn by
+        its priority's owner, or dropped over its budget (``WorkDropped``). ``run`` itself
+        never raises: it puts its own end."""
+
+        def ended(done: asyncio.Future[None]) -> None:
+            if done.cancelled():
+                self._queue.put_nowait(_End(WorkDropped("withdrawn before it ran")))
+            elif (error := done.exception()) is not None and isinstance(error, Exception):
+                self._queue.put_nowait(_End(error))
+
+        job.add_done_callback(ended)
 
     def run(self) -> None:
         """Worker thread body: iterate until exhausted, failed or told to stop."""

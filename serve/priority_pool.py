@@ -203,9 +203,13 @@ class PriorityPool(Executor):
         *,
         thread_name_prefix: str = "pool",
         clock: Callable[[], float] = time.monotonic,
+        initializer: Callable[[], None] | None = None,
     ) -> None:
+        """``initializer``: run once on each worker thread before its first job (setting
+        the thread's niceness, as ``ThreadPoolExecutor``'s)."""
         if workers < 1:
             raise ValueError("a pool needs at least one worker")
+        self._initializer = initializer
         self._queue: list[_Job] = []
         self._order = _ORDER
         lock = threading.Lock()
@@ -376,6 +380,8 @@ class PriorityPool(Executor):
                 self._budgets.wait(wait)
 
     def _work(self) -> None:
+        if self._initializer is not None:
+            self._initializer()
         while (job := self._next()) is not None:
             try:
                 self._run(job)

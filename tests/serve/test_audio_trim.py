@@ -2,7 +2,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from serve.audio import trim_leading_silence
+from serve.audio import trim_leading_silence, trim_trailing_silence
 
 RATE = 8000
 
@@ -53,3 +53,15 @@ def test_closing_the_trim_closes_the_source() -> None:
     next(trimmed)
     trimmed.close()
     assert closed == [True]
+
+
+def test_trailing_silence_is_cut_to_ten_ms() -> None:
+    audio = pcm((20, 0), (40, 3000), (30, 100), (200, 0))
+    # the leading silence stays; 10 ms kept after the last sound above the level
+    assert trim_trailing_silence(audio, RATE) == pcm((20, 0), (40, 3000), (10, 100))
+
+
+def test_sound_at_the_end_passes_whole_and_silence_gives_nothing() -> None:
+    audio = pcm((20, 0), (40, 3000))
+    assert trim_trailing_silence(audio, RATE) == audio
+    assert trim_trailing_silence(pcm((50, 0), (20, 10)), RATE) == b""
