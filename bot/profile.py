@@ -113,8 +113,10 @@ class EndpointingConfig(BaseModel):
     #: each recognizer heard them: half a request heard as a finished sentence is short
     #: ("Can you help me?", "The path is one lift." for "The parcel was left"). On the six
     #: paused sets (252 first halves in espeak-ng, each with a 100 ms pause after it and
-    #: G.711), no half the bot would ask about or say "not sure" to was heard as more than
-    #: 6 words; 74 of the 81 whole requests that waited so were heard as 7 or more. A
+    #: G.711), one half the bot would ask about or say "not sure" to was heard as more than
+    #: 6 words ("I bought a lamp from you and" as "I bought a ramp from your hand.", 7, with
+    #: this install's recognizers: docs/benchmarks.md, "Whole questions"); 74 of the 81
+    #: whole requests that waited so were heard as 7 or more. A
     #: caller who pauses after a long finished sentence and goes on ("I ordered a sofa
     #: three weeks ago | and it never came") hears the question or "not sure" start after
     #: this much silence instead. So do words each recognizer heard as a whole question of

@@ -73,6 +73,17 @@ class BotProcess:
             (r["call_id"], r["turn"]): r["transcript"] for r in self.records("turn_text", since)
         }
 
+    def heard_turns(self, since: int = 0) -> list[tuple[Any, ...]]:
+        """What the node heard and did on each turn from log line ``since`` on (its index,
+        route, intent and score, end of turn, barge-in, words, error, then the transcript):
+        for a failure's message."""
+        keys = ("turn", "route", "intent", "intent_score", "eot", "barge_in", "caller_words")
+        heard = self.transcripts(since)
+        return [
+            (*(r.get(k) for k in (*keys, "error")), heard.get((r["call_id"], r["turn"])))
+            for r in self.records("turn", since=since)
+        ]
+
 
 @contextmanager
 def run_bot(

@@ -19,6 +19,10 @@ from bot.calllog.models import Call, CallEvent, TurnRow
 from bot.calllog.records import Record
 
 CONNECT_TIMEOUT_S = 3
+#: How long a migration's connection may take (``migrations/env.py``): a one-off step that
+#: an operator (``switchboard db upgrade``) or a starting node on a database that has just
+#: answered takes; a busy server's slow connection is waited for, not a failed upgrade.
+MIGRATION_CONNECT_TIMEOUT_S = 30
 
 
 def make_engine(url: str, *, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> AsyncEngine:

@@ -26,7 +26,7 @@ from bot.answers.grounding import Vocabulary, key_words, stem
 from bot.answers.text import words_of
 from bot.intents.match import normalize
 from bot.intents.topic import topic_of, topic_of_entry
-from bot.profile import IntentConfig, KnowledgeEntry
+from bot.profile import BotProfile, IntentConfig, KnowledgeEntry
 
 Choice = Literal["first", "second", "neither", "ambiguous"] | None
 #: What a choice can be given as: the intent, the knowledge entry, or its spoken topic.
@@ -70,8 +70,30 @@ _ANSWER_STEMS = frozenset(stem(w) for w in _ANSWER_WORDS)
 
 def choice_question(first_topic: str, second_topic: str) -> str:
     """The question that offers two topics: "Is this about booking an appointment, or
-    about an emergency?"."""
-    return f"Is this about {first_topic}, or about {second_topic}?"
+    about an emergency?": the first topic's first half, a space, the second's second half
+    (``choice_halves``)."""
+    return f"{choice_halves(first_topic)[0]} {choice_halves(second_topic)[1]}"
+
+
+def choice_halves(topic: str) -> tuple[str, str]:
+    """The two halves of a two-choice question that ``topic`` can fill: as the first
+    choice ("Is this about booking an appointment,") and as the second ("or about
+    booking an appointment?"). Each is synthesized at start, so that a question no call
+    has asked yet is played from its halves (``bot.pipeline.prompts``) instead of being
+    synthesized while its caller waits."""
+    return f"Is this about {topic},", f"or about {topic}?"
+
+
+def choice_topics(profile: BotProfile) -> list[str]:
+    """The spoken topic of every intent and knowledge entry of ``profile``, each once."""
+    topics = [topic_of(i) for i in profile.intents] + [topic_of_entry(e) for e in profile.knowledge]
+    return list(dict.fromkeys(topics))
+
+
+def all_choice_halves(profile: BotProfile) -> list[str]:
+    """Both halves of the question for every topic of ``profile`` (``choice_topics``): any
+    two-choice question it can ask, made of ready phrases."""
+    return [half for topic in choice_topics(profile) for half in choice_halves(topic)]
 
 
 def choice_topic(choice: Choosable) -> str:

@@ -402,14 +402,16 @@ class Speculator:
             return  # nothing to decide, or the caller spoke again
         spec.version = decider.conversation.version
         spec.decision = await decider.decide(text, call_id=self._call_id, hear=heard_again)
+        # What the decision says is made from here, beside the rest of the pass: the
+        # second hearing for the reading alone (200-400 ms at 16 calls) no longer delays it.
+        words = live_words(spec.decision)
+        if words is not None and self._say_ahead is not None and self._current is spec:
+            self._say_ahead(words)
         if worth and not asked and not _sure_as_heard(spec.decision, text):
             await heard_again()  # for the pause's reading only: the decision is made
         if self._read_intonation and spec.decision.kind in _WAITS_ON_INTONATION:
             # ~6 ms of numpy on a few seconds of voice, off the event loop.
             spec.intonation = await asyncio.to_thread(read_intonation, audio, self._rate)
-        words = live_words(spec.decision)
-        if words is not None and self._say_ahead is not None and self._current is spec:
-            self._say_ahead(words)
 
     def _worth_hearing_again(self, spec: Speculation, text: str) -> bool:
         """Words that read as finished (or say neither) that no intent answers, and no

@@ -14,6 +14,10 @@ TurnSink = Callable[[Turn], None]
 #: A turn's mark (``Turn.stages``, not one of ``STAGES``) for when the caller began to hear
 #: a filler; ``first_audio_out`` stays the first audio of the answer itself.
 FILLER_AUDIO_OUT = "filler_audio_out"
+#: A turn's model time (``Turn.model_ms``) for words synthesized in the caller's pause
+#: (``bot.pipeline.said_ahead``): how long the speaker waited for them once the turn said
+#: them (0: they were ready).
+SAID_AHEAD_WAIT = "said_ahead_wait"
 
 
 def _stages_ms(turn: Turn) -> dict[str, float]:

@@ -18,6 +18,8 @@ from bot.pipeline.frames import (
     ResponseDone,
     Speak,
     Transcript,
+    UserStartedSpeaking,
+    UserStoppedSpeaking,
 )
 from bot.pipeline.language.spoken_digits import spoken_digits
 from bot.pipeline.line_state import LineState
@@ -407,3 +409,36 @@ def test_profile_refuses_call_flows_that_name_what_does_not_exist() -> None:
         MenuOption(key="1", intent="a", menu="b")
     with pytest.raises(ValueError, match="read back"):
         CollectorConfig(name="p", prompt="PIN?", sensitive=True, confirm="I have {value}")
+
+
+async def test_a_number_read_out_slowly_is_not_quiet() -> None:
+    rig = Rig(ORDER)
+    await rig.collector.begin("order_number")
+    await rig.clock.advance(0.3)
+    # The caller reads the number out, and their turn's end is waited for: 1.5 s, over
+    # the 0.6 s timeout, and no reprompt.
+    await rig.collector.put(UserStartedSpeaking(at=rig.clock.now()))
+    await rig.clock.advance(1.5)
+    await rig.collector.put(UserStoppedSpeaking(at=rig.clock.now()))
+    await rig.clock.advance(0.4)  # their words are transcribed
+    assert spoken(rig.out.frames) == [ORDER.prompt]
+    turn = Turn(call_id="c1")
+    await rig.collector.put(Transcript(turn=turn, text="two four six eight zero"))
+    await rig.settle()
+    frame = rig.of(Collected)[0]
+    assert isinstance(frame, Collected) and frame.value == "24680"
+    assert ("collect_retry", "order_number: attempt 2") not in rig.events
+    await rig.collector.stop()
+
+
+async def test_quiet_after_a_turn_without_words_counts_from_its_end() -> None:
+    rig = Rig(ORDER)
+    await rig.collector.begin("order_number")
+    await rig.collector.put(UserStartedSpeaking(at=rig.clock.now()))
+    await rig.clock.advance(1.0)
+    await rig.collector.put(UserStoppedSpeaking(at=rig.clock.now()))  # a cough: no words
+    await rig.clock.advance(0.4)
+    assert spoken(rig.out.frames) == [ORDER.prompt]
+    await rig.clock.advance(0.5)  # 0.6 s of quiet since the cough: asked again
+    assert spoken(rig.out.frames) == [ORDER.prompt, ORDER.reprompt, ORDER.prompt]
+    await rig.collector.stop()

@@ -70,17 +70,6 @@ def call_log(bot: BotProcess, sip_call_id: str) -> tuple[dict[str, Any], list[di
         time.sleep(0.2)
 
 
-def heard_turns(bot: BotProcess, since: int) -> list[tuple[Any, ...]]:
-    """What the bot heard and did on each turn since log line ``since``: for a failure's
-    message."""
-    keys = ("turn", "route", "intent", "intent_score", "eot", "barge_in", "caller_words", "error")
-    heard = bot.transcripts(since)
-    return [
-        (*(r.get(k) for k in keys), heard.get((r["call_id"], r["turn"])))
-        for r in bot.records("turn", since=since)
-    ]
-
-
 def only_call_id(bot: BotProcess, since: int) -> str:
     ids = {r["call_id"] for r in bot.records("turn", since=since)}
     assert len(ids) == 1, ids
@@ -149,13 +138,13 @@ async def test_talk_to_a_person_is_transferred_by_refer(bot: BotProcess, tmp_pat
     )
     first_line = len(bot.lines)
     run = await run_sipp(xml, bot.port, tmp_path / "sipp", timeout_s=90)
-    assert run.ok, f"{run.stdout}{run.errors}\nturns: {heard_turns(bot, first_line)}"
+    assert run.ok, f"{run.stdout}{run.errors}\nturns: {bot.heard_turns(first_line)}"
     assert logged_refer_to(run.workdir) == [person.transfer_to]
 
     turns = bot.records("turn", since=first_line)
     # The request's turn: transferred at once, or asked about (a yes then transfers).
-    assert turns and turns[0]["intent"] == "talk_to_person", heard_turns(bot, first_line)
-    assert len(turns) == (2 if turns[0]["route"] == "confirm" else 1), heard_turns(bot, first_line)
+    assert turns and turns[0]["intent"] == "talk_to_person", bot.heard_turns(first_line)
+    assert len(turns) == (2 if turns[0]["route"] == "confirm" else 1), bot.heard_turns(first_line)
     row, events = await asyncio.to_thread(call_log, bot, only_call_id(bot, first_line))
     assert row["end_reason"] == "transferred"
     said = [(e["kind"], e["detail"]) for e in events if e["kind"] not in ("barge_in", "filler")]
@@ -174,8 +163,8 @@ async def test_a_declined_transfer_is_apologised_for_and_the_call_goes_on(
         bot.uri, play=speak(PERSON, voice="slt"), play_at_s=LEAD_S, record_seconds=32
     )
     assert result.sip_final_status == 200, result.error
-    assert [t.strip("<>") for t in result.transfer_requests] == [person.transfer_to], heard_turns(
-        bot, first_line
+    assert [t.strip("<>") for t in result.transfer_requests] == [person.transfer_to], (
+        bot.heard_turns(first_line)
     )
     assert not result.ended_by_remote, "the bot left the call after a declined transfer"
 

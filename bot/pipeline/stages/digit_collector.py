@@ -21,6 +21,8 @@ from bot.pipeline.frames import (
     ResponseDone,
     SystemFrame,
     Transcript,
+    UserStartedSpeaking,
+    UserStoppedSpeaking,
 )
 from bot.pipeline.language.spoken_digits import digits_and_others, spoken_digits
 from bot.pipeline.line_state import LineState
@@ -52,10 +54,12 @@ class DigitCollector(Processor):
     ``begin`` starts a collector of the profile: its prompt is said, then each key is
     taken until ``max_length`` digits or the ``terminator``; a turn whose words hold digits
     ("one two three four", "1234") gives the whole number at once. A key pressed while the
-    bot speaks cuts it off (type-ahead). ``timeout_s`` of quiet after the prompt, or a
-    number of the wrong length, is re-prompted, up to ``attempts`` times, then ``give_up``
-    is said. Words that hold no digit, or a short digit run among more other words ("the
-    parcel 1 left"), end the collection and go on to be answered as usual.
+    bot speaks cuts it off (type-ahead). ``timeout_s`` of quiet after the prompt (neither
+    the bot nor the caller speaking: a number read out slowly, and the wait for its turn's
+    end, are not quiet), or a number of the wrong length, is re-prompted, up to
+    ``attempts`` times, then ``give_up`` is said. Words that hold no digit, or a short
+    digit run among more other words ("the parcel 1 left"), end the collection and go on
+    to be answered as usual.
 
     The complete number goes on as one ``Collected`` frame (for a lookup), followed by a
     ``ResponseDone`` when there is no lookup to answer it. A sensitive number's spoken
@@ -91,7 +95,10 @@ class DigitCollector(Processor):
         self._active: CollectorConfig | None = None
         self._digits: list[str] = []
         self._attempt = 0
-        self._last_key = 0.0
+        #: When the caller last keyed or stopped speaking: the quiet is counted from it.
+        self._last_activity = 0.0
+        #: True from the caller's first word to the end of their turn: not quiet.
+        self._caller_speaking = False
         self._watch: asyncio.Task[None] | None = None
         #: Keys that are neither digits nor the terminator while collecting.
         self.ignored_keys = 0
@@ -150,6 +157,13 @@ class DigitCollector(Processor):
             if self._active is not None:
                 await self._key(self._active, frame)
                 return
+        if isinstance(frame, UserStartedSpeaking):
+            self._caller_speaking = True
+        elif isinstance(frame, UserStoppedSpeaking):
+            # Their words (a number read out) come next, after the turn's end: its
+            # transcript, or nothing when it held no words; the quiet starts now.
+            self._caller_speaking = False
+            self._last_activity = self._clock.now()
         if isinstance(frame, CallFinished):
             self._stop_watch()
         await super().process_system(frame)
@@ -172,7 +186,7 @@ class DigitCollector(Processor):
             return
         if cfg.sensitive:
             frame.turn.transcript = MASK  # the turn log, the call log and the model's history
-        self._last_key = self._clock.now()
+        self._last_activity = self._clock.now()
         if cfg.min_length <= len(digits) <= cfg.max_length:
             await self._complete(cfg, frame.turn, digits)
         else:
@@ -181,7 +195,7 @@ class DigitCollector(Processor):
     async def _key(self, cfg: CollectorConfig, frame: DtmfIn) -> None:
         if self.line.held:
             await self.push(Interrupt(at=frame.at))  # the caller knows the number already
-        self._last_key = self._clock.now()
+        self._last_activity = self._clock.now()
         if frame.digit == cfg.terminator:
             if len(self._digits) >= cfg.min_length:
                 await self._complete(cfg, self._keyed_turn(frame.at), "".join(self._digits))
@@ -236,7 +250,7 @@ class DigitCollector(Processor):
             self._event("collect_retry", f"{cfg.name}: attempt {self._attempt}")
             await self.push(self._say(turn, cfg.reprompt))
             await self.push(self._say(turn, cfg.prompt))
-            self._last_key = self._clock.now()
+            self._last_activity = self._clock.now()
         if turn is not None:
             turn.route = "keypad"
             turn.mark("route_decided")
@@ -252,10 +266,11 @@ class DigitCollector(Processor):
         if self._on_event is not None:
             self._on_event(kind, detail)
 
-    # -- the timeout: quiet for timeout_s once the bot has stopped talking -----------
+    # -- the timeout: quiet for timeout_s once the bot has stopped talking, neither -----
+    # -- party speaking nor a key pressed ----------------------------------------------
 
     def _start_watch(self) -> None:
-        self._last_key = self._clock.now()
+        self._last_activity = self._clock.now()
         self._watch = asyncio.create_task(self._watch_quiet(), name="digit-timeout")
 
     def _stop_watch(self) -> None:
@@ -273,16 +288,16 @@ class DigitCollector(Processor):
         while self._active is not None:
             await self._clock.sleep(_POLL_S)
             now = self._clock.now()
-            if self.line.held:
+            if self.line.held or self._caller_speaking:
                 quiet_since = None
                 continue
             quiet_since = quiet_since or now
             cfg = self._active
-            if cfg is None or now - max(quiet_since, self._last_key) < cfg.timeout_s:
+            if cfg is None or now - max(quiet_since, self._last_activity) < cfg.timeout_s:
                 continue
             quiet_since = None
             if len(self._digits) >= cfg.min_length:
-                at = self._last_key
+                at = self._last_activity
                 await self._complete(cfg, self._keyed_turn(at), "".join(self._digits))
             else:
                 await self._retry(cfg, None)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING
 
+from bot.intents.choice import all_choice_halves
 from bot.knowledge.index import topic_question
 from bot.pipeline.deciding.decider import Decider
 from bot.pipeline.deciding.decision import Decision, Route
@@ -107,7 +108,9 @@ class Responder(Processor):
         """The operator's words it answers with: the apology, the honest fallback, the
         decline, small talk's replies, and the knowledge base's answers and topic questions
         (spoken as written, they start like a cached one: a topic question synthesized in
-        the turn cost ~1.1 s at ten calls)."""
+        the turn cost ~1.1 s at ten calls), and the halves of every two-choice question
+        (a question that was synthesized in the caller's pause waited up to 0.7 s more at 16
+        calls; its halves are 2 phrases a topic where its questions are a square)."""
         return [
             profile.apology,
             profile.unsure,
@@ -115,6 +118,7 @@ class Responder(Processor):
             *profile.small_talk.phrases(profile.name),
             *(entry.answer for entry in profile.knowledge),
             *(topic_question(entry) for entry in profile.knowledge),
+            *all_choice_halves(profile),
         ]
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ from bot.pipeline.frames import (
 )
 from bot.pipeline.processor import Processor
 from bot.pipeline.turn import Turn
-from bot.pipeline.turnlog import FILLER_AUDIO_OUT, TurnSink
+from bot.pipeline.turnlog import FILLER_AUDIO_OUT, SAID_AHEAD_WAIT, TurnSink
 from bot.tasks import cancel_and_wait
 from serve import TTS, ProviderError, StageTimings
 
@@ -196,8 +197,15 @@ class Speaker(Processor):
 
     async def _say(self, turn: Turn | None, text: str, *, ahead: bool = False) -> None:
         if ahead and self._ahead is not None:
+            asked = time.monotonic()
             pcm = await self._ahead.take(text)
             if pcm is not None:
+                if turn is not None:
+                    # 0 when it was ready; else how long its synthesis in the pause ran on
+                    # past the turn's end (the words' first audio waited that long).
+                    turn.model_ms.setdefault(
+                        SAID_AHEAD_WAIT, round((time.monotonic() - asked) * 1000.0, 1)
+                    )
                 self._send(turn, pcm)
                 return
         timings = StageTimings()
