@@ -10,7 +10,7 @@ from sqlalchemy import Connection
 
 from admin.models import AdminBase
 from bot.calllog.models import Base
-from bot.calllog.store import make_engine
+from bot.calllog.store import MIGRATION_CONNECT_TIMEOUT_S, make_engine
 from node.calllog import database_url
 from node.settings import load_settings
 
@@ -39,7 +39,7 @@ def _run(connection: Connection) -> None:
 
 
 async def _run_async() -> None:
-    engine = make_engine(url)
+    engine = make_engine(url, connect_timeout_s=MIGRATION_CONNECT_TIMEOUT_S)
     try:
         async with engine.connect() as connection:
             await connection.run_sync(_run)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from bot.calllog import CallLog, SchemaError
+from bot.calllog import CallLog, SchemaError, store
 from bot.calllog import migrate as migrate_mod
 from bot.calllog.migrate import (
     MIGRATIONS,
@@ -144,3 +145,20 @@ def test_db_commands(tmp_path: Path) -> None:
     assert db("upgrade").returncode == 0
     purge = db("purge", "--days", "7")
     assert purge.returncode == 0 and "blanked 0 turn(s)" in purge.stdout, purge
+
+
+async def test_a_migration_waits_for_a_slow_connection_longer_than_a_request_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Beside every test group at once, a PostgreSQL connection took over the product's
+    # 3 s and a migration failed; a migration is a one-off step, and waits longer.
+    asked: list[float] = []
+
+    def recording(url: str, *, connect_timeout_s: float = store.CONNECT_TIMEOUT_S) -> AsyncEngine:
+        asked.append(connect_timeout_s)
+        return make_engine(url, connect_timeout_s=connect_timeout_s)
+
+    monkeypatch.setattr(store, "make_engine", recording)  # what migrations/env.py calls
+    await upgrade_async(f"sqlite+aiosqlite:///{tmp_path / 'patient.db'}")
+    assert asked == [store.MIGRATION_CONNECT_TIMEOUT_S]
+    assert store.MIGRATION_CONNECT_TIMEOUT_S > store.CONNECT_TIMEOUT_S
