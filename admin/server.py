@@ -56,6 +56,11 @@ class AdminServer:
         sock.listen(128)
         sock.setblocking(False)
         self.port = sock.getsockname()[1]
+        # The OpenAPI document (142 KB, the console's Settings page reads it) is built here,
+        # off the event loop, not by its first request: inside a node, that request built
+        # it on the loop every call's pipeline runs on, 0.5 s of pure Python here (2.5 s
+        # beside ten busy processes) with every call's audio and turns stopped.
+        await asyncio.to_thread(self.app.openapi)
         # proxy_headers off: uvicorn would take X-Forwarded-For from any client on loopback
         # as the client's address; the app reads it only from trusted proxies
         # (AdminSettings.trusted_proxies).

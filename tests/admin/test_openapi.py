@@ -9,6 +9,7 @@ documented list; a 405's ``Allow`` said ``GET`` on paths that also take POST, PA
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from admin.app import create_app
 from admin.errors import ErrorResponse
+from admin.server import AdminServer
 from admin.settings import AdminSettings
 from bot.config import limits
 from tests.admin.conftest import add_token, bearer
@@ -131,3 +133,31 @@ async def test_a_405_names_every_method_of_the_path(client: httpx.AsyncClient) -
         r = await client.request(method, path)
         assert r.status_code == 405, (method, path)
         assert r.headers["allow"] == allowed, (method, path, r.headers["allow"])
+
+
+async def test_the_document_is_built_off_the_event_loop_before_serving(
+    admin_engine: AsyncEngine,
+) -> None:
+    """Inside a node the admin API shares the event loop with every call's pipeline: the
+    document's first build (pure Python, 0.5 s here) runs on another thread at start, and its
+    first request is answered from it."""
+    app = create_app(admin_engine, AdminSettings())
+    built_on: list[int] = []
+    build = app.openapi
+
+    def recorded() -> dict[str, Any]:
+        built_on.append(threading.get_ident())
+        return build()
+
+    app.openapi = recorded  # type: ignore[method-assign]
+    server = AdminServer(app, "127.0.0.1", 0)
+    await server.start()
+    try:
+        assert app.openapi_schema is not None
+        assert built_on and threading.get_ident() not in built_on
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as client:
+            r = await client.get("/api/v1/openapi.json")
+        assert r.status_code == 200
+        assert r.json() == app.openapi_schema
+    finally:
+        await server.stop()
