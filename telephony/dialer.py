@@ -201,7 +201,7 @@ class _StreamRelease:
         if call is not None and call.stream_released is None and call.isActive():
             call.stream_released = stream_release.release(int(call.getId()), self.metronome)
 
-    def on_bye(self, call_id: str) -> None:
+    def on_bye(self, call_id: str | None) -> None:
         call = self.call
         with contextlib.suppress(pj.Error):
             if call is not None and str(call.getInfo().callIdString) == call_id:

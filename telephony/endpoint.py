@@ -505,8 +505,19 @@ class _Core:
         if stream_release.release(index, self.metronome):
             self.counters["streams_released"] += 1
 
-    def _on_bye(self, call_id: str) -> None:
-        """Endpoint thread, before pjsip acts on a BYE for ``call_id``."""
+    def _on_bye(self, call_id: str | None) -> None:
+        """Endpoint thread, before pjsip acts on a BYE for ``call_id`` (None: its Call-ID
+        could not be read, ``pjsip_c.watch_byes``: counted, and said once in the log, as
+        every call then ends exposed to the race the release avoids)."""
+        if call_id is None:
+            if not self.counters["byes_unread"]:
+                log.error(
+                    "a BYE's Call-ID could not be read from pjsip's message: this pjproject's "
+                    "rx_data layout is not the one telephony/pjsip_c.py reads; calls ended by "
+                    "a BYE are torn down with their stream still in the bridge"
+                )
+            self.counters["byes_unread"] += 1
+            return
         for call in list(self.calls.values()):
             if call.sip_call_id == call_id and not call.disconnected:
                 self.release_stream(call)

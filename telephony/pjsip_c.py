@@ -183,15 +183,16 @@ def bye_call_id(raw: bytes) -> str | None:
     return m.group(1).decode("ascii", "replace") if m else None
 
 
-def watch_byes(on_bye: Callable[[str], None]) -> None:
+def watch_byes(on_bye: Callable[[str | None], None]) -> None:
     """After ``libInit``: ``on_bye(call_id)`` for each BYE received, on the endpoint thread,
-    before pjsip acts on it (the callback may block briefly; the BYE then goes on)."""
+    before pjsip acts on it (the callback may block briefly; the BYE then goes on).
+    ``call_id`` is None when pjsip took the message for a BYE but its Call-ID could not be
+    read here: ``pjsip_rx_data`` no longer has the layout of the pjproject this was written
+    for (its packet text is not where ``_RDATA_READ`` looks), which the caller makes seen."""
 
     def on_rx_request(rdata: int | None) -> int:
         if rdata and _rx_info(rdata).startswith(b"Request msg BYE/"):
-            call_id = bye_call_id(ctypes.string_at(rdata, _RDATA_READ))
-            if call_id:
-                on_bye(call_id)
+            on_bye(bye_call_id(ctypes.string_at(rdata, _RDATA_READ)) or None)
         return 0  # never taken: pjsip goes on with it
 
     _register_module(_BYE_MODULE_NAME, _PRIORITY_BEFORE_DIALOGS, on_rx_request)

@@ -37,6 +37,7 @@ STAT_KEYS = (
     "rejected_unstamped",  # a new INVITE that did not come through the front: 403
     "strangers_dropped",  # a request outside every dialog that was not a new INVITE
     "streams_released",  # call streams taken out of the bridge before their teardown
+    "byes_unread",  # a BYE whose Call-ID could not be read: its stream left at teardown
 )
 
 

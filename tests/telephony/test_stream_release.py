@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from telephony import AudioIn, CallHandle
+from telephony import AudioIn, CallHandle, pjsip_c
 from telephony.dialer import dial
 from telephony.pjsip_c import bye_call_id
 from tests.telephony.nodekit import tone, wait_until
@@ -71,3 +71,29 @@ async def test_each_ending_takes_the_stream_out_first(make_endpoint: Any) -> Non
         await wait_until(lambda: ep.stats()["streams_released"] == 2, what="the node's BYE")
     assert by_caller.stream_released, "the dialer's own BYE went before its stream left"
     assert by_node.stream_released, "the node's BYE reached the dialer's teardown first"
+
+
+@pytest.mark.sip
+async def test_a_bye_whose_call_id_cannot_be_read_is_counted_and_still_ends_the_call(
+    make_endpoint: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pjproject whose ``pjsip_rx_data`` has another layout (the Call-ID is read from
+    where 2.15.1 keeps the packet's text): the watcher reads nothing, and says so."""
+    monkeypatch.setattr(pjsip_c, "bye_call_id", lambda raw: None)
+
+    async def echo(handle: CallHandle) -> None:
+        async for event in handle.receive():
+            if isinstance(event, AudioIn):
+                handle.send(event.pcm)
+
+    async with make_endpoint(echo) as ep:
+        uri = f"sip:bot@127.0.0.1:{ep.config.port}"
+        for _ in range(2):
+            result = await dial(uri, play=tone(600.0, 0.5), record_seconds=1.0)
+            assert result.sip_final_status == 200, result.error
+        await wait_until(lambda: ep.stats()["calls_active"] == 0, what="both calls ended")
+        stats = ep.stats()
+    assert stats["byes_unread"] == 2
+    assert stats["streams_released"] == 0
+    said = [r.getMessage() for r in caplog.records if "Call-ID could not be read" in r.getMessage()]
+    assert len(said) == 1, said  # once, not once a call
